@@ -1,0 +1,161 @@
+"""Generic traversal of expression and statement trees.
+
+Nodes are dataclasses, so children are found from their fields: any field holding a ``PrimExpr``,
+a ``Stmt`` or a tuple of them is a child. Passes subclass :class:`Mutator` / :class:`Visitor` and
+override ``visit_<ClassName>`` only for the nodes they care about; everything else is rebuilt (or
+walked) generically, so a new node kind needs no change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from templtune.te.expr import IterVar, PrimExpr, Reduce, TensorLoad, Var
+
+
+def _is_node(x: Any) -> bool:
+    # Stmt lives in a higher layer; duck-type on the base class name to keep imports downward.
+    return isinstance(x, PrimExpr) or any(c.__name__ == "Stmt" for c in type(x).__mro__)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(node: Any) -> tuple[str, ...]:
+    """Names of the fields of ``node`` that may hold child nodes (cached per class)."""
+    cls = type(node)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(node) if not f.name.startswith("_"))
+        _FIELDS[cls] = names
+    return names
+
+
+def children(node: Any) -> Iterator[Any]:
+    for name in child_fields(node):
+        v = getattr(node, name)
+        if isinstance(v, tuple):
+            for x in v:
+                if _is_node(x):
+                    yield x
+        elif _is_node(v):
+            yield v
+
+
+class Visitor:
+    """Pre-order walk; override ``visit_<ClassName>(node)`` and call ``self.generic(node)`` to
+    continue into children."""
+
+    def visit(self, node: Any) -> None:
+        fn = getattr(self, "visit_" + type(node).__name__, None)
+        if fn is not None:
+            fn(node)
+        else:
+            self.generic(node)
+
+    def generic(self, node: Any) -> None:
+        for c in children(node):
+            self.visit(c)
+
+
+class Mutator:
+    """Bottom-up rebuild; override ``visit_<ClassName>(node)`` and return the new node. The
+    generic path rebuilds a node only when a child changed, so unchanged subtrees keep identity."""
+
+    def visit(self, node: Any) -> Any:
+        fn = getattr(self, "visit_" + type(node).__name__, None)
+        return fn(node) if fn is not None else self.generic(node)
+
+    def generic(self, node: Any) -> Any:
+        changes: dict[str, Any] = {}
+        for name in child_fields(node):
+            v = getattr(node, name)
+            if isinstance(v, tuple):
+                if any(_is_node(x) for x in v):
+                    nv = tuple(self.visit(x) if _is_node(x) else x for x in v)
+                    if any(a is not b for a, b in zip(nv, v)):
+                        changes[name] = nv
+            elif _is_node(v):
+                nv = self.visit(v)
+                if nv is not v:
+                    changes[name] = nv
+        return dataclasses.replace(node, **changes) if changes else node
+
+
+class _Substituter(Mutator):
+    def __init__(self, vmap: Mapping[Var, PrimExpr]) -> None:
+        self.vmap = vmap
+
+    def visit_Var(self, node: Var) -> PrimExpr:
+        return self.vmap.get(node, node)
+
+    def visit_Reduce(self, node: Reduce) -> PrimExpr:
+        # reduce axes keep their IterVars; only the source/condition are rewritten
+        new = self.generic(node)
+        return new
+
+
+def substitute(node: Any, vmap: Mapping[Var, PrimExpr]) -> Any:
+    """Replace variables by expressions everywhere in ``node`` (an expression or a statement)."""
+    if not vmap:
+        return node
+    return _Substituter(vmap).visit(node)
+
+
+def post_order(node: Any) -> Iterator[Any]:
+    """All nodes of the tree, children before parents."""
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            yield n
+            continue
+        stack.append((n, True))
+        stack.extend((c, False) for c in reversed(list(children(n))))
+
+
+def collect(node: Any, pred: Callable[[Any], bool]) -> list[Any]:
+    return [n for n in post_order(node) if pred(n)]
+
+
+def collect_vars(node: Any) -> set[Var]:
+    return {n for n in post_order(node) if isinstance(n, Var)}
+
+
+def collect_tensor_loads(node: Any) -> list[Any]:
+    """Tensors read by ``TensorLoad`` nodes in ``node``, in first-seen order."""
+    seen: dict[Any, None] = {}
+    for n in post_order(node):
+        if isinstance(n, TensorLoad):
+            seen.setdefault(n.tensor, None)
+    return list(seen)
+
+
+def structural_equal(a: Any, b: Any, vmap: dict[Var, Var] | None = None) -> bool:
+    """True when ``a`` and ``b`` are the same tree (variables compared by identity unless mapped
+    through ``vmap``)."""
+    if a is b:
+        return True
+    if isinstance(a, Var) or isinstance(b, Var):
+        return vmap is not None and vmap.get(a) is b  # type: ignore[arg-type]
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (IterVar,)):
+        return a is b
+    if not dataclasses.is_dataclass(a):
+        return bool(a == b)
+    for f in dataclasses.fields(a):
+        if f.name.startswith("_"):
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, tuple) and isinstance(y, tuple):
+            if len(x) != len(y) or not all(structural_equal(p, q, vmap) for p, q in zip(x, y)):
+                return False
+        elif _is_node(x) or _is_node(y):
+            if not structural_equal(x, y, vmap):
+                return False
+        elif x is not y and x != y:
+            return False
+    return True

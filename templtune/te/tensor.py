@@ -1,0 +1,112 @@
+"""Tensors and the operations that produce them.
+
+An :class:`Operation` produces one or more :class:`Tensor` outputs. A placeholder has no body; a
+compute has data-parallel ``axis`` IterVars, optional ``reduce_axis`` IterVars and one body
+expression per output. Operations are immutable and compared by identity; a tensor is identified
+by ``(op, value_index)`` and operations cache their output tensors, so ``op.output(0) is
+op.output(0)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from templtune.errors import ExprError
+from templtune.te.expr import ExprLike, IterVar, PrimExpr, TensorLoad, convert
+
+
+class Operation:
+    """Base of placeholder and compute operations."""
+
+    __slots__ = ()
+    name: str
+    tag: str
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self._outputs)  # type: ignore[attr-defined]
+
+    def output(self, i: int) -> Tensor:
+        return self._outputs[i]  # type: ignore[attr-defined]
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class PlaceholderOp(Operation):
+    name: str
+    shape: tuple[PrimExpr, ...]
+    dtype: str
+    tag: str = ""
+    _outputs: tuple[Tensor, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_outputs", (Tensor(self, 0, self.shape, self.dtype),))
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class ComputeOp(Operation):
+    """``out[axis...] = body`` for every point of ``axis``; ``body[i]`` computes output ``i``.
+    A body that is a :class:`~templtune.te.expr.Reduce` reduces over ``reduce_axis``."""
+
+    name: str
+    tag: str
+    attrs: tuple[tuple[str, Any], ...]
+    axis: tuple[IterVar, ...]
+    reduce_axis: tuple[IterVar, ...]
+    body: tuple[PrimExpr, ...]
+    _outputs: tuple[Tensor, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        shape = tuple(iv.dom.extent for iv in self.axis)  # type: ignore[union-attr]
+        outs = tuple(Tensor(self, i, shape, b.dtype) for i, b in enumerate(self.body))
+        object.__setattr__(self, "_outputs", outs)
+
+    @property
+    def input_tensors(self) -> list[Tensor]:
+        from templtune.te.functor import collect_tensor_loads
+
+        seen: dict[Tensor, None] = {}
+        for b in self.body:
+            for t in collect_tensor_loads(b):
+                seen.setdefault(t, None)
+        return list(seen)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tensor:
+    """One output of an operation. Index it (``A[i, j]``) to read it in a compute body."""
+
+    op: Operation
+    value_index: int
+    shape: tuple[PrimExpr, ...]
+    dtype: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def name(self) -> str:
+        return self.op.name if self.op.num_outputs == 1 else f"{self.op.name}.v{self.value_index}"
+
+    def __getitem__(self, indices: ExprLike | IterVar | tuple[Any, ...]) -> PrimExpr:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if len(indices) != len(self.shape):
+            raise ExprError(
+                f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}"
+            )
+        return TensorLoad(self, tuple(convert(i) for i in indices))
+
+    def __repr__(self) -> str:
+        shape = ", ".join(str(s) for s in self.shape)
+        return f"Tensor(shape=[{shape}], op.name={self.op.name})"
+
+    __hash__ = object.__hash__
