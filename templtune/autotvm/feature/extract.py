@@ -1,0 +1,216 @@
+"""Config-level features and a cached, process-parallel extractor.
+
+``config_feature(task, config, feature_type)`` instantiates the template for one config, lowers it
+(lowering only, no code generation) and returns its feature vector:
+
+* ``"knob"``: ``config.get_flatten_feature()``;
+* ``"itervar"``: :func:`.itervar.itervar_feature` of the lowered function followed by the knob
+  features;
+* ``"curve"``: :func:`.curve.curve_feature` with ``curve_sample_n`` samples (20 in the tuner).
+
+:class:`FeatureExtractor` caches vectors per config index and computes missing ones in a process
+pool (fork start method; the task travels in the pool initializer's arguments, not through
+module globals of the parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from templtune.autotvm.feature.curve import curve_feature
+from templtune.autotvm.feature.itervar import itervar_feature
+from templtune.autotvm.feature.loops import summarize
+
+logger = logging.getLogger("templtune.autotvm.feature")
+
+FEATURE_TYPES = ("itervar", "knob", "curve")
+CACHE_LIMIT = 100_000
+TUNER_CURVE_SAMPLE_N = 20
+
+
+def check_feature_type(feature_type: str) -> str:
+    if feature_type not in FEATURE_TYPES:
+        raise ValueError(f"feature_type must be one of {FEATURE_TYPES}, got {feature_type!r}")
+    return feature_type
+
+
+def knob_feature(config: Any) -> np.ndarray:
+    return np.asarray(config.get_flatten_feature(), dtype=np.float32).reshape(-1)
+
+
+def lower_config(task: Any, config: Any) -> Any:
+    """Instantiate ``task`` with ``config`` under its target and lower it to a PrimFunc."""
+    from templtune.lower.lower_api import lower
+
+    target = getattr(task, "target", None)
+    ctx = target if hasattr(target, "__enter__") else contextlib.nullcontext()
+    with ctx:
+        s, args = task.instantiate(config)
+        return lower(s, args, simple_mode=True)
+
+
+def config_feature(task: Any, config: Any, feature_type: str,
+                   curve_sample_n: int = TUNER_CURVE_SAMPLE_N) -> np.ndarray:
+    """The feature vector of one config (see the module docstring)."""
+    check_feature_type(feature_type)
+    if feature_type == "knob":
+        return knob_feature(config)
+    summary = summarize(lower_config(task, config))
+    if feature_type == "itervar":
+        return np.concatenate([itervar_feature(summary), knob_feature(config)])
+    return curve_feature(summary, curve_sample_n)
+
+
+def _safe_feature(task: Any, config: Any, feature_type: str, sample_n: int) -> np.ndarray | None:
+    try:
+        return config_feature(task, config, feature_type, sample_n)
+    except Exception as err:  # noqa: BLE001 - a failed config is a zero row, not a crash
+        logger.debug("feature extraction failed for %s: %s", config, err)
+        return None
+
+
+# ----------------------------------------------------------------------------- worker side
+# NOTE: these globals live only in pool worker processes; they are set from the initializer's
+# arguments, never inherited from the parent's state.
+_W: dict[str, Any] = {}
+
+
+def _worker_init(task: Any, feature_type: str, sample_n: int) -> None:
+    _W.update(task=task, feature_type=feature_type, sample_n=sample_n)
+
+
+def _worker_index(index: int) -> np.ndarray | None:
+    task = _W["task"]
+    try:
+        config = task.config_space.get(int(index))
+    except Exception:  # noqa: BLE001
+        return None
+    return _safe_feature(task, config, _W["feature_type"], _W["sample_n"])
+
+
+def _worker_pair(arg: tuple[Any, Any, str, int]) -> np.ndarray | None:
+    task, config, feature_type, sample_n = arg
+    return _safe_feature(task, config, feature_type, sample_n)
+
+
+def pad_rows(rows: Sequence[np.ndarray | None], width: int | None = None) -> np.ndarray:
+    """Stack rows, right-padding with zeros (``None`` → zeros) to ``width`` (default: the
+    longest row); longer rows are truncated."""
+    if width is None:
+        width = max((len(r) for r in rows if r is not None), default=0)
+    out = np.zeros((len(rows), width), dtype=np.float32)
+    for i, r in enumerate(rows):
+        if r is not None:
+            n = min(width, len(r))
+            out[i, :n] = r[:n]
+    return out
+
+
+class FeatureExtractor:
+    """Cached feature extraction for the configs of one task.
+
+    Parameters
+    ----------
+    task : Task
+        The tuning task (``config_space``, ``instantiate``, ``target``).
+    feature_type : str
+        ``"itervar"``, ``"knob"`` or ``"curve"``.
+    n_workers : int, optional
+        Processes used for extraction; default ``os.cpu_count()``. ``0`` or ``1`` extracts in
+        this process (knob features are always extracted in-process: they need no lowering).
+    curve_sample_n : int
+        Samples per curve for ``"curve"``.
+    min_parallel : int
+        Batches with fewer missing configs than this are extracted in-process.
+    """
+
+    def __init__(self, task: Any, feature_type: str = "itervar", n_workers: int | None = None,
+                 curve_sample_n: int = TUNER_CURVE_SAMPLE_N, min_parallel: int = 16) -> None:
+        self.task = task
+        self.feature_type = check_feature_type(feature_type)
+        self.n_workers = (os.cpu_count() or 1) if n_workers is None else n_workers
+        self.curve_sample_n = curve_sample_n
+        self.min_parallel = min_parallel
+        self.cache: dict[int, np.ndarray | None] = {}
+        self._pool: ProcessPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ pool
+    def _get_pool(self) -> ProcessPoolExecutor | None:
+        if self._pool is None and self.n_workers > 1 and self.feature_type != "knob":
+            try:
+                ctx = mp.get_context("fork")
+                self._pool = ProcessPoolExecutor(
+                    self.n_workers, mp_context=ctx, initializer=_worker_init,
+                    initargs=(self.task, self.feature_type, self.curve_sample_n))
+            except (ValueError, OSError) as err:
+                logger.warning("feature pool unavailable (%s); extracting in-process", err)
+                self.n_workers = 1
+        return self._pool
+
+    def close(self) -> None:
+        """Shut the worker pool down (it is re-created on demand)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_pool"] = None
+        return state
+
+    # ------------------------------------------------------------------ extraction
+    def _compute(self, indices: list[int]) -> list[np.ndarray | None]:
+        pool = self._get_pool() if len(indices) >= self.min_parallel else None
+        if pool is not None:
+            chunk = max(1, len(indices) // (4 * self.n_workers))
+            try:
+                return list(pool.map(_worker_index, indices, chunksize=chunk))
+            except Exception as err:  # noqa: BLE001 - a broken pool falls back to serial
+                logger.warning("feature pool failed (%s); extracting in-process", err)
+                self.close()
+                self.n_workers = 1
+        space = self.task.config_space
+        return [_safe_feature(self.task, space.get(int(i)), self.feature_type,
+                              self.curve_sample_n) for i in indices]
+
+    def get(self, indices: Iterable[int], width: int | None = None) -> np.ndarray:
+        """Feature matrix of the configs ``indices`` (one row each, zero rows for configs whose
+        extraction failed), padded/truncated to ``width`` columns when given."""
+        idx = [int(i) for i in indices]
+        if len(self.cache) >= CACHE_LIMIT:
+            self.cache.clear()
+        missing = list(dict.fromkeys(i for i in idx if i not in self.cache))
+        if missing:
+            for i, f in zip(missing, self._compute(missing)):
+                self.cache[i] = f
+        return pad_rows([self.cache[i] for i in idx], width)
+
+    def get_pairs(self, pairs: Sequence[tuple[Any, Any]], width: int | None = None) -> np.ndarray:
+        """Features of (task, config) pairs of possibly other tasks (for logs); not cached."""
+        if self.feature_type == "knob":
+            rows = [knob_feature(c) for _, c in pairs]
+            return pad_rows(rows, width)
+        args = [(t, c, self.feature_type, self.curve_sample_n) for t, c in pairs]
+        rows: list[np.ndarray | None] | None = None
+        pool = self._get_pool() if len(args) >= self.min_parallel else None
+        if pool is not None:
+            try:
+                rows = list(pool.map(_worker_pair, args,
+                                     chunksize=max(1, len(args) // (4 * self.n_workers))))
+            except Exception as err:  # noqa: BLE001 - e.g. a task that does not pickle
+                logger.info("parallel log feature extraction failed (%s); serial", err)
+        if rows is None:
+            rows = [_worker_pair(a) for a in args]
+        return pad_rows(rows, width)
