@@ -248,15 +248,17 @@ def measure_option(builder: Builder | str, runner: Runner | str) -> dict:
     ValueError
         For any string other than ``"local"``.
     """
-    from .local import LocalBuilder, LocalRunner
-
     if isinstance(builder, str):
         if builder != "local":
             raise ValueError(f"invalid builder {builder!r}: use 'local' or a Builder instance")
+        from .local_builder import LocalBuilder
+
         builder = LocalBuilder()
     if isinstance(runner, str):
         if runner != "local":
             raise ValueError(f"invalid runner {runner!r}: use 'local' or a Runner instance")
+        from .local_runner import LocalRunner
+
         runner = LocalRunner()
     return {"builder": builder, "runner": runner}
 

@@ -1,0 +1,236 @@
+"""The tuner base class and its ``tune`` loop.
+
+Subclasses implement :meth:`Tuner.next_batch` (propose configs never proposed before) and may
+override :meth:`Tuner.update` (learn from results) and :meth:`Tuner.mark_visited` (exclude configs,
+used by resume). Model-based tuners plug in through the same four methods.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..measure.measure import MeasureInput, MeasureResult, create_measure_batch
+
+logger = logging.getLogger("templtune.tuner")
+
+_SI_PREFIXES = "yzafpnµm kMGTPEZY"
+
+
+def si_scale(si_prefix: str) -> float:
+    """The scale of an SI prefix character (``"G"`` -> 1e9, ``" "`` -> 1).
+
+    Raises
+    ------
+    ValueError
+        If ``si_prefix`` is not one character of ``"yzafpnµm kMGTPEZY"``.
+    """
+    if len(si_prefix) != 1 or si_prefix not in _SI_PREFIXES:
+        raise ValueError(f"invalid SI prefix {si_prefix!r}: expected one of {_SI_PREFIXES!r}")
+    return 10.0 ** (3 * _SI_PREFIXES.index(si_prefix) - 24)
+
+
+Callback = Callable[["Tuner", Sequence[MeasureInput], Sequence[MeasureResult]], Any]
+
+
+class Tuner(abc.ABC):
+    """Base class of all tuners.
+
+    Parameters
+    ----------
+    task : templtune.autotvm.task.Task
+        The task to tune.
+    seed : int, numpy.random.Generator or None
+        Seed of the tuner's random number generator (``None``: fresh entropy). A fixed seed gives
+        the same sequence of proposals for the same measurement results.
+
+    Attributes
+    ----------
+    best_config, best_flops, best_measure_pair, best_iter
+        The best configuration so far, its FLOPS, its ``(MeasureInput, MeasureResult)`` and the
+        trial number at which it was found.
+    visited : set of int
+        Config indices already measured or already planned; a tuner never proposes them again.
+    """
+
+    def __init__(self, task: Any, seed: int | np.random.Generator | None = None, **kwargs: Any):
+        self.task = task
+        self.space = task.config_space
+        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        self.visited: set[int] = set()
+        self.error_ct_threshold = 150
+        self.n_trial = 0
+        self.early_stopping: int | None = None
+        self.ttl: int | None = None
+        self.reset()
+
+    # ---- subclass interface -------------------------------------------------------------------
+    def has_next(self) -> bool:
+        """Whether the tuner has configs left to propose."""
+        return True
+
+    @abc.abstractmethod
+    def next_batch(self, batch_size: int) -> list:
+        """Return up to ``batch_size`` configs (ConfigEntity) not proposed before."""
+
+    def update(  # noqa: B027 - optional hook
+        self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]
+    ) -> None:
+        """Learn from measured results (no-op by default)."""
+
+    def mark_visited(self, indices: Iterable[int]) -> None:
+        """Exclude config indices from future proposals (used by resume and ``load_history``)."""
+        self.visited.update(int(i) for i in indices)
+
+    def load_history(self, data_set: Iterable[tuple[MeasureInput, MeasureResult]],
+                     min_seed_records: int = 500) -> None:
+        """Load previous ``(MeasureInput, MeasureResult)`` records of this task.
+
+        The base implementation marks their configs as visited (never measured again) and updates
+        the best-so-far fields; model-based tuners additionally train on them. Records of other
+        tasks are ignored. ``min_seed_records`` is used by model-based tuners only.
+        """
+        pairs = [(inp, res) for inp, res in data_set if self._same_task(inp)]
+        self.mark_visited(inp.config.index for inp, _ in pairs)
+        for inp, res in pairs:
+            self._track_best(inp, res, self.best_iter)
+
+    def reset(self) -> None:
+        """Forget the best-so-far fields."""
+        self.best_config = None
+        self.best_flops = 0.0
+        self.best_measure_pair: tuple[MeasureInput, MeasureResult] | None = None
+        self.best_iter = 0
+
+    def set_error_threshold(self, threshold: int) -> None:
+        """Number of consecutive errors after which the loop warns."""
+        self.error_ct_threshold = threshold
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
+             callbacks: Sequence[Callback] = (), si_prefix: str = "G",
+             resume_log: str | os.PathLike | None = None) -> None:
+        """Measure up to ``n_trial`` configs, calling ``update`` and then every callback per batch.
+
+        Parameters
+        ----------
+        n_trial : int
+            Maximum number of configs to measure.
+        measure_option : dict
+            From :func:`templtune.autotvm.measure_option`.
+        early_stopping : int or None
+            Stop when no better config was found in this many trials.
+        callbacks : sequence of callables
+            Each called as ``callback(tuner, inputs, results)`` after every batch.
+        si_prefix : str
+            Unit of the FLOPS in log messages (``"G"``: GFLOPS).
+        resume_log : path or None
+            A JSON-lines log of an earlier (perhaps killed) run. Its records of this task are loaded
+            with :meth:`load_history`, are never measured again, and count toward ``n_trial``, so
+            re-running the same ``tune`` call after a crash finishes the original budget
+            (templtune extension).
+        """
+        scale = si_scale(si_prefix)
+        i = 0
+        if resume_log is not None and os.path.exists(resume_log):
+            from ..record import load_from_file
+
+            history = [(inp, res) for inp, res in load_from_file(str(resume_log))
+                       if self._same_task(inp)]
+            self.load_history(history, min_seed_records=len(history) + 1)
+            i = len({inp.config.index for inp, _ in history})
+            logger.info("resumed %d measured configs from %s", i, resume_log)
+        measure_batch = create_measure_batch(self.task, measure_option)
+        n_parallel = getattr(measure_batch, "n_parallel", 1) or 1
+        self.n_trial = n_trial
+        self.early_stopping = int(early_stopping) if early_stopping is not None else int(1e9)
+        error_ct = 0
+        errors: list[str] = []
+        n_errors = 0
+        warned = False
+        try:
+            while i < n_trial and self.has_next():
+                configs = self.next_batch(min(n_parallel, n_trial - i))
+                if not configs:
+                    break
+                inputs = [MeasureInput(self.task.target, self.task, cfg) for cfg in configs]
+                results = measure_batch(inputs)
+                for k, (inp, res) in enumerate(zip(inputs, results)):
+                    if res.ok:
+                        flops = self._flops(res)
+                        error_ct = 0
+                    else:
+                        flops = 0.0
+                        error_ct += 1
+                        n_errors += 1
+                        errors.append(f"{inp.config}\n{res.error_no!r}: {res.error_detail}")
+                    self._track_best(inp, res, i + k)
+                    logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", i + k + 1,
+                                 si_prefix.strip(), flops / scale, self.best_flops / scale,
+                                 res if res.ok else f"{res.error_no!r} {res.error_detail[-300:]}",
+                                 inp.config)
+                i += len(results)
+                self.ttl = min(self.early_stopping + self.best_iter, n_trial) - i
+                self.update(inputs, results)
+                for callback in callbacks:
+                    callback(self, inputs, results)
+                if i >= self.best_iter + self.early_stopping:
+                    logger.debug("early stopped at trial %d (best at %d)", i, self.best_iter)
+                    break
+                if error_ct > self.error_ct_threshold and not warned:
+                    # NOTE: AutoTVM flips its logger to DEBUG here; a library must not configure
+                    # logging, so we only warn (once) and leave the level to the application.
+                    logger.warning("%d consecutive measurement errors; enable DEBUG logging on "
+                                   "'templtune.tuner' to see them", error_ct)
+                    warned = True
+        finally:
+            close = getattr(measure_batch, "close", None)
+            if close is not None:
+                close()
+        if i > 0 and n_errors == i and errors:
+            fd, path = tempfile.mkstemp(prefix="templtune_tuning_errors_", suffix=".log")
+            with os.fdopen(fd, "w") as f:
+                f.write("\n\n".join(errors))
+            logger.warning("every trial failed; the errors were written to %s", path)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _flops(self, res: MeasureResult) -> float:
+        cost = res.mean_cost
+        flop = float(getattr(self.task, "flop", 0) or 0)
+        if cost <= 0:
+            return 0.0
+        # NOTE: with an unknown FLOP count AutoTVM scores everything 0 and never finds a best;
+        # scoring 1/cost keeps best tracking meaningful (templtune deviation).
+        return flop / cost if flop > 0 else 1.0 / cost
+
+    def _track_best(self, inp: MeasureInput, res: MeasureResult, trial: int) -> bool:
+        if not res.ok:
+            return False
+        flops = self._flops(res)
+        if flops > self.best_flops:
+            self.best_flops = flops
+            self.best_config = inp.config
+            self.best_measure_pair = (inp, res)
+            self.best_iter = trial
+            return True
+        return False
+
+    def _same_task(self, inp: MeasureInput) -> bool:
+        task = inp.task
+        if task is self.task:
+            return True
+        return (getattr(task, "name", None) == getattr(self.task, "name", None)
+                and _norm(getattr(task, "args", None)) == _norm(getattr(self.task, "args", None)))
+
+
+def _norm(x: Any) -> Any:
+    """Lists to tuples, recursively (records decode JSON arrays as tuples)."""
+    if isinstance(x, (list, tuple)):
+        return tuple(_norm(v) for v in x)
+    return x
