@@ -1,0 +1,224 @@
+"""Simplifier and bound analysis: unit rules and hypothesis property tests against eval_const."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from templtune.te.bound import Interval, const_interval, eval_interval, union
+from templtune.te.const_eval import eval_const
+from templtune.te.expr import (
+    BinOp,
+    BinOpKind,
+    Call,
+    IntImm,
+    Range,
+    Var,
+    binary,
+    const,
+)
+from templtune.te.functor import structural_equal
+from templtune.te.simplify import Simplifier, can_prove, const_bound, simplify
+
+
+def rng(lo: int, extent: int) -> Range:
+    return Range(const(lo), const(extent))
+
+
+I, J, K, X = Var("i"), Var("j"), Var("k"), Var("x")
+R = {I: rng(0, 4), J: rng(0, 8)}
+
+
+def same(a, b) -> bool:
+    s = Simplifier()
+    return s.key(s.visit(a)) == s.key(s.visit(b))
+
+
+@pytest.mark.parametrize(
+    "expr, expected",
+    [
+        ((I * 8 + J) // 8, I),
+        ((I * 8 + J) % 8, J),
+        (I * 8 + J - I * 8, J),
+        (X - X, const(0)),
+        (X * 1 + 0, X),
+        ((X // 8) * 8 + X % 8, X),
+        ((X + 3) * 2 - X, X + 6),
+        (J < 8, const(True)),
+        (J >= 8, const(False)),
+        (J // 8, const(0)),
+        (J % 8, J),
+        ((K // 4) // 2, K // 8),
+        ((K % 16) % 8, K % 8),
+        ((X * 9) % 8, X % 8),
+        ((X * 12) // 4, X * 3),
+        ((X * 4 + 6) // 2, X * 2 + 3),
+        (binary(BinOpKind.MIN, J, I + 8), J),
+        (binary(BinOpKind.MAX, J, I + 8), I + 8),
+        (binary(BinOpKind.MIN, X + 1, X), X),
+        ((I * 16 + J * 2) // 4, I * 4 + J // 2),
+        (((I * 8 + J) // 4) // 2, I),
+    ],
+)
+def test_rules(expr, expected):
+    got = simplify(expr, R)
+    assert same(got, expected), f"{expr} -> {got}, expected {expected}"
+
+
+def test_canonical_order_and_constants_last():
+    e = simplify(3 + X + 2 * I - X + I)
+    assert str(e) == "((i * 3) + 3)"
+    assert str(simplify(7 - I)) == "(7 - i)"
+
+
+def test_negative_values_floor_semantics():
+    r = {X: rng(-8, 8)}  # x in [-8, -1]
+    assert simplify(X // 8, r).value == -1  # type: ignore[union-attr]
+    assert same(simplify(X % 8, r), X + 8)
+    assert simplify(X < 0, r).value == 1  # type: ignore[union-attr]
+
+
+def test_likely_preserved_and_logic():
+    e = Call("bool", "likely", (X < 5,))
+    s = simplify(e)
+    assert isinstance(s, Call) and s.name == "likely"
+    assert simplify(Call("bool", "likely", (J < 9,)), R).value == 1  # type: ignore[union-attr]
+    assert can_prove((J >= 0) & (J < 8), R)
+    assert not can_prove(J < 7, R)
+    assert same(simplify((X < 3) & (J < 8), R), X < 3)
+    assert simplify(~(J < 8), R).value == 0  # type: ignore[union-attr]
+
+
+def test_float_identities_and_folding():
+    f = Var("f", "float32")
+    assert simplify(f * 1.0 + 0.0) is f
+    assert simplify(const(2.0) * 3.0).value == 6.0  # type: ignore[union-attr]
+
+
+def test_point_range_substitutes_and_const_bound():
+    assert simplify(I * 3 + 1, {I: rng(2, 1)}).value == 7  # type: ignore[union-attr]
+    assert const_bound(I * 8 + J, R) == (0, 31)
+
+
+def test_division_by_zero_left_alone():
+    e = binary(BinOpKind.FLOORDIV, X, 0)
+    assert isinstance(simplify(e), BinOp)
+
+
+def test_memoized_shared_subtrees_fast():
+    e = X
+    for n in range(40):
+        e = (e + I * n) % 1000 + J
+        e = e + e  # shared subtree: exponential without memoization
+    s = Simplifier(R)
+    s.visit(e)
+
+
+# ---------------------------------------------------------------------------- hypothesis
+
+VARS = [Var("a"), Var("b"), Var("c")]
+
+
+@st.composite
+def ranges_st(draw):
+    return {v: (draw(st.integers(-6, 6)), draw(st.integers(1, 5))) for v in VARS}
+
+
+def expr_st(depth: int = 3):
+    leaf = st.one_of(st.sampled_from(VARS), st.integers(-9, 9).map(const))
+    ops = st.sampled_from([BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.FLOORDIV,
+                           BinOpKind.FLOORMOD, BinOpKind.MIN, BinOpKind.MAX])
+
+    def extend(children):
+        def build(t):
+            op, a, b, c = t
+            if op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD):
+                return binary(op, a, c)  # divide by a positive constant
+            if op is BinOpKind.MUL:
+                return binary(op, a, c) if isinstance(b, IntImm) else binary(op, a, b)
+            return binary(op, a, b)
+
+        return st.tuples(ops, children, children, st.integers(1, 9)).map(build)
+
+    return st.recursive(leaf, extend, max_leaves=8)
+
+
+def points(r):
+    vs = list(r)
+    return [dict(zip(vs, p)) for p in itertools.product(
+        *[range(lo, lo + ext) for lo, ext in (r[v] for v in vs)])]
+
+
+@settings(max_examples=300, deadline=None)
+@given(expr_st(), ranges_st())
+def test_simplify_preserves_value(e, r):
+    ranges = {v: rng(lo, ext) for v, (lo, ext) in r.items()}
+    s = simplify(e, ranges)
+    for env in points(r):
+        assert eval_const(s, env) == eval_const(e, env), f"{e} -> {s} at {env}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(expr_st(), ranges_st())
+def test_simplify_without_ranges_preserves_value(e, r):
+    s = simplify(e)
+    for env in points(r)[:20]:
+        assert eval_const(s, env) == eval_const(e, env), f"{e} -> {s} at {env}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(expr_st(), st.sampled_from(VARS), ranges_st())
+def test_comparisons_decided_correctly(e, v, r):
+    ranges = {x: rng(lo, ext) for x, (lo, ext) in r.items()}
+    for op in (BinOpKind.LT, BinOpKind.LE, BinOpKind.EQ, BinOpKind.NE, BinOpKind.GE):
+        c = binary(op, e, v)
+        s = simplify(c, ranges)
+        for env in points(r):
+            assert bool(eval_const(s, env)) == bool(eval_const(c, env)), f"{c} -> {s}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(expr_st(), ranges_st(), st.sampled_from(VARS))
+def test_interval_contains_all_values(e, r, fixed):
+    """Every value lies in the interval; the fixed variable stays symbolic in the endpoints."""
+    dom = {v: Interval(const(lo), const(lo + ext - 1)) for v, (lo, ext) in r.items()
+           if v is not fixed}
+    iv = eval_interval(e, dom)
+    for env in points(r):
+        val = eval_const(e, env)
+        if iv.min is not None:
+            assert eval_const(iv.min, env) <= val, f"{e}: {iv} at {env}"
+        if iv.max is not None:
+            assert val <= eval_const(iv.max, env), f"{e}: {iv} at {env}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(expr_st(), ranges_st())
+def test_const_interval_and_const_bound_sound(e, r):
+    dom = {v: rng(lo, ext) for v, (lo, ext) in r.items()}
+    vals = [eval_const(e, env) for env in points(r)]
+    lo, hi = const_bound(e, dom)
+    assert lo <= min(vals) and max(vals) <= hi
+    try:
+        clo, chi = const_interval(e, dom)
+    except Exception:
+        return
+    assert clo <= min(vals) and max(vals) <= chi
+
+
+def test_interval_examples():
+    yo, yi = Var("yo"), Var("yi")
+    iv = eval_interval(yo * 8 + yi, {yi: Interval(const(0), const(7))})
+    assert same(iv.min, yo * 8) and same(iv.max, yo * 8 + 7)
+    assert same(iv.extent(), const(8))
+    iv2 = eval_interval(yi, {yi: rng(0, 8)})
+    assert iv2.min.value == 0 and iv2.max.value == 7  # type: ignore[union-attr]
+    u = union(Interval(const(0), const(3)), Interval(const(2), const(9)))
+    assert u.min.value == 0 and u.max.value == 9  # type: ignore[union-attr]
+    assert const_interval(yo * 8 + yi, {yo: rng(0, 4), yi: rng(0, 8)}) == (0, 31)
+    fr = Interval.from_range(Range(const(2), Var("n")))
+    assert structural_equal(fr.min, const(2)) or fr.min.value == 2  # type: ignore[union-attr]
+    assert eval_interval(X * yi, {yi: rng(0, 8)}).min is None  # unknown sign of x
