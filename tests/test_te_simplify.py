@@ -28,8 +28,8 @@ def rng(lo: int, extent: int) -> Range:
     return Range(const(lo), const(extent))
 
 
-I, J, K, X = Var("i"), Var("j"), Var("k"), Var("x")
-R = {I: rng(0, 4), J: rng(0, 8)}
+II, J, K, X = Var("i"), Var("j"), Var("k"), Var("x")
+R = {II: rng(0, 4), J: rng(0, 8)}
 
 
 def same(a, b) -> bool:
@@ -40,9 +40,9 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize(
     "expr, expected",
     [
-        ((I * 8 + J) // 8, I),
-        ((I * 8 + J) % 8, J),
-        (I * 8 + J - I * 8, J),
+        ((II * 8 + J) // 8, II),
+        ((II * 8 + J) % 8, J),
+        (II * 8 + J - II * 8, J),
         (X - X, const(0)),
         (X * 1 + 0, X),
         ((X // 8) * 8 + X % 8, X),
@@ -56,11 +56,11 @@ def same(a, b) -> bool:
         ((X * 9) % 8, X % 8),
         ((X * 12) // 4, X * 3),
         ((X * 4 + 6) // 2, X * 2 + 3),
-        (binary(BinOpKind.MIN, J, I + 8), J),
-        (binary(BinOpKind.MAX, J, I + 8), I + 8),
+        (binary(BinOpKind.MIN, J, II + 8), J),
+        (binary(BinOpKind.MAX, J, II + 8), II + 8),
         (binary(BinOpKind.MIN, X + 1, X), X),
-        ((I * 16 + J * 2) // 4, I * 4 + J // 2),
-        (((I * 8 + J) // 4) // 2, I),
+        ((II * 16 + J * 2) // 4, II * 4 + J // 2),
+        (((II * 8 + J) // 4) // 2, II),
     ],
 )
 def test_rules(expr, expected):
@@ -69,9 +69,9 @@ def test_rules(expr, expected):
 
 
 def test_canonical_order_and_constants_last():
-    e = simplify(3 + X + 2 * I - X + I)
+    e = simplify(3 + X + 2 * II - X + II)
     assert str(e) == "((i * 3) + 3)"
-    assert str(simplify(7 - I)) == "(7 - i)"
+    assert str(simplify(7 - II)) == "(7 - i)"
 
 
 def test_negative_values_floor_semantics():
@@ -99,8 +99,8 @@ def test_float_identities_and_folding():
 
 
 def test_point_range_substitutes_and_const_bound():
-    assert simplify(I * 3 + 1, {I: rng(2, 1)}).value == 7  # type: ignore[union-attr]
-    assert const_bound(I * 8 + J, R) == (0, 31)
+    assert simplify(II * 3 + 1, {II: rng(2, 1)}).value == 7  # type: ignore[union-attr]
+    assert const_bound(II * 8 + J, R) == (0, 31)
 
 
 def test_division_by_zero_left_alone():
@@ -111,7 +111,7 @@ def test_division_by_zero_left_alone():
 def test_memoized_shared_subtrees_fast():
     e = X
     for n in range(40):
-        e = (e + I * n) % 1000 + J
+        e = (e + II * n) % 1000 + J
         e = e + e  # shared subtree: exponential without memoization
     s = Simplifier(R)
     s.visit(e)
