@@ -1,5 +1,8 @@
 """Measurement: builders, runners and the measure batch used by the tuners."""
 
+from .fake import FakeBuilder, FakeRunner, ReplayRunner, seeded_cost
+from .local_builder import LocalBuilder
+from .local_runner import LocalRunner
 from .measure import (
     MEASURE_ERROR_COST,
     Builder,
@@ -15,7 +18,8 @@ from .measure import (
 )
 
 __all__ = [
-    "MEASURE_ERROR_COST", "Builder", "BuildResult", "MeasureBatch", "MeasureErrorNo",
-    "MeasureInput", "MeasureResult", "Runner", "create_measure_batch", "error_result",
-    "measure_option",
+    "MEASURE_ERROR_COST", "Builder", "BuildResult", "FakeBuilder", "FakeRunner", "LocalBuilder",
+    "LocalRunner", "MeasureBatch", "MeasureErrorNo", "MeasureInput", "MeasureResult",
+    "ReplayRunner", "Runner", "create_measure_batch", "error_result", "measure_option",
+    "seeded_cost",
 ]

@@ -1,0 +1,252 @@
+"""A small pool of persistent worker processes with per-call timeouts.
+
+Unlike ``concurrent.futures.ProcessPoolExecutor``, a call that runs past its timeout kills only the
+worker running it (which is replaced on next use), and a worker that dies (segfault) reports
+``died`` for its call instead of breaking the whole pool. Workers are started with the ``spawn``
+context: they import templtune once and stay warm; nothing of the parent's mutable state is
+inherited.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+logger = logging.getLogger("templtune.measure")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The outcome of one call in a worker.
+
+    ``status`` is ``"ok"`` (``value`` holds the return value), ``"error"`` (the function raised:
+    ``error_type``, ``message``, ``traceback`` are set), ``"timeout"`` or ``"died"`` (the worker
+    exited, e.g. by a signal: ``message`` says how).
+    """
+
+    status: str
+    value: Any = None
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    seconds: float = 0.0
+
+
+def _worker_main(conn: Connection, preload: tuple[str, ...]) -> None:
+    import importlib
+
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the job that needs it will report the error
+            pass
+    conn.send("ready")
+    while True:
+        try:
+            fn, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        t0 = time.perf_counter()
+        try:
+            out = ("ok", fn(*args), "", "", "")
+        except BaseException as exc:  # noqa: BLE001 - everything becomes data for the parent
+            out = ("error", None, type(exc).__name__, str(exc)[:4096],
+                   traceback.format_exc()[-8192:])
+        try:
+            conn.send((*out, time.perf_counter() - t0))
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
+            conn.send(("error", None, type(exc).__name__, f"cannot send the result: {exc}",
+                       traceback.format_exc()[-8192:], time.perf_counter() - t0))
+
+
+class _Worker:
+    def __init__(self, ctx: Any, preload: tuple[str, ...]) -> None:
+        parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, preload), daemon=True,
+                                name="templtune-measure-worker")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        self.ready = False
+        self.state: dict[str, Any] = {}  # what the parent has set up in this worker
+
+    def wait_ready(self, timeout: float = 300.0) -> bool:
+        """Wait for the worker's start-up handshake (imports done); False if it died."""
+        if self.ready:
+            return True
+        try:
+            if self.conn.poll(timeout) and self.conn.recv() == "ready":
+                self.ready = True
+        except (EOFError, OSError):
+            pass
+        return self.ready
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def describe_death(self) -> str:
+        self.proc.join(5)
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            import signal
+
+            try:
+                return f"worker killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"worker killed by signal {-code}"
+        return f"worker exited with code {code}"
+
+
+class WorkerPool:
+    """Persistent worker processes running module-level functions with per-call timeouts.
+
+    Parameters
+    ----------
+    n_workers : int
+        Number of workers (started lazily, on first use, and replaced when they die or hang).
+    """
+
+    def __init__(self, n_workers: int, preload: Sequence[str] = ()) -> None:
+        self.n_workers = max(1, int(n_workers))
+        self.preload = tuple(preload)
+        self._ctx = mp.get_context("spawn")
+        self._workers: list[_Worker | None] = [None] * self.n_workers
+
+    def _get(self, k: int) -> _Worker:
+        w = self._workers[k]
+        if w is None or not w.alive():
+            if w is not None:
+                w.kill()
+            w = _Worker(self._ctx, self.preload)
+            self._workers[k] = w
+        # NOTE: start-up (spawn + imports) must not count against a job's timeout.
+        if not w.wait_ready():
+            raise RuntimeError(f"measurement worker failed to start: {w.describe_death()}")
+        return w
+
+    def start(self, workers: Sequence[int] | None = None) -> None:
+        """Start workers now (concurrently) rather than on first use."""
+        ids = list(workers) if workers is not None else list(range(self.n_workers))
+        for k in ids:
+            if self._workers[k] is None or not self._workers[k].alive():
+                self._workers[k] = _Worker(self._ctx, self.preload)
+        for k in ids:
+            self._get(k)
+
+    def worker_state(self, k: int) -> dict[str, Any]:
+        """Per-worker dict the caller can use to remember what it set up in worker ``k``."""
+        return self._get(k).state
+
+    def call(self, k: int, fn: Callable, args: tuple, timeout: float | None) -> Outcome:
+        """Run ``fn(*args)`` in worker ``k`` and wait (at most ``timeout`` seconds)."""
+        return self.map(fn, [args], timeout, workers=[k])[0]
+
+    def map(self, fn: Callable, arg_list: Sequence[tuple], timeout: float | None,
+            workers: Sequence[int] | None = None,
+            prepare: Callable[[int], None] | None = None) -> list[Outcome]:
+        """Run ``fn(*args)`` for each args tuple on the workers, in input order of the outcomes.
+
+        ``prepare(k)`` (optional) runs in the parent before a job goes to worker ``k``; it may use
+        :meth:`call` on ``k`` to set the worker up (e.g. after a replacement).
+        """
+        ids = list(workers) if workers is not None else list(range(self.n_workers))
+        ids = ids[: max(1, len(arg_list))]
+        self.start(ids)
+        results: list[Outcome | None] = [None] * len(arg_list)
+        pending = list(range(len(arg_list)))[::-1]
+        running: dict[int, tuple[int, float]] = {}  # worker -> (job, start)
+        idle = list(ids)[::-1]
+        while pending or running:
+            while pending and idle:
+                k = idle.pop()
+                if prepare is not None:
+                    prepare(k)
+                job = pending.pop()
+                w = self._get(k)
+                try:
+                    w.conn.send((fn, arg_list[job]))
+                except (BrokenPipeError, OSError):
+                    w.kill()
+                    w = self._get(k)
+                    if prepare is not None:
+                        prepare(k)
+                        w = self._get(k)
+                    w.conn.send((fn, arg_list[job]))
+                running[k] = (job, time.perf_counter())
+            now = time.perf_counter()
+            wait_for: float | None = None
+            if timeout is not None:
+                wait_for = max(0.0, min(start + timeout for _, start in running.values()) - now)
+            handles: dict[Any, int] = {}
+            for k in running:
+                w = self._workers[k]
+                assert w is not None
+                handles[w.conn] = k
+                handles[w.proc.sentinel] = k
+            ready = wait(list(handles), timeout=wait_for)
+            done: set[int] = set()
+            for h in ready:
+                k = handles[h]
+                if k in done:
+                    continue
+                job, start = running[k]
+                w = self._workers[k]
+                assert w is not None
+                outcome = self._receive(w, time.perf_counter() - start)
+                if outcome is None:
+                    continue
+                results[job] = outcome
+                done.add(k)
+            if timeout is not None:
+                now = time.perf_counter()
+                for k, (job, start) in running.items():
+                    if k not in done and now - start >= timeout:
+                        w = self._workers[k]
+                        assert w is not None
+                        w.kill()
+                        self._workers[k] = None
+                        results[job] = Outcome("timeout", message=f"timed out after {timeout} s",
+                                               seconds=now - start)
+                        done.add(k)
+            for k in done:
+                del running[k]
+                idle.append(k)
+        return [r if r is not None else Outcome("died", message="lost") for r in results]
+
+    def _receive(self, w: _Worker, elapsed: float) -> Outcome | None:
+        if w.conn.poll():
+            try:
+                status, value, etype, msg, tb, seconds = w.conn.recv()
+                return Outcome(status, value, etype, msg, tb, seconds)
+            except (EOFError, OSError):
+                pass
+        if w.alive():
+            return None  # spurious wake-up
+        msg = w.describe_death()
+        w.kill()
+        return Outcome("died", message=msg, seconds=elapsed)
+
+    def close(self) -> None:
+        """Stop every worker."""
+        for k, w in enumerate(self._workers):
+            if w is not None:
+                w.kill()
+                self._workers[k] = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
