@@ -1,0 +1,63 @@
+"""``compile_func``: one PrimFunc to object code plus the header the runtime needs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from templtune.codegen.llvm import compile as cc
+from templtune.codegen.llvm.render import RenderedModule, render
+from templtune.lower.ir import PrimFunc
+
+log = logging.getLogger("templtune.codegen.llvm")
+
+
+def make_header(rendered: RenderedModule, spec: cc.MachineSpec) -> dict[str, Any]:
+    """The JSON-able description of a compiled module (signature, machine, IR text)."""
+    return {
+        "entry": rendered.entry,
+        "params": [{"name": p.name, "dtype": p.dtype, "shape": list(p.shape)}
+                   for p in rendered.params],
+        "shape_vars": [list(x) for x in rendered.shape_vars],
+        "parallel": rendered.parallel,
+        "spec": {"triple": spec.triple, "cpu": spec.cpu, "features": spec.features,
+                 "opt_level": spec.opt_level},
+        "ir": rendered.ir,
+    }
+
+
+def compile_func(func: PrimFunc, target: Any = None, name: str | None = None,
+                 timings: dict[str, float] | None = None) -> tuple[bytes, dict[str, Any]]:
+    """Render, verify, optimise and compile ``func`` for an ``llvm`` target.
+
+    Parameters
+    ----------
+    func : PrimFunc
+        Lowered loop IR.
+    target : Target, optional
+        An llvm target (``-mcpu``, ``-mattr``, ``-mtriple``, ``-num-cores``, ``-opt-level``).
+    name : str, optional
+        Symbol name of the entry function (default ``func.name``).
+    timings : dict, optional
+        Filled with seconds per phase: ``render``, ``parse_verify``, ``optimise``, ``codegen``.
+
+    Returns
+    -------
+    (bytes, dict)
+        Object code and its header (see :func:`make_header`).
+    """
+    spec = cc.machine_spec(target)
+    attrs = getattr(target, "attrs", {}) or {}
+    t0 = time.perf_counter()
+    use_gomp = cc.load_libgomp()
+    rendered = render(func, name=name, use_gomp=use_gomp,
+                      num_threads=int(attrs.get("num-cores", 0) or 0), x86=spec.is_x86)
+    t1 = time.perf_counter()
+    if os.environ.get("TEMPLTUNE_DEBUG"):
+        log.debug("LLVM IR of %s:\n%s", rendered.entry, rendered.ir)
+    obj = cc.compile_ir(rendered.ir, spec, timings)
+    if timings is not None:
+        timings["render"] = t1 - t0
+    return obj, make_header(rendered, spec)

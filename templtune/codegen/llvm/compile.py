@@ -1,0 +1,232 @@
+"""LLVM IR text -> optimised native object code (llvmlite), with a compile cache.
+
+The object file is the build artifact: the builder process JIT-loads it directly, and it is also
+what :meth:`templtune.runtime.Module.export` ships to a measurement process, so loading never
+re-optimises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import logging
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+
+import llvmlite.binding as llvm
+
+from templtune.errors import CodegenError, TargetError
+
+log = logging.getLogger("templtune.codegen.llvm")
+
+_LOCK = threading.Lock()
+# NOTE: a process-local cache of object code keyed by a hash of (IR text, target machine); it only
+# saves work on repeated identical builds and never changes results, so it is safe in workers.
+_CACHE: OrderedDict[str, bytes] = OrderedDict()
+_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSpec:
+    """What the object code is compiled for."""
+
+    triple: str
+    cpu: str
+    features: str
+    opt_level: int = 3
+
+    @property
+    def is_x86(self) -> bool:
+        return self.triple.startswith(("x86_64", "i686", "i386"))
+
+
+@lru_cache(maxsize=1)
+def _init() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()
+
+
+@lru_cache(maxsize=1)
+def host_spec() -> MachineSpec:
+    """The host CPU as LLVM sees it (name and feature string)."""
+    _init()
+    return MachineSpec(llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                       llvm.get_host_cpu_features().flatten())
+
+
+def machine_spec(target: object | None = None) -> MachineSpec:
+    """The machine spec of an ``llvm`` :class:`~templtune.target.Target` (host defaults;
+    ``-mcpu``, ``-mtriple``, ``-mattr`` and ``-opt-level`` override)."""
+    host = host_spec()
+    attrs = getattr(target, "attrs", {}) or {}
+    triple = attrs.get("mtriple") or host.triple
+    cpu = attrs.get("mcpu")
+    mattr = attrs.get("mattr")
+    if cpu:
+        features = mattr or ""
+    else:
+        cpu = host.cpu if triple == host.triple else "generic"
+        features = host.features if triple == host.triple else ""
+        if mattr:
+            features = ",".join(x for x in (features, mattr) if x)
+    return MachineSpec(triple, cpu, features, int(attrs.get("opt-level", 3)))
+
+
+@lru_cache(maxsize=16)
+def target_machine(spec: MachineSpec) -> llvm.TargetMachine:
+    """A shared target machine for compiling (never hand it to an execution engine)."""
+    return new_target_machine(spec)
+
+
+def new_target_machine(spec: MachineSpec) -> llvm.TargetMachine:
+    """A fresh target machine (an MCJIT engine takes ownership of the one it is given)."""
+    _init()
+    try:
+        tgt = llvm.Target.from_triple(spec.triple)
+    except RuntimeError as e:
+        raise TargetError(f"LLVM cannot generate code for triple {spec.triple!r}: {e}") from None
+    return tgt.create_target_machine(cpu=spec.cpu, features=spec.features, opt=spec.opt_level,
+                                     reloc="pic", codemodel="jitdefault")
+
+
+def _parse_verify(ir: str, spec: MachineSpec) -> llvm.ModuleRef:
+    _init()
+    try:
+        # NOTE: a fresh context per module, so that constants and types of thousands of tuning
+        # builds do not pile up in LLVM's global context.
+        mod = llvm.parse_assembly(ir, context=llvm.create_context())
+        mod.verify()
+    except RuntimeError as e:
+        if os.environ.get("TEMPLTUNE_DEBUG"):
+            log.error("invalid LLVM IR:\n%s", ir)
+        raise CodegenError(f"generated LLVM IR is invalid: {str(e).strip()}") from None
+    mod.triple = spec.triple
+    mod.data_layout = str(target_machine(spec).target_data)
+    return mod
+
+
+def _optimise(mod: llvm.ModuleRef, spec: MachineSpec) -> None:
+    tm = target_machine(spec)
+    pto = llvm.create_pipeline_tuning_options(speed_level=spec.opt_level)
+    pto.loop_vectorization = spec.opt_level >= 2
+    pto.slp_vectorization = spec.opt_level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def compile_ir(ir: str, spec: MachineSpec, timings: dict[str, float] | None = None) -> bytes:
+    """Verify, optimise (new pass manager) and emit object code for ``ir``.
+
+    Parameters
+    ----------
+    ir : str
+        LLVM IR text.
+    spec : MachineSpec
+        Target triple, CPU and features.
+    timings : dict, optional
+        Filled with seconds spent in ``parse_verify``, ``optimise`` and ``codegen`` (zero on a
+        cache hit, with ``cache_hit`` set to 1).
+
+    Raises
+    ------
+    CodegenError
+        When the LLVM verifier rejects the IR.
+    """
+    key = hashlib.sha256(f"{spec}\n{ir}".encode()).hexdigest()
+    with _LOCK:
+        obj = _CACHE.get(key)
+        if obj is not None:
+            _CACHE.move_to_end(key)
+    if obj is not None:
+        if timings is not None:
+            timings.update(parse_verify=0.0, optimise=0.0, codegen=0.0, cache_hit=1)
+        return obj
+    t0 = time.perf_counter()
+    mod = _parse_verify(ir, spec)
+    t1 = time.perf_counter()
+    _optimise(mod, spec)
+    t2 = time.perf_counter()
+    obj = target_machine(spec).emit_object(mod)
+    t3 = time.perf_counter()
+    if timings is not None:
+        timings.update(parse_verify=t1 - t0, optimise=t2 - t1, codegen=t3 - t2, cache_hit=0)
+    with _LOCK:
+        _CACHE[key] = obj
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return obj
+
+
+def optimised_ir(ir: str, spec: MachineSpec) -> str:
+    """The IR after the O3 pipeline (for inspection)."""
+    mod = _parse_verify(ir, spec)
+    _optimise(mod, spec)
+    return str(mod)
+
+
+def assembly(ir: str, spec: MachineSpec) -> str:
+    """Native assembly of ``ir`` after optimisation."""
+    mod = _parse_verify(ir, spec)
+    _optimise(mod, spec)
+    return target_machine(spec).emit_assembly(mod)
+
+
+# ----------------------------------------------------------------------------- libgomp
+
+
+@lru_cache(maxsize=1)
+def find_libgomp() -> str | None:
+    """Path of a libgomp shared library: ``TEMPLTUNE_LIBGOMP``, scikit-learn's bundled copy,
+    or the system one; None when none is found."""
+    env = os.environ.get("TEMPLTUNE_LIBGOMP")
+    if env and os.path.exists(env):
+        return env
+    for base in sys.path:
+        hits = sorted(glob.glob(os.path.join(base, "scikit_learn.libs", "libgomp*.so*")))
+        if hits:
+            return hits[0]
+    import ctypes.util
+
+    name = ctypes.util.find_library("gomp")
+    return name
+
+
+@lru_cache(maxsize=1)
+def load_libgomp() -> bool:
+    """Make libgomp's symbols visible to JIT code (idempotent). False, with one warning, when
+    libgomp is unavailable: parallel loops then run serially."""
+    path = find_libgomp()
+    if path is None:
+        log.warning("libgomp not found: parallel loops will run serially "
+                    "(install scikit-learn or set TEMPLTUNE_LIBGOMP)")
+        return False
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        _init()
+        llvm.load_library_permanently(path)
+    except (OSError, RuntimeError) as e:
+        log.warning("cannot load libgomp from %s (%s): parallel loops will run serially", path, e)
+        return False
+    return True
+
+
+def default_num_threads(target: object | None = None) -> int:
+    """Threads for parallel loops: target ``-num-cores``, else ``TEMPLTUNE_NUM_THREADS``, else
+    the CPU count."""
+    attrs = getattr(target, "attrs", {}) or {}
+    if attrs.get("num-cores"):
+        return int(attrs["num-cores"])
+    env = os.environ.get("TEMPLTUNE_NUM_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            log.warning("ignoring TEMPLTUNE_NUM_THREADS=%r (not an integer)", env)
+    return os.cpu_count() or 1

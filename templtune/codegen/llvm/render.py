@@ -1,0 +1,449 @@
+"""Loop IR (:class:`~templtune.lower.ir.PrimFunc`) -> LLVM IR text.
+
+The module holds:
+
+* the kernel ``@"<name>"(ptr noalias %A, ..., i32 %n, ...)``: one pointer per buffer parameter, then
+  one integer per symbolic shape variable (taken from the arrays' shapes at call time);
+* one internal function per ``parallel`` loop, run by ``GOMP_parallel`` (libgomp's persistent pool);
+* ``@"<name>.__timer"(ptr args, i64 number) -> double``: calls the kernel ``number`` times between
+  two ``clock_gettime(CLOCK_MONOTONIC)`` so timing loops run in native code;
+* ``@"<name>.__nthreads"``: the thread count for parallel loops, set by the runtime at load time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from templtune import dtype as dt
+from templtune.codegen.llvm import types as T
+from templtune.codegen.llvm.exprs import ExprRenderer, V
+from templtune.errors import CodegenError
+from templtune.lower.ir import (
+    Allocate,
+    AttrStmt,
+    Buffer,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Load,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    Store,
+)
+from templtune.te.expr import IntImm, Var
+from templtune.te.functor import post_order
+
+log = logging.getLogger("templtune.codegen.llvm")
+
+# NOTE: local buffers up to this size live on the stack (entry-block alloca, so a loop does not
+# grow the stack); bigger or dynamically sized ones are heap-allocated around their scope. Worker
+# threads of libgomp have smaller stacks than the main thread, hence the modest limit.
+STACK_LIMIT_BYTES = 128 * 1024
+_ALIGN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ParamInfo:
+    """One kernel argument: a buffer with its shape (ints, or names of shape variables)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int | str | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedModule:
+    """The LLVM IR text of one PrimFunc plus what the runtime needs to call it."""
+
+    ir: str
+    entry: str
+    params: tuple[ParamInfo, ...]
+    shape_vars: tuple[tuple[str, str], ...]  # (name, dtype) of the trailing scalar arguments
+    parallel: bool
+
+    @property
+    def timer(self) -> str:
+        return f"{self.entry}.__timer"
+
+    @property
+    def nthreads_global(self) -> str:
+        return f"{self.entry}.__nthreads"
+
+
+def _quote(name: str) -> str:
+    if '"' in name or "\\" in name or not name:
+        raise CodegenError(f"function name {name!r} cannot be used as a symbol")
+    return f'@"{name}"'
+
+
+class _Module:
+    """Module-level state while rendering: declarations, extra functions, metadata."""
+
+    def __init__(self, entry: str, use_gomp: bool) -> None:
+        self.entry = entry
+        self.use_gomp = use_gomp
+        self.declares: dict[str, None] = {}
+        self.functions: list[str] = []
+        self.metadata: list[str] = []
+        self.n_md = 0
+        self.n_par = 0
+        self.parallel = False
+
+    def loop_md(self, props: list[str]) -> str:
+        ids = []
+        for p in props:
+            ids.append(f"!{self.n_md}")
+            self.metadata.append(f"!{self.n_md} = !{{{p}}}")
+            self.n_md += 1
+        me = f"!{self.n_md}"
+        self.n_md += 1
+        self.metadata.append(f"{me} = distinct !{{{', '.join([me] + ids)}}}")
+        return me
+
+
+class _Fn(ExprRenderer):
+    """Renders the statements of one LLVM function."""
+
+    def __init__(self, mod: _Module, header: str, in_parallel: bool) -> None:
+        self.mod = mod
+        self.header = header
+        self.in_parallel = in_parallel
+        self.entry_lines: list[str] = []
+        self.lines: list[str] = []
+        self.n = 0
+        self.labels: dict[str, int] = {}
+        self.cur_block = "entry"
+        self.env: dict[Var, V] = {}
+        self.bufs: dict[Var, str] = {}
+        self.buf_names: dict[str, str | None] = {}
+
+    # ---------------------------------------------------------------- emission primitives
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def new_label(self, hint: str) -> str:
+        k = self.labels.get(hint, 0)
+        self.labels[hint] = k + 1
+        return f"{hint}{k}"
+
+    def start_block(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.cur_block = label
+
+    def declare(self, line: str) -> None:
+        self.mod.declares[line] = None
+
+    def entry_alloca(self, ty: str, align: int, count: int = 1) -> str:
+        t = self.tmp()
+        n = f", i64 {count}" if count != 1 else ""
+        self.entry_lines.append(f"  {t} = alloca {ty}{n}, align {align}")
+        return t
+
+    def text(self) -> str:
+        return "\n".join([self.header, "entry:", *self.entry_lines, *self.lines, "}"])
+
+    # ------------------------------------------------------------------------- buffers
+    def bind_buffer(self, buf: Buffer, ptr: str) -> None:
+        self.bufs[buf.data] = ptr
+        # a second Buffer object for the same name is accepted only when the name is unique
+        self.buf_names[buf.name] = None if buf.name in self.buf_names else ptr
+
+    def lookup_buffer(self, buf: Buffer) -> str | None:
+        p = self.bufs.get(buf.data)
+        return p if p is not None else self.buf_names.get(buf.name)
+
+    def buffer_ptr(self, buf: Buffer) -> str:
+        p = self.lookup_buffer(buf)
+        if p is None:
+            raise CodegenError(f"buffer {buf.name!r} is used but neither a parameter nor allocated")
+        return p
+
+    # ------------------------------------------------------------------------ statements
+    def stmt(self, s: Stmt) -> None:
+        fn = getattr(self, "stmt_" + type(s).__name__, None)
+        if fn is None:
+            raise CodegenError(f"the LLVM backend cannot render statement {type(s).__name__}")
+        fn(s)
+
+    def stmt_SeqStmt(self, s: SeqStmt) -> None:
+        for x in s.seq:
+            self.stmt(x)
+
+    def stmt_AttrStmt(self, s: AttrStmt) -> None:
+        self.stmt(s.body)
+
+    def stmt_Evaluate(self, s: Evaluate) -> None:
+        self.expr(s.value)
+
+    def stmt_Store(self, s: Store) -> None:
+        self.store(s.buffer, s.index, s.value, s.predicate)
+
+    def stmt_LetStmt(self, s: LetStmt) -> None:
+        self.env[s.var] = self.expr(s.value)
+        self.stmt(s.body)
+        del self.env[s.var]
+
+    def stmt_IfThenElse(self, s: IfThenElse) -> None:
+        c = self.as_bool(s.condition)
+        lt, lj = self.new_label("then"), self.new_label("endif")
+        lf = self.new_label("else") if s.else_case is not None else lj
+        self.emit(f"br i1 {c}, label %{lt}, label %{lf}")
+        self.start_block(lt)
+        self.stmt(s.then_case)
+        self.emit(f"br label %{lj}")
+        if s.else_case is not None:
+            self.start_block(lf)
+            self.stmt(s.else_case)
+            self.emit(f"br label %{lj}")
+        self.start_block(lj)
+
+    def stmt_Allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        elem = dt.element_of(buf.dtype)
+        ety, esize = T.mem_type(elem), dt.itemsize(elem) // dt.lanes(elem)
+        count: int | None = 1
+        for d in buf.shape:
+            count = count * d.value if (isinstance(d, IntImm) and count is not None) else None
+        if count is not None and count * esize <= STACK_LIMIT_BYTES:
+            ptr = self.entry_alloca(ety, _ALIGN, max(count, 1))
+            self.bind_buffer(buf, ptr)
+            self.stmt(s.body)
+            return
+        size: str
+        if count is not None:
+            size = str(-(-count * esize // _ALIGN) * _ALIGN)
+        else:
+            n: V = ("1", "int64")
+            for d in buf.shape:
+                x = self.cast_to(self.expr(d), "int64")
+                n = (self.op(f"mul i64 {n[0]}, {x[0]}"), "int64")
+            nbytes = self.op(f"mul i64 {n[0]}, {esize}")
+            # round up to the alignment (aligned_alloc needs a multiple) and never ask for zero
+            padded = self.op(f"add i64 {nbytes}, {_ALIGN}")
+            size = self.op(f"and i64 {padded}, {-_ALIGN}")
+        self.declare("declare noalias ptr @aligned_alloc(i64, i64)")
+        self.declare("declare void @free(ptr)")
+        ptr = self.op(f"call ptr @aligned_alloc(i64 {_ALIGN}, i64 {size})")
+        self.bind_buffer(buf, ptr)
+        self.stmt(s.body)
+        self.emit(f"call void @free(ptr {ptr})")
+
+    def stmt_For(self, s: For) -> None:
+        if s.kind is ForKind.THREAD_BINDING:
+            raise CodegenError(f"loop {s.loop_var.name} is bound to {s.thread_tag!r}; thread "
+                               "bindings need a cuda target, not llvm")
+        if s.kind is ForKind.PARALLEL and not self.in_parallel and self.mod.use_gomp:
+            self.parallel_for(s)
+            return
+        lo = self.cast_to(self.expr(s.min), s.loop_var.dtype)
+        ext = self.cast_to(self.expr(s.extent), s.loop_var.dtype)
+        ty = T.ll_type(s.loop_var.dtype)
+        end = self.op(f"add nsw {ty} {lo[0]}, {ext[0]}")
+        md = None
+        if s.kind is ForKind.UNROLLED:
+            md = self.mod.loop_md(['!"llvm.loop.unroll.full"'])
+        elif s.kind is ForKind.VECTORIZED:
+            props = ['!"llvm.loop.vectorize.enable", i1 true']
+            if isinstance(s.extent, IntImm):
+                props.append(f'!"llvm.loop.vectorize.width", i32 {s.extent.value}')
+            md = self.mod.loop_md(props)
+        self.serial_loop(s.loop_var, lo[0], end, s.body, md)
+
+    def serial_loop(self, var: Var, lo: str, end: str, body: Stmt, md: str | None) -> None:
+        ty = T.ll_type(var.dtype)
+        pre = self.cur_block
+        hdr, lb, lx = self.new_label("for_hdr"), self.new_label("for_body"), self.new_label("for_end")
+        self.emit(f"br label %{hdr}")
+        self.start_block(hdr)
+        iv = self.tmp()
+        phi_at = len(self.lines)
+        self.lines.append("")  # patched below, once the latch block is known
+        c = self.op(f"icmp slt {ty} {iv}, {end}")
+        self.emit(f"br i1 {c}, label %{lb}, label %{lx}")
+        self.start_block(lb)
+        self.env[var] = (iv, var.dtype)
+        self.stmt(body)
+        del self.env[var]
+        nxt = self.op(f"add nsw {ty} {iv}, 1")
+        latch = self.cur_block
+        self.emit(f"br label %{hdr}" + (f", !llvm.loop {md}" if md else ""))
+        self.lines[phi_at] = f"  {iv} = phi {ty} [{lo}, %{pre}], [{nxt}, %{latch}]"
+        self.start_block(lx)
+
+    # -------------------------------------------------------------------------- parallel
+    def parallel_for(self, s: For) -> None:
+        """Outline the loop body into a function and run it on libgomp's thread pool; each
+        thread takes one contiguous chunk of iterations (static schedule)."""
+        self.mod.parallel = True
+        lo = self.cast_to(self.expr(s.min), s.loop_var.dtype)
+        ext = self.cast_to(self.expr(s.extent), s.loop_var.dtype)
+        used_vars: set[Var] = set()
+        used_bufs: dict[Var, Buffer] = {}
+        for n in post_order(s.body):
+            if isinstance(n, Var):
+                used_vars.add(n)
+            elif isinstance(n, (Load, Store)):
+                used_bufs.setdefault(n.buffer.data, n.buffer)
+        cap_vals: list[tuple[str, str]] = [(lo[0], T.ll_type(lo[1])), (ext[0], T.ll_type(ext[1]))]
+        cap_vars = [v for v in self.env if v in used_vars]
+        cap_vals += [(self.env[v][0], T.ll_type(self.env[v][1])) for v in cap_vars]
+        cap_bufs = [b for b in used_bufs.values() if self.lookup_buffer(b) is not None]
+        cap_vals += [(self.buffer_ptr(b), "ptr") for b in cap_bufs]
+        sty = "{" + ", ".join(t for _, t in cap_vals) + "}"
+        ctx = self.entry_alloca(sty, 16)
+        for i, (val, t) in enumerate(cap_vals):
+            p = self.op(f"getelementptr inbounds {sty}, ptr {ctx}, i32 0, i32 {i}")
+            self.emit(f"store {t} {val}, ptr {p}")
+        k = self.mod.n_par
+        self.mod.n_par += 1
+        fname = _quote(f"{self.mod.entry}.par{k}")
+        nth = self.op(f"load i32, ptr {_quote(self.mod.entry + '.__nthreads')}")
+        self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
+        self.emit(f"call void @GOMP_parallel(ptr {fname}, ptr {ctx}, i32 {nth}, i32 0)")
+
+        sub = _Fn(self.mod, f"define internal void {fname}(ptr noalias %ctx) #0 {{", True)
+        loaded: list[str] = []
+        for i, (_, t) in enumerate(cap_vals):
+            p = sub.op(f"getelementptr inbounds {sty}, ptr %ctx, i32 0, i32 {i}")
+            loaded.append(sub.op(f"load {t}, ptr {p}"))
+        for v, val in zip(cap_vars, loaded[2:]):
+            sub.env[v] = (val, self.env[v][1])
+        for b, val in zip(cap_bufs, loaded[2 + len(cap_vars):]):
+            sub.bind_buffer(b, val)
+        ty = T.ll_type(s.loop_var.dtype)
+        sub.declare("declare i32 @omp_get_thread_num()")
+        sub.declare("declare i32 @omp_get_num_threads()")
+        tid = sub.cast_to((sub.op("call i32 @omp_get_thread_num()"), "int32"), s.loop_var.dtype)[0]
+        nt = sub.cast_to((sub.op("call i32 @omp_get_num_threads()"), "int32"), s.loop_var.dtype)[0]
+        lo_s, ext_s = loaded[0], loaded[1]
+        t1 = sub.op(f"add {ty} {ext_s}, {nt}")
+        t2 = sub.op(f"sub {ty} {t1}, 1")
+        chunk = sub.op(f"sdiv {ty} {t2}, {nt}")
+        off = sub.op(f"mul {ty} {tid}, {chunk}")
+        begin = sub.op(f"add {ty} {lo_s}, {off}")
+        full_end = sub.op(f"add {ty} {lo_s}, {ext_s}")
+        e1 = sub.op(f"add {ty} {begin}, {chunk}")
+        sub.declare(f"declare {ty} @llvm.smin.{T.suffix(s.loop_var.dtype)}({ty}, {ty})")
+        end = sub.op(f"call {ty} @llvm.smin.{T.suffix(s.loop_var.dtype)}({ty} {e1}, {ty} {full_end})")
+        sub.serial_loop(s.loop_var, begin, end, s.body, None)
+        sub.emit("ret void")
+        self.mod.functions.append(sub.text())
+
+
+def _shape_info(func: PrimFunc) -> tuple[tuple[ParamInfo, ...], list[Var]]:
+    params, svars = [], []
+    for b in func.params:
+        shape: list[int | str | None] = []
+        for d in b.shape:
+            if isinstance(d, IntImm):
+                shape.append(d.value)
+            elif isinstance(d, Var):
+                if d not in svars:
+                    svars.append(d)
+                shape.append(d.name)
+            else:
+                shape.append(None)  # a compound symbolic extent: not checked at call time
+        params.append(ParamInfo(b.name, b.dtype, tuple(shape)))
+    return tuple(params), svars
+
+
+def render(func: PrimFunc, *, name: str | None = None, use_gomp: bool = True,
+           num_threads: int = 0, x86: bool = True) -> RenderedModule:
+    """Render ``func`` (named ``name`` or ``func.name``) to an LLVM module.
+
+    ``num_threads`` initialises the thread-count global (0: the runtime picks at load time);
+    ``use_gomp`` false renders parallel loops serially (libgomp unavailable).
+    """
+    entry = name or func.name
+    mod = _Module(entry, use_gomp)
+    params, svars = _shape_info(func)
+    args = [f"ptr noalias %arg{i}" for i in range(len(func.params))]
+    args += [f"{T.ll_type(v.dtype)} %sv{i}" for i, v in enumerate(svars)]
+    fn = _Fn(mod, f"define void {_quote(entry)}({', '.join(args)}) #0 {{", False)
+    for i, b in enumerate(func.params):
+        fn.bind_buffer(b, f"%arg{i}")
+    for i, v in enumerate(svars):
+        fn.env[v] = (f"%sv{i}", v.dtype)
+    fn.stmt(func.body)
+    fn.emit("ret void")
+    ir = [f"; templtune module for {entry}",
+          f"{_quote(entry + '.__nthreads')} = global i32 {int(num_threads)}",
+          f"{_quote(entry + '.__fp')} = internal global ptr {_quote(entry)}",
+          fn.text(), *mod.functions, _timer(entry, func, svars)]
+    if x86:
+        ir.append(_FLUSH)
+    mod.declares["declare i32 @clock_gettime(i32, ptr)"] = None
+    ir += list(mod.declares)
+    ir.append('attributes #0 = { nounwind "frame-pointer"="none" }')
+    ir += mod.metadata
+    return RenderedModule("\n".join(ir) + "\n", entry, params,
+                          tuple((v.name, v.dtype) for v in svars), mod.parallel)
+
+
+def _timer(entry: str, func: PrimFunc, svars: list[Var]) -> str:
+    """``double timer(ptr args, i64 number)``: args is an array of 8-byte slots (pointers, then
+    shape variables as i64). The kernel is called through a volatile-loaded pointer so that the
+    optimiser can neither inline it nor drop the repeated calls."""
+    lines = [f"define double {_quote(entry + '.__timer')}(ptr %args, i64 %number) {{", "entry:",
+             "  %ts0 = alloca { i64, i64 }, align 8", "  %ts1 = alloca { i64, i64 }, align 8"]
+    call_args = []
+    for i in range(len(func.params)):
+        lines.append(f"  %p{i} = getelementptr ptr, ptr %args, i64 {i}")
+        lines.append(f"  %a{i} = load ptr, ptr %p{i}")
+        call_args.append(f"ptr %a{i}")
+    for j, v in enumerate(svars):
+        i = len(func.params) + j
+        ty = T.ll_type(v.dtype)
+        lines.append(f"  %p{i} = getelementptr i64, ptr %args, i64 {i}")
+        lines.append(f"  %w{i} = load i64, ptr %p{i}")
+        lines.append(f"  %a{i} = " + (f"trunc i64 %w{i} to {ty}" if ty != "i64" else f"add i64 %w{i}, 0"))
+        call_args.append(f"{ty} %a{i}")
+    lines += [
+        "  call i32 @clock_gettime(i32 1, ptr %ts0)",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [0, %entry], [%i1, %loop]",
+        f"  %fp = load volatile ptr, ptr {_quote(entry + '.__fp')}",
+        f"  call void %fp({', '.join(call_args)})",
+        "  %i1 = add i64 %i, 1",
+        "  %c = icmp slt i64 %i1, %number",
+        "  br i1 %c, label %loop, label %done",
+        "done:",
+        "  call i32 @clock_gettime(i32 1, ptr %ts1)",
+        "  %s0 = load i64, ptr %ts0", "  %s1 = load i64, ptr %ts1",
+        "  %n0p = getelementptr { i64, i64 }, ptr %ts0, i32 0, i32 1",
+        "  %n1p = getelementptr { i64, i64 }, ptr %ts1, i32 0, i32 1",
+        "  %n0 = load i64, ptr %n0p", "  %n1 = load i64, ptr %n1p",
+        "  %ds = sub i64 %s1, %s0", "  %dn = sub i64 %n1, %n0",
+        "  %dsn = mul i64 %ds, 1000000000", "  %tot = add i64 %dsn, %dn",
+        "  %f = sitofp i64 %tot to double", "  %r = fmul double %f, 1.0e-9",
+        "  ret double %r", "}"]
+    return "\n".join(lines)
+
+
+# ``void __tt_flush(ptr p, i64 bytes)``: evict a buffer from every cache level (clflush + fence),
+# used between timing repeats when cache flushing is requested.
+_FLUSH = """declare void @llvm.x86.sse2.clflush(ptr)
+define void @__tt_flush(ptr %p, i64 %bytes) {
+entry:
+  %c0 = icmp sgt i64 %bytes, 0
+  br i1 %c0, label %loop, label %done
+loop:
+  %o = phi i64 [0, %entry], [%o1, %loop]
+  %q = getelementptr i8, ptr %p, i64 %o
+  call void @llvm.x86.sse2.clflush(ptr %q)
+  %o1 = add i64 %o, 64
+  %c = icmp slt i64 %o1, %bytes
+  br i1 %c, label %loop, label %done
+done:
+  fence seq_cst
+  ret void
+}"""

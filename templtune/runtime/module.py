@@ -1,0 +1,268 @@
+"""Callable modules: native object code loaded into an MCJIT engine, called on numpy arrays.
+
+A :class:`Module` is created from object code (never from IR), both after a build and after
+:func:`load_module` in another process, so the two paths are the same code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from templtune import dtype as dt
+from templtune.codegen.llvm import compile as cc
+from templtune.codegen.llvm.render import ParamInfo
+from templtune.errors import CodegenError, RuntimeCallError
+
+log = logging.getLogger("templtune.runtime")
+
+_MAGIC = b"TTMOD\x01"
+_CTYPES_INT = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
+               "uint64": ctypes.c_uint64, "int16": ctypes.c_int16, "int8": ctypes.c_int8}
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileResult:
+    """What a time evaluator returns: seconds per call for each repeat (TVM's ProfileResult)."""
+
+    mean: float
+    results: tuple[float, ...]
+    numbers: tuple[int, ...] = ()  # the calls per repeat actually timed (after min_repeat_ms growth)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.results)) if self.results else 0.0
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.results)) if self.results else 0.0
+
+    @property
+    def min(self) -> float:
+        return min(self.results) if self.results else 0.0
+
+    @property
+    def max(self) -> float:
+        return max(self.results) if self.results else 0.0
+
+
+def _unwrap(x: Any) -> Any:
+    return x._array if hasattr(x, "_array") and hasattr(x, "numpy") else x
+
+
+class Module:
+    """A compiled function, callable on numpy arrays or ``templtune.nd`` arrays.
+
+    Use :func:`templtune.build` to make one and :func:`load_module` to re-create one from
+    :meth:`export` bytes.
+    """
+
+    def __init__(self, obj: bytes, header: dict[str, Any]) -> None:
+        self._obj = obj
+        self._header = header
+        self.entry_name: str = header["entry"]
+        self._params = tuple(ParamInfo(p["name"], p["dtype"], tuple(p["shape"]))
+                             for p in header["params"])
+        self._shape_vars = tuple((n, d) for n, d in header["shape_vars"])
+        self._ir: str = header.get("ir", "")
+        s = header["spec"]
+        self._spec = cc.MachineSpec(s["triple"], s["cpu"], s["features"], s["opt_level"])
+        if header.get("parallel"):
+            cc.load_libgomp()
+        tm = cc.new_target_machine(self._spec)
+        host = llvm.parse_assembly("", context=llvm.create_context())
+        host.triple = self._spec.triple
+        try:
+            self._engine = llvm.create_mcjit_compiler(host, tm)
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self._engine.finalize_object()
+        except RuntimeError as e:
+            raise CodegenError(f"cannot load the object code of {self.entry_name!r}: {e}") from None
+        addr = self._engine.get_function_address(self.entry_name)
+        taddr = self._engine.get_function_address(self.entry_name + ".__timer")
+        if not addr or not taddr:
+            raise CodegenError(f"symbol {self.entry_name!r} not found in the loaded object code")
+        argtypes = [ctypes.c_void_p] * len(self._params)
+        argtypes += [_CTYPES_INT[d] for _, d in self._shape_vars]
+        self._fn = ctypes.CFUNCTYPE(None, *argtypes)(addr)
+        self._timer = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)(taddr)
+        faddr = self._engine.get_function_address("__tt_flush")
+        self._flush = (ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(faddr)
+                       if faddr else None)
+        gaddr = self._engine.get_global_value_address(self.entry_name + ".__nthreads")
+        self._nthreads = ctypes.c_int32.from_address(gaddr)
+        if self._nthreads.value <= 0:
+            self._nthreads.value = cc.default_num_threads(None)
+
+    # --------------------------------------------------------------------------- info
+    @property
+    def type_key(self) -> str:
+        return "llvm"
+
+    @property
+    def num_threads(self) -> int:
+        """Threads used by parallel loops."""
+        return int(self._nthreads.value)
+
+    def set_num_threads(self, n: int) -> None:
+        """Set the thread count of parallel loops (1 runs them on the calling thread)."""
+        if int(n) < 1:
+            raise ValueError(f"num_threads must be >= 1, got {n}")
+        self._nthreads.value = int(n)
+
+    @property
+    def params(self) -> tuple[ParamInfo, ...]:
+        return self._params
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """The generated LLVM IR (``"ll"``), the optimised IR (``"ll-opt"``) or assembly
+        (``"asm"``/``"s"``)."""
+        if fmt in ("ll", "llvm", ""):
+            return self._ir
+        if fmt in ("ll-opt", "opt"):
+            return cc.optimised_ir(self._ir, self._spec)
+        if fmt in ("asm", "s"):
+            return cc.assembly(self._ir, self._spec)
+        raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll-opt' or 'asm'")
+
+    def get_function(self, name: str) -> Module:
+        if name != self.entry_name:
+            raise AttributeError(f"module has no function {name!r} (entry is {self.entry_name!r})")
+        return self
+
+    __getitem__ = get_function
+
+    def __repr__(self) -> str:
+        return f"Module({self.entry_name!r}, params={[p.name for p in self._params]})"
+
+    # --------------------------------------------------------------------------- calls
+    def _check(self, arrays: tuple[Any, ...]) -> tuple[list[np.ndarray], list[int]]:
+        if len(arrays) != len(self._params):
+            raise RuntimeCallError(
+                f"{self.entry_name} expects {len(self._params)} arguments "
+                f"({', '.join(p.name for p in self._params)}), got {len(arrays)}")
+        out: list[np.ndarray] = []
+        bound: dict[str, int] = {}
+        for i, (a, p) in enumerate(zip(arrays, self._params)):
+            a = _unwrap(a)
+            if not isinstance(a, np.ndarray):
+                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} must be a "
+                                       f"numpy array, got {type(a).__name__}")
+            if a.dtype != dt.to_numpy(p.dtype):
+                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} has dtype "
+                                       f"{a.dtype}, expected {p.dtype}")
+            if a.ndim != len(p.shape):
+                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} has shape "
+                                       f"{a.shape}, expected {len(p.shape)} dimensions {p.shape}")
+            for ax, (got, want) in enumerate(zip(a.shape, p.shape)):
+                if isinstance(want, int):
+                    ok = got == want
+                elif isinstance(want, str):
+                    ok = bound.setdefault(want, got) == got
+                else:
+                    ok = True
+                if not ok:
+                    raise RuntimeCallError(
+                        f"argument {i} ({p.name}) of {self.entry_name} has shape {a.shape}, "
+                        f"expected {tuple(p.shape)} (mismatch on axis {ax})")
+            if not a.flags.c_contiguous:
+                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} is not "
+                                       "C-contiguous (use np.ascontiguousarray)")
+            if not a.flags.writeable:
+                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} is read-only")
+            out.append(a)
+        return out, [bound[n] for n, _ in self._shape_vars]
+
+    def __call__(self, *arrays: Any) -> None:
+        """Run the function on ``arrays`` (outputs are written in place)."""
+        arrs, svals = self._check(arrays)
+        self._fn(*[a.ctypes.data for a in arrs], *svals)
+
+    def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
+                       repeat: int = 1, min_repeat_ms: float = 0, enable_cpu_cache_flush: bool =
+                       False, cooldown_interval_ms: float = 0,
+                       f_preproc: str = "") -> Callable[..., ProfileResult]:
+        """A callable that times this function on given arguments, as TVM's time evaluator.
+
+        One untimed warm-up call, then ``repeat`` rounds of ``number`` calls timed in native
+        code. When a round takes less than ``min_repeat_ms``, ``number`` grows to
+        ``max(min_repeat_ms / per_call_ms + 1, number * 1.618)`` and the round is re-timed; the
+        grown ``number`` carries over to later rounds. ``enable_cpu_cache_flush`` (or
+        ``f_preproc="cache_flush_cpu_non_first_arg"``) evicts every argument but the first from
+        the caches before each round.
+
+        Returns
+        -------
+        callable
+            ``f(*arrays) -> ProfileResult`` with ``results`` (seconds per call for each round),
+            ``mean`` and ``median``.
+        """
+        if func_name not in (None, "", self.entry_name):
+            raise AttributeError(f"module has no function {func_name!r}")
+        if number < 1 or repeat < 1:
+            raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
+        flush = enable_cpu_cache_flush or f_preproc == "cache_flush_cpu_non_first_arg"
+
+        def evaluator(*arrays: Any) -> ProfileResult:
+            arrs, svals = self._check(arrays)
+            slots = (ctypes.c_uint64 * max(1, len(arrs) + len(svals)))(
+                *[a.ctypes.data for a in arrs], *[v & (2**64 - 1) for v in svals])
+            self._timer(slots, 1)  # warm-up
+            n = int(number)
+            results, numbers = [], []
+            for _ in range(repeat):
+                if flush and self._flush is not None:
+                    for a in arrs[1:]:
+                        self._flush(a.ctypes.data, a.nbytes)
+                dur_ms, zeros = 0.0, 0
+                while True:
+                    if dur_ms > 0:
+                        n = int(max(min_repeat_ms / (dur_ms / n) + 1, n * 1.618))
+                    dur_ms = self._timer(slots, n) * 1e3
+                    zeros += dur_ms == 0
+                    if dur_ms >= min_repeat_ms or zeros >= 100:
+                        break
+                results.append(dur_ms / 1e3 / n)
+                numbers.append(n)
+                if cooldown_interval_ms > 0:
+                    time.sleep(cooldown_interval_ms / 1e3)
+            return ProfileResult(float(np.mean(results)), tuple(results), tuple(numbers))
+
+        return evaluator
+
+    # ------------------------------------------------------------------------- transfer
+    def export(self) -> bytes:
+        """Object code plus a JSON header, for :func:`load_module` in another process (same
+        machine type)."""
+        head = json.dumps(self._header, separators=(",", ":")).encode()
+        return _MAGIC + struct.pack("<I", len(head)) + head + self._obj
+
+    def export_library(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`export` bytes to ``path``."""
+        with open(path, "wb") as f:
+            f.write(self.export())
+
+
+def load_module(data: bytes | str | os.PathLike[str]) -> Module:
+    """Re-create a :class:`Module` from :meth:`Module.export` bytes (or a file holding them).
+    Loading links the object code; nothing is re-optimised."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        with open(data, "rb") as f:
+            data = f.read()
+    data = bytes(data)
+    if not data.startswith(_MAGIC):
+        raise CodegenError("not a templtune module (bad magic bytes)")
+    (n,) = struct.unpack_from("<I", data, len(_MAGIC))
+    start = len(_MAGIC) + 4
+    header = json.loads(data[start:start + n])
+    return Module(data[start + n:], header)
