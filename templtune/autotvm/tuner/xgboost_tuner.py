@@ -1,0 +1,63 @@
+"""XGBTuner: an XGBoost cost model plus simulated annealing, wired into ModelBasedTuner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .model_based_tuner import ModelBasedTuner, ModelOptimizer
+from .sa_model_optimizer import SimulatedAnnealingOptimizer
+from .xgboost_cost_model import XGBoostCostModel
+
+
+class XGBTuner(ModelBasedTuner):
+    """Tune with an XGBoost cost model whose maxima are searched by simulated annealing.
+
+    Parameters
+    ----------
+    task : Task
+        The task to tune.
+    plan_size : int
+        Trials between re-trainings (and plan length).
+    feature_type : str
+        ``"itervar"`` (features of the lowered loop nest plus knob values; default), ``"knob"``
+        (knob values only; cheapest) or ``"curve"`` (per-buffer touch curves).
+    loss_type : str
+        ``"reg"`` (default, as TVM ≥ 0.13), ``"rank"`` or ``"rank-binary"``.
+    num_threads : int or None
+        xgboost threads.
+    optimizer : "sa" or ModelOptimizer
+        ``"sa"`` builds ``SimulatedAnnealingOptimizer(task, log_interval=log_interval)``.
+    diversity_filter_ratio : float or None
+        See :class:`ModelBasedTuner`.
+    log_interval : int
+        Debug log interval of the optimizer; the cost model uses ``log_interval // 2``.
+    seed : int or None
+        One seed for the tuner, the model and the optimizer (each gets its own stream).
+    n_workers : int or None
+        Feature-extraction processes (default ``os.cpu_count()``; 0 = in-process).
+
+    Examples
+    --------
+    >>> tuner = XGBTuner(task, seed=0)                                     # doctest: +SKIP
+    >>> tuner.tune(n_trial=200, measure_option=option,
+    ...            callbacks=[autotvm.callback.log_to_file("conv2d.log")])  # doctest: +SKIP
+    """
+
+    def __init__(self, task: Any, plan_size: int = 64, feature_type: str = "itervar",
+                 loss_type: str = "reg", num_threads: int | None = None,
+                 optimizer: str | ModelOptimizer = "sa",
+                 diversity_filter_ratio: float | None = None, log_interval: int = 50,
+                 seed: int | None = None, n_workers: int | None = None) -> None:
+        seeds = np.random.SeedSequence(seed).spawn(3)
+        rngs = [np.random.default_rng(s) for s in seeds]
+        cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
+                                      num_threads=num_threads, log_interval=log_interval // 2,
+                                      n_workers=n_workers, seed=rngs[0])
+        if optimizer == "sa":
+            optimizer = SimulatedAnnealingOptimizer(task, log_interval=log_interval, seed=rngs[1])
+        elif not isinstance(optimizer, ModelOptimizer):
+            raise TypeError(f"optimizer must be 'sa' or a ModelOptimizer, got {optimizer!r}")
+        super().__init__(task, cost_model, optimizer, plan_size, diversity_filter_ratio,
+                         seed=rngs[2])
