@@ -1,0 +1,283 @@
+"""Dispatch contexts: which configuration a template call gets.
+
+A template asks ``DispatchContext.current.query(target, workload)``. The current context lives in
+a :class:`contextvars.ContextVar` (no global stack); entering a context makes it current and
+exiting restores the previous one. A context that cannot answer (``_query_inside`` returns None)
+delegates to the context that was current when it was created or entered; the chain ends at a
+:class:`FallbackContext`, which always answers.
+
+Improvements over TVM (SPEC §2.3, §9):
+
+* the fallback warning names the target and the workload and is logged once per
+  (target, workload) and context, on logger ``templtune.autotvm``;
+* strict mode: ``FallbackContext(strict=True)``, ``ApplyHistoryBest(..., strict=True)``,
+  ``env.scope(strict=True)`` or ``TEMPLTUNE_AUTOTVM_STRICT=1`` make a miss raise
+  :class:`ConfigNotFoundError` naming the workload;
+* on a miss the fallback first consults pre-tuned reference logs (see
+  :mod:`templtune.autotvm.task.reference`; off with ``TEMPLTUNE_NO_TOPHUB=1``).
+
+Contexts are per thread of execution as ``contextvars`` are: a new thread starts at the root
+fallback context.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar, Token
+from typing import Any
+
+from templtune.autotvm import env
+from templtune.autotvm.task.target_compat import as_target, target_keys, target_model
+from templtune.errors import TargetError, TempltuneError
+
+logger = logging.getLogger("templtune.autotvm")
+
+__all__ = [
+    "DispatchContext", "ApplyConfig", "ApplyHistoryBest", "FallbackContext", "ConfigNotFoundError",
+    "apply_history_best", "clear_fallback_cache",
+]
+
+
+class ConfigNotFoundError(TempltuneError, LookupError):
+    """Strict mode: no tuned configuration exists for a (target, workload)."""
+
+
+class _DispatchMeta(type):
+    @property
+    def current(cls) -> DispatchContext:
+        """The dispatch context of the current execution context."""
+        return _CURRENT.get()
+
+
+class DispatchContext(metaclass=_DispatchMeta):
+    """Base class: answers ``query(target, workload)`` with a config, or delegates."""
+
+    def __init__(self) -> None:
+        self._parent: DispatchContext | None = _CURRENT.get() if _ROOT_READY else None
+        self._tokens: list[tuple[Token[DispatchContext], DispatchContext | None]] = []
+
+    def query(self, target: Any, workload: Any) -> Any:
+        """The config for ``workload`` on ``target`` from this context or its parents."""
+        ret = self._query_inside(target, workload)
+        if ret is None and self._parent is not None:
+            ret = self._parent.query(target, workload)
+        return ret
+
+    def _query_inside(self, target: Any, workload: Any) -> Any:
+        raise NotImplementedError
+
+    def update(self, target: Any, workload: Any, cfg: Any) -> None:
+        """Store ``cfg`` as the answer for (target, workload)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> DispatchContext:
+        prev_parent = self._parent
+        self._parent = _CURRENT.get()
+        if self._parent is self:
+            self._parent = prev_parent
+        self._tokens.append((_CURRENT.set(self), prev_parent))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        token, prev_parent = self._tokens.pop()
+        _CURRENT.reset(token)
+        self._parent = prev_parent
+
+
+class ApplyConfig(DispatchContext):
+    """Answer every query with one config (records the last workload asked for)."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self._config = config
+        self.workload: Any = None
+
+    def _query_inside(self, target: Any, workload: Any) -> Any:
+        self.workload = workload
+        return self._config
+
+    def update(self, target: Any, workload: Any, cfg: Any) -> None:
+        self._config = cfg
+
+
+def _is_pair(x: Any) -> bool:
+    return (isinstance(x, (tuple, list)) and len(x) == 2 and hasattr(x[0], "config")
+            and hasattr(x[1], "costs"))
+
+
+def iter_records(records: Any) -> Iterator[tuple[Any, Any]]:
+    """Flatten paths, text streams, ``(MeasureInput, MeasureResult)`` pairs and any nesting of
+    them into pairs."""
+    from templtune.autotvm import record
+
+    if records is None:
+        return
+    if isinstance(records, (str, bytes, os.PathLike)):
+        yield from record.load_from_file(os.fsdecode(records))
+    elif hasattr(records, "read"):
+        yield from record.load_from_buffer(records)
+    elif _is_pair(records):
+        yield records[0], records[1]
+    elif isinstance(records, Iterable):
+        for r in records:
+            yield from iter_records(r)
+    else:
+        raise TypeError(f"cannot read tuning records from {type(records).__name__} {records!r}")
+
+
+class ApplyHistoryBest(DispatchContext):
+    """Answer with the best measured config per (target key or model, workload).
+
+    Parameters
+    ----------
+    records : path, text stream, iterable of (MeasureInput, MeasureResult), or nestings of these
+        Tuning records; failed records are ignored. The smallest mean cost wins; on a tie the
+        first record is kept.
+    strict : bool
+        Raise :class:`ConfigNotFoundError` on a miss instead of delegating to the fallback.
+    """
+
+    def __init__(self, records: Any = None, strict: bool = False) -> None:
+        super().__init__()
+        self.strict = strict
+        self.best_by_targetkey: dict[tuple[str, Any], tuple[Any, Any]] = {}
+        self.best_by_model: dict[tuple[str, Any], tuple[Any, Any]] = {}
+        self._best_user_defined: dict[tuple[str, Any], Any] = {}
+        if records is not None:
+            self.load(records)
+
+    def load(self, records: Any) -> None:
+        """Merge more records into the tables."""
+        n = 0
+        for inp, res in iter_records(records):
+            n += 1
+            if int(res.error_no) != 0:
+                continue
+            cost = _mean(res.costs)
+            wkl = inp.task.workload
+            for k in target_keys(inp.target):
+                key = (k, wkl)
+                if key not in self.best_by_targetkey or cost < _mean(
+                        self.best_by_targetkey[key][1].costs):
+                    self.best_by_targetkey[key] = (inp, res)
+            model = target_model(inp.target)
+            key = (model, wkl)
+            if key in self.best_by_model:
+                if cost < _mean(self.best_by_model[key][1].costs):
+                    self.best_by_model[key] = (inp, res)
+            elif model != "unknown":
+                self.best_by_model[key] = (inp, res)
+        logger.debug("loaded %d tuning records", n)
+
+    def _query_inside(self, target: Any, workload: Any) -> Any:
+        if target is None:
+            raise TargetError("ApplyHistoryBest needs a target to look up a config; call the "
+                              "template inside `with templtune.target.Target(...)`")
+        target = as_target(target)
+        key = (target_model(target), workload)
+        if key in self._best_user_defined:
+            return self._best_user_defined[key]
+        if key in self.best_by_model:
+            return self.best_by_model[key][0].config
+        for k in target_keys(target):
+            key = (k, workload)
+            if key in self._best_user_defined:
+                return self._best_user_defined[key]
+            if key in self.best_by_targetkey:
+                return self.best_by_targetkey[key][0].config
+        if self.strict:
+            raise ConfigNotFoundError(f"no tuned config for workload {workload!r} on target "
+                                      f"'{target}' in the given records (strict mode)")
+        return None
+
+    def update(self, target: Any, workload: Any, cfg: Any) -> None:
+        target = as_target(target)
+        cfg.cost = 0
+        self._best_user_defined[(target_model(target), workload)] = cfg
+        for k in target_keys(target):
+            self._best_user_defined[(k, workload)] = cfg
+
+
+def apply_history_best(records: Any, strict: bool = False) -> ApplyHistoryBest:
+    """``with autotvm.apply_history_best("tune.log"): ...`` (see :class:`ApplyHistoryBest`)."""
+    return ApplyHistoryBest(records, strict=strict)
+
+
+def _mean(costs: Any) -> float:
+    costs = list(costs)
+    return float(sum(costs) / len(costs)) if costs else float("inf")
+
+
+class FallbackContext(DispatchContext):
+    """Build (and cache) a default :class:`FallbackConfigEntity` for each (target, workload).
+
+    Parameters
+    ----------
+    strict : bool
+        Raise :class:`ConfigNotFoundError` instead of falling back.
+    """
+
+    def __init__(self, strict: bool = False) -> None:
+        super().__init__()
+        self._parent = None
+        self.strict = strict
+        self.memory: dict[tuple[str, Any], Any] = {}
+        self._warned: set[tuple[str, Any]] = set()
+        self._reference: dict[str, Any] = {}
+
+    def _query_inside(self, target: Any, workload: Any) -> Any:
+        key = (str(target), workload)
+        if key in self.memory:
+            return self.memory[key]
+        if self.strict or env.strict_enabled():
+            raise ConfigNotFoundError(f"no tuned config for workload {workload!r} on target "
+                                      f"'{target}' (strict mode: fallback configs are disabled)")
+        cfg = self._from_reference(target, workload)
+        if cfg is None:
+            from templtune.autotvm.task.fallback import FallbackConfigEntity
+
+            cfg = FallbackConfigEntity()
+            if not env.current().silent and key not in self._warned:
+                self._warned.add(key)
+                logger.warning("Cannot find a tuned config for target '%s', workload %r; using a "
+                               "fallback configuration, which may be slow. Tune this workload "
+                               "and use apply_history_best(log).", target, workload)
+        self.memory[key] = cfg
+        return cfg
+
+    def _from_reference(self, target: Any, workload: Any) -> Any:
+        if target is None or workload is None or not env.reference_logs_enabled():
+            return None
+        from templtune.autotvm.task import reference
+
+        tkey = str(target)
+        if tkey not in self._reference:
+            self._reference[tkey] = reference.reference_context(target)
+        ctx = self._reference[tkey]
+        return None if ctx is None else ctx._query_inside(as_target(target), workload)
+
+    def update(self, target: Any, workload: Any, cfg: Any) -> None:
+        self.memory[(str(target), workload)] = cfg
+
+    def clear_cache(self, target: Any, workload: Any) -> None:
+        """Forget the cached config of (target, workload)."""
+        key = (str(target), workload)
+        self.memory.pop(key, None)
+        self._warned.discard(key)
+
+
+_ROOT_READY = False
+_ROOT = FallbackContext()
+_CURRENT: ContextVar[DispatchContext] = ContextVar("templtune_autotvm_dispatch", default=_ROOT)
+_ROOT_READY = True
+
+
+def clear_fallback_cache(target: Any, workload: Any) -> None:
+    """Clear (target, workload) from the fallback context at the root of the current chain."""
+    ctx: DispatchContext | None = DispatchContext.current
+    while ctx is not None and not isinstance(ctx, FallbackContext):
+        ctx = ctx._parent
+    if ctx is not None:
+        ctx.clear_cache(target, workload)
