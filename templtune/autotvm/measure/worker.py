@@ -23,9 +23,9 @@ from .measure import MeasureErrorNo
 
 @dataclass(frozen=True, slots=True)
 class TaskRef:
-    """How a worker re-creates a task: import ``module`` (which registers the template), then
-    ``autotvm.task.create(name, args, target, target_host)``. ``pickled`` is a fallback: the task
-    pickled whole (used when the template cannot be found by name)."""
+    """How a worker re-creates a task: unpickle ``pickled`` (the task pickled whole, which keeps
+    its exact config space), or else import ``module`` (which registers the template) and call
+    ``autotvm.task.create(name, args, target, target_host)``."""
 
     module: str | None
     name: str
@@ -36,12 +36,15 @@ class TaskRef:
 
 
 def _template_module(task: Any) -> str | None:
-    for attr in ("func", "template", "fcompute", "_func", "fschedule"):
-        obj = getattr(task, attr, None)
-        mod = getattr(obj, "__module__", None)
-        if isinstance(mod, str):
-            return mod
-    return None
+    try:
+        func = task.func
+    except Exception:  # noqa: BLE001 - unknown template: no module to import
+        return None
+    for attr in ("fcustomized", "fcompute"):
+        f = getattr(func, attr, None)
+        if f is not None:
+            return getattr(f, "__module__", None)
+    return getattr(func, "__module__", None)
 
 
 def task_ref(task: Any) -> TaskRef:
@@ -74,6 +77,15 @@ def get_task(ref: TaskRef) -> Any:
     task = _TASKS.get(ref)
     if task is not None:
         return task
+    if ref.pickled is not None:
+        import pickle
+
+        try:
+            task = pickle.loads(ref.pickled)
+            _TASKS[ref] = task
+            return task
+        except Exception:  # noqa: BLE001 - fall back to re-creating it by name
+            task = None
     if ref.module:
         name = ref.module
         if name == "__main__":
@@ -90,15 +102,11 @@ def get_task(ref: TaskRef) -> Any:
 
         kwargs = {"target_host": ref.target_host} if ref.target_host else {}
         task = create(ref.name, ref.args, ref.target, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - try the pickled form next
+    except Exception as exc:  # noqa: BLE001 - reported below
         error = exc
-    if task is None and ref.pickled is not None:
-        import pickle
-
-        task = pickle.loads(ref.pickled)
     if task is None:
-        assert error is not None
-        raise error
+        raise RuntimeError(f"cannot re-create task {ref.name!r} in a measurement worker: "
+                           f"{error}") from error
     _TASKS[ref] = task
     return task
 
