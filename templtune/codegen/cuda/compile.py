@@ -1,0 +1,95 @@
+"""Compile CUDA C with ``nvcc`` (source -> cubin or PTX bytes), with an on-disk cache.
+
+The cache key is a hash of the source, the architecture, the output format, the options and the
+nvcc version, so a changed toolkit never serves stale binaries. Entries are written atomically
+(rename), so concurrent builder processes can share the cache directory.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from templtune.errors import CodegenError
+
+log = logging.getLogger("templtune.codegen.cuda")
+
+NVCC_TIMEOUT_S = 120.0
+
+
+def find_nvcc() -> str | None:
+    """Path of ``nvcc`` (PATH, then ``$CUDA_HOME``/``$CUDA_PATH``/``/usr/local/cuda``), or None."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def _nvcc_version(nvcc: str) -> str:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise CodegenError(f"cannot run {nvcc}: {exc}") from exc
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "unknown"
+
+
+def cache_dir() -> Path:
+    """``$TEMPLTUNE_CUDA_CACHE``, else ``~/.cache/templtune/cuda``."""
+    env = os.environ.get("TEMPLTUNE_CUDA_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "templtune" / "cuda"
+
+
+def compile_cuda(source: str, arch: str = "sm_90", fmt: str = "cubin",
+                 options: tuple[str, ...] = (), use_cache: bool = True) -> bytes:
+    """Compile ``source`` with nvcc and return the cubin (``fmt="cubin"``) or PTX bytes.
+
+    Raises
+    ------
+    CodegenError
+        nvcc is missing, fails (the message carries nvcc's diagnostics) or times out.
+    """
+    if fmt not in ("cubin", "ptx", "fatbin"):
+        raise CodegenError(f"unknown CUDA output format {fmt!r}; expected cubin, ptx or fatbin")
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CodegenError("nvcc not found on PATH or under $CUDA_HOME; cannot compile CUDA")
+    key = hashlib.sha256("\0".join(
+        [source, arch, fmt, *options, _nvcc_version(nvcc)]).encode()).hexdigest()
+    cached = cache_dir() / f"{key}.{fmt}"
+    if use_cache and cached.exists():
+        return cached.read_bytes()
+    arch_flag = f"-arch={arch}" if fmt != "ptx" else f"-arch=compute_{arch.removeprefix('sm_')}"
+    with tempfile.TemporaryDirectory(prefix="templtune_nvcc_") as tmp:
+        src = Path(tmp) / "kernel.cu"
+        out = Path(tmp) / f"kernel.{fmt}"
+        src.write_text(source)
+        cmd = [nvcc, f"--{fmt}", arch_flag, "-O3", *options, "-o", str(out), str(src)]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise CodegenError(f"nvcc timed out after {NVCC_TIMEOUT_S:.0f} s") from exc
+        if res.returncode != 0:
+            msg = (res.stderr or res.stdout).strip()
+            raise CodegenError(f"nvcc failed (exit {res.returncode}):\n{msg}\nCUDA source:\n"
+                               f"{source}")
+        data = out.read_bytes()
+    if use_cache:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmpname = tempfile.mkstemp(dir=cached.parent, suffix=".part")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmpname, cached)
+        except OSError as exc:  # a read-only home must not fail the build
+            log.debug("cannot write the CUDA cache entry %s: %s", cached, exc)
+    return data

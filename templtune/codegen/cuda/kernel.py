@@ -1,0 +1,187 @@
+"""Split a GPU PrimFunc into kernels and turn thread-binding loops into launch dimensions.
+
+A top-level ``For`` of kind ``THREAD_BINDING`` (blockIdx/threadIdx) starts a kernel. Inside it,
+every binding loop disappears: its variable becomes the kernel's ``blockIdx.x``-style variable
+(one :class:`~templtune.te.expr.Var` per tag, shared by all bindings of that tag, so later passes
+can compare indices structurally), and its extent becomes a launch dimension. A binding whose
+extent is smaller than the launch dimension of its tag is guarded by ``if (threadIdx.x < n)``.
+Shared and local allocations are hoisted to the kernel top, as CUDA wants them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from templtune import dtype as dt
+from templtune.codegen.cuda.analysis import accessed_buffers, buffer_size, const_value
+from templtune.errors import CodegenError
+from templtune.lower.ir import (
+    Allocate,
+    AttrStmt,
+    Buffer,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    SeqStmt,
+    Stmt,
+    seq,
+)
+from templtune.te.expr import PrimExpr, Var
+from templtune.te.functor import Mutator, post_order, substitute
+
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+LAUNCH_TAGS = BLOCK_TAGS + THREAD_TAGS
+
+
+def is_vthread(tag: str) -> bool:
+    return tag.startswith("vthread") or tag == "cthread"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Kernel:
+    """One ``__global__`` function: its arguments (global buffers, in launch order), the shared
+    and local arrays declared at its top, its body (no binding loops left) and launch shape."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    allocs: tuple[Buffer, ...]
+    body: Stmt
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    thread_vars: tuple[tuple[str, Var], ...]
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(buffer_size(b) * dt.itemsize(b.dtype) for b in self.allocs
+                   if b.scope == "shared")
+
+    @property
+    def local_words(self) -> int:
+        """32-bit words of local arrays per thread (a lower bound on its registers)."""
+        return sum(-(-buffer_size(b) * dt.itemsize(b.dtype) // 4) for b in self.allocs
+                   if b.scope == "local")
+
+    def var(self, tag: str) -> Var | None:
+        return dict(self.thread_vars).get(tag)
+
+
+def _has_binding(stmt: Stmt) -> bool:
+    return any(isinstance(n, For) and n.kind is ForKind.THREAD_BINDING for n in post_order(stmt))
+
+
+class _Unbind(Mutator):
+    """Replace binding loops by the kernel's tag variables (two passes: extents, then rewrite)."""
+
+    def __init__(self, tag_vars: dict[str, Var], extents: dict[str, int]) -> None:
+        self.tag_vars = tag_vars
+        self.extents = extents
+        self.vmap: dict[Var, PrimExpr] = {}
+
+    def visit_For(self, node: For) -> Stmt:
+        body = self.visit(node.body)
+        if node.kind is not ForKind.THREAD_BINDING:
+            return node if body is node.body else replace(node, body=body)
+        tag = node.thread_tag
+        if tag not in LAUNCH_TAGS:
+            raise CodegenError(f"unsupported thread tag {tag!r} (vthreads must be injected first)")
+        tv = self.tag_vars[tag]
+        mn = const_value(node.min, f"min of the loop bound to {tag}")
+        ext = const_value(node.extent, f"extent of the loop bound to {tag}")
+        self.vmap[node.loop_var] = tv if mn == 0 else tv + mn
+        if ext < self.extents[tag]:
+            return IfThenElse(tv < ext, body)
+        return body
+
+
+class _Hoist(Mutator):
+    def __init__(self) -> None:
+        self.allocs: list[Buffer] = []
+
+    def visit_Allocate(self, node: Allocate) -> Stmt:
+        if node.buffer.scope == "global":
+            raise CodegenError(f"global buffer {node.buffer.name} allocated inside a kernel")
+        if node.buffer not in self.allocs:
+            self.allocs.append(node.buffer)
+        return self.visit(node.body)
+
+
+def _make_kernel(name: str, root: Stmt, outer_allocs: list[Buffer],
+                 arg_order: list[Buffer]) -> Kernel:
+    extents: dict[str, int] = {}
+    for n in post_order(root):
+        if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING:
+            ext = const_value(n.extent, f"extent of the loop bound to {n.thread_tag}")
+            extents[n.thread_tag] = max(extents.get(n.thread_tag, 0), ext)
+    tag_vars = {t: Var(t, "int32") for t in LAUNCH_TAGS if t in extents}
+    unbind = _Unbind(tag_vars, extents)
+    body = substitute(unbind.visit(root), unbind.vmap)
+    hoist = _Hoist()
+    body = hoist.visit(body)
+    used = accessed_buffers(body)
+    allocs = [b for b in outer_allocs if b in used] + hoist.allocs
+    seen: set[Buffer] = set(allocs)
+    params = tuple(b for b in arg_order if b in used and b not in seen)
+    grid = tuple(extents.get(t, 1) for t in BLOCK_TAGS)
+    block = tuple(extents.get(t, 1) for t in THREAD_TAGS)
+    for tag, ext in extents.items():
+        if ext <= 0:
+            raise CodegenError(f"non-positive launch extent {ext} for {tag}")
+    return Kernel(name, params, tuple(allocs), body, grid, block,  # type: ignore[arg-type]
+                  tuple(tag_vars.items()))
+
+
+def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
+    """Split ``func`` into kernels named ``<func.name>_kernel<i>``.
+
+    Returns the kernels in launch order and the global workspace buffers that ``func``
+    allocates between kernels (the runtime allocates them; kernels take them as arguments).
+    """
+    kernels: list[Kernel] = []
+    workspace: list[Buffer] = []
+    roots: list[tuple[Stmt, list[Buffer]]] = []
+
+    def host(stmt: Stmt, allocs: list[Buffer]) -> None:
+        if isinstance(stmt, For) and stmt.kind is ForKind.THREAD_BINDING:
+            if stmt.thread_tag not in LAUNCH_TAGS:
+                raise CodegenError(f"thread tag {stmt.thread_tag!r} outside any kernel")
+            roots.append((stmt, allocs))
+        elif isinstance(stmt, SeqStmt):
+            for s in stmt.seq:
+                host(s, allocs)
+        elif isinstance(stmt, Allocate):
+            if stmt.buffer.scope == "global":
+                workspace.append(stmt.buffer)
+                host(stmt.body, allocs)
+            else:
+                host(stmt.body, allocs + [stmt.buffer])
+        elif isinstance(stmt, AttrStmt):
+            host(stmt.body, allocs)
+        elif isinstance(stmt, LetStmt):
+            host(substitute(stmt.body, {stmt.var: stmt.value}), allocs)
+        elif _has_binding(stmt):
+            raise CodegenError(
+                f"host-side {type(stmt).__name__} around a GPU kernel is not supported; bind the "
+                "outer loops to blockIdx/threadIdx")
+        elif accessed_buffers(stmt):
+            raise CodegenError(
+                "memory is accessed outside any GPU thread binding (did you forget to bind a "
+                f"stage to blockIdx/threadIdx?): {type(stmt).__name__} touching "
+                f"{sorted(b.name for b in accessed_buffers(stmt))}")
+
+    host(func.body, [])
+    if not roots:
+        raise CodegenError(f"function {func.name} has no loop bound to blockIdx/threadIdx")
+    order = list(func.params) + workspace
+    for i, (root, allocs) in enumerate(roots):
+        kernels.append(_make_kernel(f"{func.name}_kernel{i}", root, allocs, order))
+    return kernels, workspace
+
+
+__all__ = ["Kernel", "split_kernels", "is_vthread", "BLOCK_TAGS", "THREAD_TAGS", "seq"]

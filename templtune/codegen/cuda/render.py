@@ -1,0 +1,432 @@
+"""Render kernels (see :mod:`templtune.codegen.cuda.kernel`) as CUDA C.
+
+The output reads like hand-written CUDA: one ``extern "C" __global__`` function per kernel with
+``__launch_bounds__``, ``__restrict__`` pointer arguments, shared and local arrays declared at the
+top, ``((int)threadIdx.x)`` for thread indices, ``#pragma unroll`` on unrolled loops and
+``float2``/``float4`` accesses for aligned contiguous copies. Vector statements that cannot be
+a single aligned vector access are scalarized into an unrolled lane loop.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import numpy as np
+
+from templtune import dtype as dt
+from templtune.codegen.cuda.analysis import buffer_size, divisible, is_nonneg
+from templtune.codegen.cuda.kernel import Kernel
+from templtune.codegen.cuda.sync import is_barrier
+from templtune.errors import CodegenError
+from templtune.lower.ir import (
+    Allocate,
+    AttrStmt,
+    Broadcast,
+    Buffer,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Load,
+    Ramp,
+    SeqStmt,
+    Stmt,
+    Store,
+)
+from templtune.te.expr import (
+    BinOp,
+    BinOpKind,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Select,
+    Var,
+    const,
+    const_int,
+)
+from templtune.te.functor import Mutator
+
+_CTYPES = {
+    "float32": "float", "float64": "double", "float16": "half", "int8": "signed char",
+    "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
+    "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
+    "bool": "bool",
+}
+_VEC_TYPES = {("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2",
+              ("int32", 4): "int4"}
+_INFIX = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOpKind.DIV: "/",
+          BinOpKind.EQ: "==", BinOpKind.NE: "!=", BinOpKind.LT: "<", BinOpKind.LE: "<=",
+          BinOpKind.GT: ">", BinOpKind.GE: ">=", BinOpKind.AND: "&&", BinOpKind.OR: "||"}
+# name -> (float32 function, float64 function)
+_MATH = {
+    "exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "exp10": ("exp10f", "exp10"),
+    "log": ("logf", "log"), "log2": ("log2f", "log2"), "log10": ("log10f", "log10"),
+    "log1p": ("log1pf", "log1p"), "sqrt": ("sqrtf", "sqrt"), "rsqrt": ("rsqrtf", "rsqrt"),
+    "tanh": ("tanhf", "tanh"), "sin": ("sinf", "sin"), "cos": ("cosf", "cos"),
+    "tan": ("tanf", "tan"), "erf": ("erff", "erf"), "fabs": ("fabsf", "fabs"),
+    "abs": ("fabsf", "fabs"), "floor": ("floorf", "floor"), "ceil": ("ceilf", "ceil"),
+    "round": ("roundf", "round"), "trunc": ("truncf", "trunc"), "pow": ("powf", "pow"),
+    "fmod": ("fmodf", "fmod"), "atan": ("atanf", "atan"), "asin": ("asinf", "asin"),
+    "acos": ("acosf", "acos"), "atan2": ("atan2f", "atan2"), "fma": ("fmaf", "fma"),
+}
+_HELPERS = {
+    "tt_floordiv": (
+        "__device__ __forceinline__ int tt_floordiv(int a, int b) {\n"
+        "  int q = a / b;\n  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
+        "__device__ __forceinline__ long long tt_floordiv(long long a, long long b) {\n"
+        "  long long q = a / b;\n  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"),
+    "tt_floormod": (
+        "__device__ __forceinline__ int tt_floormod(int a, int b) {\n"
+        "  int r = a % b;\n  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n"
+        "__device__ __forceinline__ long long tt_floormod(long long a, long long b) {\n"
+        "  long long r = a % b;\n  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n"),
+}
+_RESERVED = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if "
+    "inline int long register restrict return short signed sizeof static struct switch typedef "
+    "union unsigned void volatile while bool true false class new delete this template typename "
+    "namespace operator private public protected friend virtual threadIdx blockIdx blockDim "
+    "gridDim warpSize half min max".split())
+
+
+def ctype(dtype: str) -> str:
+    d = dt.parse(dtype)
+    if d.lanes != 1:
+        vt = _VEC_TYPES.get((d.scalar, d.lanes))
+        if vt is None:
+            raise CodegenError(f"no CUDA vector type for {dtype}")
+        return vt
+    try:
+        return _CTYPES[d.scalar]
+    except KeyError:
+        raise CodegenError(f"dtype {dtype} has no CUDA C type") from None
+
+
+def float_literal(value: float, dtype: str) -> str:
+    if math.isnan(value):
+        return "__int_as_float(0x7fc00000)" if dtype == "float32" else "__longlong_as_double(0x7ff8000000000000LL)"
+    if math.isinf(value):
+        inf = "__int_as_float(0x7f800000)" if dtype == "float32" else "__longlong_as_double(0x7ff0000000000000LL)"
+        return inf if value > 0 else f"(-{inf})"
+    if dtype == "float32":
+        short = f"{value:.6e}"
+        text = short if np.float32(short) == np.float32(value) else f"{value:.9e}"
+        return text + "f"
+    if dtype == "float16":
+        return f"((half){value:.6e}f)"
+    return f"{value:.17e}"
+
+
+# ------------------------------------------------------------------------------ scalarization
+
+
+def _lane(e: PrimExpr, lane: PrimExpr) -> PrimExpr:
+    """The scalar expression for one lane of vector expression ``e``."""
+    if dt.lanes(e.dtype) == 1 and not isinstance(e, (Ramp, Broadcast)):
+        return e
+    if isinstance(e, Ramp):
+        stride = const_int(e.stride)
+        return e.base + lane if stride == 1 else e.base + e.stride * lane
+    if isinstance(e, Broadcast):
+        return e.value
+    if isinstance(e, Load):
+        pred = None if e.predicate is None else _lane(e.predicate, lane)
+        return Load(e.buffer, _lane(e.index, lane), pred)
+    if isinstance(e, BinOp):
+        return BinOp(e.op, _lane(e.a, lane), _lane(e.b, lane), dt.element_of(e.dtype))
+    if isinstance(e, Not):
+        return Not(_lane(e.a, lane), dt.element_of(e.dtype))
+    if isinstance(e, Cast):
+        return Cast(dt.element_of(e.dtype), _lane(e.value, lane))
+    if isinstance(e, Select):
+        return Select(_lane(e.cond, lane), _lane(e.true_value, lane),
+                      _lane(e.false_value, lane), e.guarded)
+    if isinstance(e, Call):
+        return Call(dt.element_of(e.dtype), e.name, tuple(_lane(a, lane) for a in e.args))
+    raise CodegenError(f"cannot scalarize vector expression {e}")
+
+
+def _vector_copy_ok(s: Store) -> bool:
+    """A contiguous aligned copy of 2 or 4 elements: rendered as one vector access."""
+    idx, val = s.index, s.value
+    if s.predicate is not None or not isinstance(idx, Ramp) or const_int(idx.stride) != 1:
+        return False
+    if (dt.element_of(s.buffer.dtype), idx.lanes) not in _VEC_TYPES:
+        return False
+    if not divisible(idx.base, idx.lanes):
+        return False
+    if isinstance(val, Load):
+        vi = val.index
+        return (val.predicate is None and isinstance(vi, Ramp) and const_int(vi.stride) == 1
+                and vi.lanes == idx.lanes and val.buffer.dtype == s.buffer.dtype
+                and divisible(vi.base, vi.lanes))
+    return False
+
+
+class _Scalarize(Mutator):
+    def visit_Store(self, node: Store) -> Stmt:
+        if dt.lanes(node.index.dtype) == 1 or _vector_copy_ok(node):
+            return node
+        lanes = dt.lanes(node.index.dtype)
+        lv = Var("vec", "int32")
+        pred = None if node.predicate is None else _lane(node.predicate, lv)
+        body: Stmt = Store(node.buffer, _lane(node.index, lv), _lane(node.value, lv))
+        if pred is not None:
+            body = IfThenElse(pred, body)
+        return For(lv, const(0), const(lanes), ForKind.UNROLLED, body)
+
+
+def scalarize(stmt: Stmt) -> Stmt:
+    """Turn every vector store that is not an aligned float2/float4 copy into a lane loop."""
+    return _Scalarize().visit(stmt)
+
+
+# ---------------------------------------------------------------------------------- renderer
+
+
+class _Renderer:
+    def __init__(self, kernel: Kernel) -> None:
+        self.k = kernel
+        self.lines: list[str] = []
+        self.indent = 1
+        self.used_names: set[str] = set()
+        self.var_names: dict[Var, str] = {}
+        self.buf_names: dict[Buffer, str] = {}
+        self.nonneg: set[Var] = set()
+        self.helpers: set[str] = set()
+        self.uses_half = False
+        for tag, v in kernel.thread_vars:
+            self.var_names[v] = f"((int){tag})"
+            self.nonneg.add(v)
+
+    # names
+    def fresh(self, name: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+        if base[0].isdigit() or base in _RESERVED:
+            base = "v_" + base
+        cand, i = base, 1
+        while cand in self.used_names:
+            cand = f"{base}_{i}"
+            i += 1
+        self.used_names.add(cand)
+        return cand
+
+    def buf(self, b: Buffer) -> str:
+        name = self.buf_names.get(b)
+        if name is None:
+            raise CodegenError(f"buffer {b.name} is neither a kernel argument nor allocated")
+        return name
+
+    @contextmanager
+    def bind(self, v: Var, nonneg: bool) -> Iterator[str]:
+        old = self.var_names.get(v)
+        name = self.fresh(v.name)
+        self.var_names[v] = name
+        if nonneg:
+            self.nonneg.add(v)
+        try:
+            yield name
+        finally:
+            if old is None:
+                self.var_names.pop(v, None)
+            else:
+                self.var_names[v] = old
+
+    def emit(self, text: str) -> None:
+        self.lines.append("  " * self.indent + text)
+
+    # expressions
+    def e(self, x: PrimExpr) -> str:  # noqa: C901 - one dispatch table
+        if isinstance(x, IntImm):
+            if x.dtype == "bool":
+                return "true" if x.value else "false"
+            s = str(x.value)
+            if x.dtype != "int32":
+                return f"(({ctype(x.dtype)}){s})"
+            return f"({s})" if x.value < 0 else s
+        if isinstance(x, FloatImm):
+            if x.dtype == "float16":
+                self.uses_half = True
+            return float_literal(x.value, x.dtype)
+        if isinstance(x, Var):
+            name = self.var_names.get(x)
+            if name is None:
+                raise CodegenError(f"variable {x.name} is not bound in kernel {self.k.name} "
+                                   "(symbolic shapes are not supported by the CUDA backend)")
+            return name
+        if isinstance(x, BinOp):
+            return self.binop(x)
+        if isinstance(x, Not):
+            return f"(!{self.e(x.a)})"
+        if isinstance(x, Cast):
+            if x.dtype == "float16":
+                self.uses_half = True
+            return f"(({ctype(x.dtype)}){self.e(x.value)})"
+        if isinstance(x, Select):
+            return f"({self.e(x.cond)} ? {self.e(x.true_value)} : {self.e(x.false_value)})"
+        if isinstance(x, Call):
+            return self.call(x)
+        if isinstance(x, Load):
+            if dt.lanes(x.index.dtype) != 1:
+                raise CodegenError("vector load outside an aligned vector copy (scalarize first)")
+            text = f"{self.buf(x.buffer)}[{self.e(x.index)}]"
+            if x.predicate is not None:
+                return f"({self.e(x.predicate)} ? {text} : (({ctype(x.dtype)})0))"
+            return text
+        raise CodegenError(f"cannot render {type(x).__name__} {x} as CUDA C")
+
+    def binop(self, x: BinOp) -> str:
+        a, b = self.e(x.a), self.e(x.b)
+        is_f = dt.is_float(x.a.dtype)
+        if x.op in (BinOpKind.MIN, BinOpKind.MAX):
+            return f"{x.op.value}({a}, {b})"
+        if x.op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD):
+            if is_f:
+                fl = "floorf" if x.dtype == "float32" else "floor"
+                q = f"{fl}({a} / {b})"
+                return q if x.op is BinOpKind.FLOORDIV else f"({a} - ({q} * {b}))"
+            if is_nonneg(x.a, self.nonneg) and is_nonneg(x.b, self.nonneg):
+                return f"({a} {'/' if x.op is BinOpKind.FLOORDIV else '%'} {b})"
+            helper = "tt_floordiv" if x.op is BinOpKind.FLOORDIV else "tt_floormod"
+            self.helpers.add(helper)
+            return f"{helper}({a}, {b})"
+        return f"({a} {_INFIX[x.op]} {b})"
+
+    def call(self, x: Call) -> str:
+        args = [self.e(a) for a in x.args]
+        if x.name in ("likely", "unlikely"):
+            return args[0]
+        if x.name == "sigmoid":
+            if x.dtype == "float64":
+                return f"(1.0 / (1.0 + exp((-{args[0]}))))"
+            return f"(1.000000e+00f / (1.000000e+00f + expf((-{args[0]}))))"
+        if x.name in _MATH:
+            if dt.is_int(x.dtype) and x.name == "abs":
+                return f"abs({args[0]})"
+            f32, f64 = _MATH[x.name]
+            return f"{f64 if x.dtype == 'float64' else f32}({', '.join(args)})"
+        if x.name in ("isnan", "isinf", "isfinite"):
+            return f"{x.name}({args[0]})"
+        if x.name == "popcount":
+            return f"__popc({args[0]})"
+        raise CodegenError(f"unknown intrinsic {x.name!r} for CUDA")
+
+    # statements
+    def s(self, st: Stmt) -> None:  # noqa: C901 - one dispatch table
+        if isinstance(st, SeqStmt):
+            for c in st.seq:
+                self.s(c)
+        elif isinstance(st, For):
+            self.loop(st)
+        elif isinstance(st, Store):
+            self.store(st)
+        elif isinstance(st, IfThenElse):
+            self.emit(f"if ({self.e(st.condition)}) {{")
+            self.block(st.then_case)
+            if st.else_case is not None:
+                self.emit("} else {")
+                self.block(st.else_case)
+            self.emit("}")
+        elif isinstance(st, LetStmt):
+            value = self.e(st.value)
+            with self.bind(st.var, is_nonneg(st.value, self.nonneg)) as name:
+                self.emit(f"{ctype(st.var.dtype)} {name} = {value};")
+                self.s(st.body)
+        elif isinstance(st, AttrStmt):
+            self.s(st.body)
+        elif isinstance(st, Allocate):
+            b = st.buffer
+            name = self.fresh(b.name)
+            self.buf_names[b] = name
+            pre = "__shared__ " if b.scope == "shared" else ""
+            self.emit(f"{pre}{ctype(b.dtype)} {name}[{buffer_size(b)}];")
+            self.s(st.body)
+        elif isinstance(st, Evaluate):
+            if is_barrier(st):
+                self.emit("__syncthreads();")
+            elif isinstance(st.value, Call) and st.value.name == "tvm_noop":
+                return
+            else:
+                self.emit(f"{self.e(st.value)};")
+        else:
+            raise CodegenError(f"cannot render statement {type(st).__name__} as CUDA C")
+
+    def block(self, st: Stmt) -> None:
+        self.indent += 1
+        self.s(st)
+        self.indent -= 1
+
+    def loop(self, st: For) -> None:
+        if st.kind is ForKind.THREAD_BINDING:
+            raise CodegenError(f"binding loop {st.thread_tag} left in kernel {self.k.name}")
+        mn, ext = self.e(st.min), st.extent
+        nonneg = is_nonneg(st.min, self.nonneg)
+        end = self.e(ext) if const_int(st.min) == 0 else self.e(st.min + ext)
+        if st.kind in (ForKind.UNROLLED, ForKind.VECTORIZED):
+            self.emit("#pragma unroll")
+        with self.bind(st.loop_var, nonneg) as name:
+            self.emit(f"for ({ctype(st.loop_var.dtype)} {name} = {mn}; {name} < {end}; ++{name}) {{")
+            self.block(st.body)
+            self.emit("}")
+
+    def store(self, st: Store) -> None:
+        if dt.lanes(st.index.dtype) != 1:
+            idx, val = st.index, st.value
+            assert isinstance(idx, Ramp) and isinstance(val, Load) and isinstance(val.index, Ramp)
+            vt = ctype(dt.with_lanes(st.buffer.dtype, idx.lanes))
+            self.emit(f"*({vt}*)({self.buf(st.buffer)} + {self.e(idx.base)}) = "
+                      f"*({vt}*)({self.buf(val.buffer)} + {self.e(val.index.base)});")
+            return
+        text = f"{self.buf(st.buffer)}[{self.e(st.index)}] = {self.e(st.value)};"
+        if st.predicate is not None:
+            text = f"if ({self.e(st.predicate)}) {text}"
+        self.emit(text)
+
+    def render(self) -> str:
+        k = self.k
+        params = []
+        for b in k.params:
+            self.buf_names[b] = self.fresh(b.name)
+            params.append(f"{ctype(b.dtype)}* __restrict__ {self.buf_names[b]}")
+        for b in k.params:
+            if dt.element_of(b.dtype) == "float16":
+                self.uses_half = True
+        for b in k.allocs:
+            self.buf_names[b] = name = self.fresh(b.name)
+            pre = "__shared__ " if b.scope == "shared" else ""
+            self.emit(f"{pre}{ctype(b.dtype)} {name}[{buffer_size(b)}];")
+        self.s(k.body)
+        head = (f'extern "C" __global__ void __launch_bounds__({k.threads_per_block}) '
+                f"{k.name}({', '.join(params)}) {{")
+        return "\n".join([head, *self.lines, "}"]) + "\n"
+
+
+def render_kernel(kernel: Kernel) -> tuple[str, set[str], bool]:
+    """CUDA C of one kernel, the helper functions it uses and whether it needs ``half``."""
+    kernel = replace(kernel, body=scalarize(kernel.body))
+    r = _Renderer(kernel)
+    text = r.render()
+    return text, r.helpers, r.uses_half
+
+
+def render_module(kernels: list[Kernel]) -> str:
+    """The CUDA C translation unit of ``kernels`` (helpers first, then each kernel)."""
+    bodies, helpers, half = [], set(), False
+    for k in kernels:
+        text, h, uh = render_kernel(k)
+        bodies.append(text)
+        helpers |= h
+        half = half or uh
+    head = ["// CUDA C generated by templtune"]
+    if half:
+        head.append("#include <cuda_fp16.h>")
+    head.extend(_HELPERS[h] for h in sorted(helpers))
+    return "\n".join(head) + "\n\n" + "\n".join(bodies)

@@ -1,0 +1,153 @@
+"""Insert ``__syncthreads()`` between conflicting shared-memory accesses of different threads.
+
+The planner walks statement sequences keeping the shared-memory accesses made since the last
+barrier. Before a sequence element whose accesses conflict with them (a read after another
+thread's write, a write after another thread's read) it inserts a barrier, at the
+highest sequence level, so the barrier is not repeated inside inner loops. Loops are analysed to a
+fixed point with the accesses at the end of one iteration flowing into the next, which places the
+barrier that protects a shared tile from being overwritten while other threads still read it
+(at the top of the loop body).
+
+Two accesses are by *the same thread* only when their indices are structurally equal and depend on
+nothing but thread indices covering every multi-thread axis; everything else conflicts
+(conservative: an extra barrier costs time, a missing one gives wrong answers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from templtune.codegen.cuda.analysis import free_vars
+from templtune.codegen.cuda.kernel import THREAD_TAGS, Kernel
+from templtune.lower.ir import (
+    Buffer,
+    Evaluate,
+    For,
+    IfThenElse,
+    Load,
+    SeqStmt,
+    Stmt,
+    Store,
+    seq,
+)
+from templtune.te.expr import Call, PrimExpr, StringImm, Var
+from templtune.te.functor import post_order, structural_equal
+
+
+def barrier() -> Stmt:
+    """The loop-IR form of ``__syncthreads()``."""
+    return Evaluate(Call("int32", "tvm_storage_sync", (StringImm("shared"),)))
+
+
+def is_barrier(s: Stmt) -> bool:
+    return (isinstance(s, Evaluate) and isinstance(s.value, Call)
+            and s.value.name == "tvm_storage_sync")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Access:
+    buffer: Buffer
+    write: bool
+    index: PrimExpr
+
+
+class _Planner:
+    def __init__(self, kernel: Kernel) -> None:
+        self.tvars = frozenset(v for t, v in kernel.thread_vars if t in THREAD_TAGS
+                               and kernel.block[THREAD_TAGS.index(t)] > 1)
+
+    def accesses(self, s: Stmt) -> list[_Access]:
+        out = []
+        for n in post_order(s):
+            if isinstance(n, (Load, Store)) and n.buffer.scope == "shared":
+                out.append(_Access(n.buffer, isinstance(n, Store), n.index))
+        return out
+
+    def same_thread(self, a: _Access, b: _Access) -> bool:
+        if not structural_equal(a.index, b.index):
+            return False
+        fv = free_vars(a.index)
+        return all(isinstance(v, Var) and v in self.tvars for v in fv) and self.tvars <= fv
+
+    def conflicts(self, pending: list[_Access], accs: list[_Access]) -> bool:
+        for a in accs:
+            for p in pending:
+                # NOTE: read-after-write and write-after-read only, as barriers order those; a
+                # write-write overlap of different threads is a schedule bug no barrier fixes.
+                if (p.buffer is a.buffer and p.write != a.write
+                        and not self.same_thread(p, a)):
+                    return True
+        return False
+
+    @staticmethod
+    def union(a: list[_Access], b: list[_Access]) -> list[_Access]:
+        out = list(a)
+        for x in b:
+            if not any(y.buffer is x.buffer and y.write == x.write
+                       and structural_equal(y.index, x.index) for y in out):
+                out.append(x)
+        return out
+
+    def plan(self, s: Stmt, pending: list[_Access]) -> tuple[Stmt, list[_Access]]:
+        if isinstance(s, SeqStmt):
+            out: list[Stmt] = []
+            for c in s.seq:
+                c2, pending = self.plan_child(c, pending)
+                out.append(c2)
+            return seq(*out), pending
+        return self.plan_child(s, pending)
+
+    def plan_child(self, s: Stmt, pending: list[_Access]) -> tuple[Stmt, list[_Access]]:
+        if is_barrier(s):
+            return s, []
+        accs = self.accesses(s)
+        if not accs:
+            return s, pending
+        pre = None
+        if self.conflicts(pending, accs):
+            pre, pending = barrier(), []
+        s2, out = self.plan_inner(s, pending, accs)
+        return seq(pre, s2), out
+
+    def plan_inner(self, s: Stmt, pending: list[_Access],
+                   accs: list[_Access]) -> tuple[Stmt, list[_Access]]:
+        if isinstance(s, For):
+            entry = pending
+            for _ in range(4):
+                body, exit_ = self.plan(s.body, entry)
+                nxt = self.union(entry, exit_)
+                if len(nxt) == len(entry):
+                    break
+                entry = nxt
+            return replace(s, body=body), exit_
+        if isinstance(s, IfThenElse):
+            t, p1 = self.plan(s.then_case, pending)
+            if s.else_case is None:
+                return replace(s, then_case=t), self.union(p1, pending)
+            e, p2 = self.plan(s.else_case, pending)
+            return replace(s, then_case=t, else_case=e), self.union(p1, p2)
+        body = getattr(s, "body", None)
+        if isinstance(body, Stmt):
+            b2, out = self.plan(body, pending)
+            return replace(s, body=b2), out  # type: ignore[call-arg]
+        return s, self.union(pending, accs)
+
+
+def insert_shared_sync(kernel: Kernel) -> Kernel:
+    """Return ``kernel`` with the barriers its shared-memory accesses need."""
+    if not any(b.scope == "shared" for b in kernel.allocs):
+        return kernel
+    body, _ = _Planner(kernel).plan(kernel.body, [])
+    return replace(kernel, body=body)
+
+
+def strip_barriers(kernel: Kernel) -> Kernel:
+    """``kernel`` without any barrier (for tests of the race detector)."""
+    from templtune.te.functor import Mutator
+
+    class _Strip(Mutator):
+        def visit_SeqStmt(self, node: SeqStmt) -> Stmt:
+            kept = [self.visit(c) for c in node.seq if not is_barrier(c)]
+            return seq(*kept) if kept else Evaluate(Call("int32", "tvm_noop", ()))
+
+    return replace(kernel, body=_Strip().visit(kernel.body))
