@@ -38,19 +38,15 @@ def log_to_file(file_out: str | os.PathLike | IO[str], protocol: str = "json"):
     if isinstance(file_out, os.PathLike):
         file_out = os.fspath(file_out)
 
-    def _callback(tuner: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
-        from . import record
+    if protocol != "json":
+        raise ValueError(f"unsupported record protocol {protocol!r} (only 'json')")
 
-        lines = "".join(record.encode(inp, res, protocol) + "\n"
-                        for inp, res in zip(inputs, results))
-        if isinstance(file_out, str):
-            with open(file_out, "a", encoding="utf-8") as f:
-                f.write(lines)
-                f.flush()
-                os.fsync(f.fileno())
-        else:
-            file_out.write(lines)
-            file_out.flush()
+    def _callback(tuner: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+        from .record import append_records
+
+        # NOTE: one write per line and an fsync per batch (see record.append_records): a killed
+        # run leaves only whole lines, and every finished batch is on disk.
+        append_records(file_out, zip(inputs, results))
 
     _callback.file_out = file_out  # type: ignore[attr-defined]
     return _callback
