@@ -55,6 +55,9 @@ def test_plan_and_epsilon_greedy():
     tuner.tune(n_trial=40, measure_option=opt)
     assert tuner.train_ct == 1 and len(tuner.trials) == 32
     assert len(tuner.xs) == 40 and len(tuner.visited) == 40
+    (stats,) = tuner.round_stats
+    assert set(stats) == {"trials", "extract", "fit", "optimize"}
+    assert stats["fit"] > 0 and stats["optimize"] > 0 and stats["extract"] >= 0
     # trial_pt walks the plan; the model's picks come from the plan
     planned = set(tuner.trials) & set(tuner.xs[32:])
     assert len(planned) >= 6

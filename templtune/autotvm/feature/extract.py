@@ -19,6 +19,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -141,6 +142,9 @@ class FeatureExtractor:
         self.min_parallel = min_parallel
         self.cache: dict[int, np.ndarray | None] = {}
         self._pool: ProcessPoolExecutor | None = None
+        #: wall seconds spent computing (not serving cached) features, and configs computed
+        self.seconds = 0.0
+        self.n_computed = 0
 
     # ------------------------------------------------------------------ pool
     def _get_pool(self) -> ProcessPoolExecutor | None:
@@ -193,8 +197,11 @@ class FeatureExtractor:
             self.cache.clear()
         missing = list(dict.fromkeys(i for i in idx if i not in self.cache))
         if missing:
+            tic = time.perf_counter()
             for i, f in zip(missing, self._compute(missing)):
                 self.cache[i] = f
+            self.seconds += time.perf_counter() - tic
+            self.n_computed += len(missing)
         return pad_rows([self.cache[i] for i in idx], width)
 
     def get_pairs(self, pairs: Sequence[tuple[Any, Any]], width: int | None = None) -> np.ndarray:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -144,6 +145,8 @@ class ModelBasedTuner(Tuner):
         self.ys: list[float] = []
         self.flops_max = 0.0
         self.train_ct = 0
+        #: per re-planning round: seconds of feature extraction, model fit and optimizer search
+        self.round_stats: list[dict[str, float]] = []
         self._sampler = RandomIndexSampler(self.space, 0, self.space.range_length, self.rng)
 
     # ------------------------------------------------------------------ proposal
@@ -180,10 +183,20 @@ class ModelBasedTuner(Tuner):
             self.ys.append(flops)
             self.visited.add(index)
         if len(self.xs) >= self.plan_size * (self.train_ct + 1) and self.flops_max > 1e-6:
+            t0, e0 = time.perf_counter(), self._extract_seconds()
             self.cost_model.fit(self.xs, self.ys, self.plan_size)
+            t1, e1 = time.perf_counter(), self._extract_seconds()
             self.trials = self._plan(self.cost_model)
+            t2, e2 = time.perf_counter(), self._extract_seconds()
+            self.round_stats.append({
+                "trials": float(len(self.xs)), "extract": e2 - e0,
+                "fit": (t1 - t0) - (e1 - e0), "optimize": (t2 - t1) - (e2 - e1)})
             self.trial_pt = 0
             self.train_ct += 1
+
+    def _extract_seconds(self) -> float:
+        ext = getattr(self.cost_model, "extractor", None)
+        return float(getattr(ext, "seconds", 0.0))
 
     def _plan(self, model: CostModel) -> list[int]:
         if not self.diversity_filter_ratio:
