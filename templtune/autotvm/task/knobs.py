@@ -429,8 +429,14 @@ class ReorderSpace(KnobSpace):
 
         def index_of(a: Any) -> int:
             for i, ax in enumerate(axes):
-                if ax is a or ax.var is a or (isinstance(a, VirtualAxis) and ax.var is a.var):
+                if ax is a:
                     return i
+            # NOTE: then by the wrapped loop variable; ints are not identities, skip them.
+            var = a.var if isinstance(a, VirtualAxis) else a
+            if not isinstance(var, int):
+                for i, ax in enumerate(axes):
+                    if ax.var is var:
+                        return i
             raise ValueError(f"{a!r} is not one of the axes of this reorder knob")
 
         if policy == "identity":
