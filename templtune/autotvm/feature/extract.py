@@ -20,7 +20,7 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -58,21 +58,27 @@ def lower_config(task: Any, config: Any) -> Any:
         return lower(s, args, simple_mode=True)
 
 
+LowerFn = Callable[[Any, Any], Any]
+
+
 def config_feature(task: Any, config: Any, feature_type: str,
-                   curve_sample_n: int = TUNER_CURVE_SAMPLE_N) -> np.ndarray:
-    """The feature vector of one config (see the module docstring)."""
+                   curve_sample_n: int = TUNER_CURVE_SAMPLE_N,
+                   lower_fn: LowerFn | None = None) -> np.ndarray:
+    """The feature vector of one config (see the module docstring). ``lower_fn(task, config)``
+    replaces :func:`lower_config` (tests, or tasks lowered another way)."""
     check_feature_type(feature_type)
     if feature_type == "knob":
         return knob_feature(config)
-    summary = summarize(lower_config(task, config))
+    summary = summarize((lower_fn or lower_config)(task, config))
     if feature_type == "itervar":
         return np.concatenate([itervar_feature(summary), knob_feature(config)])
     return curve_feature(summary, curve_sample_n)
 
 
-def _safe_feature(task: Any, config: Any, feature_type: str, sample_n: int) -> np.ndarray | None:
+def _safe_feature(task: Any, config: Any, feature_type: str, sample_n: int,
+                  lower_fn: LowerFn | None = None) -> np.ndarray | None:
     try:
-        return config_feature(task, config, feature_type, sample_n)
+        return config_feature(task, config, feature_type, sample_n, lower_fn)
     except Exception as err:  # noqa: BLE001 - a failed config is a zero row, not a crash
         logger.debug("feature extraction failed for %s: %s", config, err)
         return None
@@ -84,8 +90,8 @@ def _safe_feature(task: Any, config: Any, feature_type: str, sample_n: int) -> n
 _W: dict[str, Any] = {}
 
 
-def _worker_init(task: Any, feature_type: str, sample_n: int) -> None:
-    _W.update(task=task, feature_type=feature_type, sample_n=sample_n)
+def _worker_init(task: Any, feature_type: str, sample_n: int, lower_fn: LowerFn | None) -> None:
+    _W.update(task=task, feature_type=feature_type, sample_n=sample_n, lower_fn=lower_fn)
 
 
 def _worker_index(index: int) -> np.ndarray | None:
@@ -94,12 +100,11 @@ def _worker_index(index: int) -> np.ndarray | None:
         config = task.config_space.get(int(index))
     except Exception:  # noqa: BLE001
         return None
-    return _safe_feature(task, config, _W["feature_type"], _W["sample_n"])
+    return _safe_feature(task, config, _W["feature_type"], _W["sample_n"], _W["lower_fn"])
 
 
-def _worker_pair(arg: tuple[Any, Any, str, int]) -> np.ndarray | None:
-    task, config, feature_type, sample_n = arg
-    return _safe_feature(task, config, feature_type, sample_n)
+def _worker_pair(arg: tuple[Any, Any, str, int, LowerFn | None]) -> np.ndarray | None:
+    return _safe_feature(*arg)
 
 
 def pad_rows(rows: Sequence[np.ndarray | None], width: int | None = None) -> np.ndarray:
@@ -131,10 +136,14 @@ class FeatureExtractor:
         Samples per curve for ``"curve"``.
     min_parallel : int
         Batches with fewer missing configs than this are extracted in-process.
+    lower_fn : callable(task, config) -> PrimFunc, optional
+        Replaces :func:`lower_config` (default: instantiate the template and lower it).
     """
 
     def __init__(self, task: Any, feature_type: str = "itervar", n_workers: int | None = None,
-                 curve_sample_n: int = TUNER_CURVE_SAMPLE_N, min_parallel: int = 16) -> None:
+                 curve_sample_n: int = TUNER_CURVE_SAMPLE_N, min_parallel: int = 16,
+                 lower_fn: LowerFn | None = None) -> None:
+        self.lower_fn = lower_fn
         self.task = task
         self.feature_type = check_feature_type(feature_type)
         self.n_workers = (os.cpu_count() or 1) if n_workers is None else n_workers
@@ -153,7 +162,7 @@ class FeatureExtractor:
                 ctx = mp.get_context("fork")
                 self._pool = ProcessPoolExecutor(
                     self.n_workers, mp_context=ctx, initializer=_worker_init,
-                    initargs=(self.task, self.feature_type, self.curve_sample_n))
+                    initargs=(self.task, self.feature_type, self.curve_sample_n, self.lower_fn))
             except (ValueError, OSError) as err:
                 logger.warning("feature pool unavailable (%s); extracting in-process", err)
                 self.n_workers = 1
@@ -187,7 +196,7 @@ class FeatureExtractor:
                 self.n_workers = 1
         space = self.task.config_space
         return [_safe_feature(self.task, space.get(int(i)), self.feature_type,
-                              self.curve_sample_n) for i in indices]
+                              self.curve_sample_n, self.lower_fn) for i in indices]
 
     def get(self, indices: Iterable[int], width: int | None = None) -> np.ndarray:
         """Feature matrix of the configs ``indices`` (one row each, zero rows for configs whose
@@ -209,7 +218,7 @@ class FeatureExtractor:
         if self.feature_type == "knob":
             rows = [knob_feature(c) for _, c in pairs]
             return pad_rows(rows, width)
-        args = [(t, c, self.feature_type, self.curve_sample_n) for t, c in pairs]
+        args = [(t, c, self.feature_type, self.curve_sample_n, self.lower_fn) for t, c in pairs]
         rows: list[np.ndarray | None] | None = None
         pool = self._get_pool() if len(args) >= self.min_parallel else None
         if pool is not None:
