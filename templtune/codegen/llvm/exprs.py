@@ -153,10 +153,10 @@ class ExprRenderer:
         return fn(e)
 
     def expr_IntImm(self, e: IntImm) -> V:
-        return T.scalar_const(e.value, e.dtype), e.dtype
+        return T.const(e.value, e.dtype), e.dtype  # a vector dtype gives a splat
 
     def expr_FloatImm(self, e: FloatImm) -> V:
-        return T.scalar_const(e.value, e.dtype), e.dtype
+        return T.const(e.value, e.dtype), e.dtype
 
     def expr_Var(self, e: Var) -> V:
         v = self.env.get(e)

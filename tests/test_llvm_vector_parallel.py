@@ -1,0 +1,150 @@
+"""LLVM backend: vector IR from Ramp/Broadcast, gathers/scatters, parallel loops on libgomp."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from templtune.build_module import build
+from templtune.codegen.llvm import compile as cc
+from templtune.codegen.llvm.render import render
+from templtune.codegen.llvm.testing import elementwise, matmul
+from templtune.lower.ir import Broadcast, Buffer, For, ForKind, Load, PrimFunc, Ramp, Store
+from templtune.target import Target
+from templtune.te.expr import BinOp, BinOpKind, Call, Select, Var, binary, const
+
+RNG = np.random.default_rng(1)
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_vector_add_emits_vector_ir(lanes):
+    f = elementwise(lambda a, b: a * b + a, ["float32", "float32"], "float32", 256, lanes=lanes)
+    mod = build(f)
+    src = mod.get_source("ll")
+    assert f"load <{lanes} x float>" in src and f"store <{lanes} x float>" in src
+    assert "fmul contract" in src and "fadd contract" in src
+    a, b = RNG.random(256, dtype="float32"), RNG.random(256, dtype="float32")
+    out = np.zeros(256, "float32")
+    mod(a, b, out)
+    np.testing.assert_allclose(out, a * b + a, rtol=1e-6)
+
+
+def test_fma_contraction_in_asm():
+    f = elementwise(lambda a, b: a * b + a, ["float32", "float32"], "float32", 256, lanes=16)
+    asm = build(f).get_source("asm").lower()
+    if "fma" not in cc.host_spec().features:
+        pytest.skip("host has no FMA")
+    assert "vfmadd" in asm
+
+
+def test_strided_gather_scatter_and_broadcast():
+    n, lanes = 64, 8
+    a = Buffer("A", (const(2 * n),), "float32")
+    c = Buffer("C", (const(2 * n),), "float32")
+    s = Buffer("S", (const(1),), "float32")
+    i = Var("i")
+    src = Ramp(i * (2 * lanes), const(2), lanes)  # even elements
+    dst = Ramp(i * (2 * lanes) + 1, const(2), lanes)  # odd elements
+    val = Load(a, src) + Broadcast(Load(s, const(0)), lanes)
+    f = PrimFunc("gs", (a, s, c), For(i, const(0), const(n // lanes), ForKind.SERIAL,
+                                      Store(c, dst, val)))
+    mod = build(f)
+    ir = mod.get_source()
+    assert "llvm.masked.gather" in ir and "llvm.masked.scatter" in ir
+    x, sv, out = RNG.random(2 * n, dtype="float32"), np.array([5.0], "float32"), np.zeros(2 * n,
+                                                                                            "float32")
+    mod(x, sv, out)
+    np.testing.assert_allclose(out[1::2], x[::2] + 5)
+    np.testing.assert_array_equal(out[::2], 0)
+
+
+def test_predicated_vector_load_store():
+    n, lanes = 20, 8  # the last vector is partial
+    a = Buffer("A", (const(n),), "float32")
+    c = Buffer("C", (const(n),), "float32")
+    i = Var("i")
+    idx = Ramp(i * lanes, const(1), lanes)
+    pred = binary(BinOpKind.LT, idx, Broadcast(const(n), lanes))
+    body = Store(c, idx, Load(a, idx, pred) * 2.0, pred)
+    mod = build(PrimFunc("pred", (a, c), For(i, const(0), const(3), ForKind.SERIAL, body)))
+    x, out = RNG.random(n, dtype="float32"), np.zeros(n, "float32")
+    mod(x, out)
+    np.testing.assert_allclose(out, x * 2)
+
+
+def test_vector_select_compare_intrinsic_int():
+    lanes = 8
+    f = elementwise(lambda a, b: Select(a > b, Call("float32x8", "exp", (a,)), b),
+                    ["float32", "float32"], "float32", 64, lanes=lanes)
+    mod = build(f)
+    a, b = RNG.uniform(-2, 2, 64).astype("float32"), RNG.uniform(-2, 2, 64).astype("float32")
+    out = np.zeros(64, "float32")
+    mod(a, b, out)
+    np.testing.assert_allclose(out, np.where(a > b, np.exp(a), b), rtol=1e-6)
+    g = elementwise(lambda a, b: BinOp(BinOpKind.FLOORMOD, a, b, a.dtype), ["int32", "int32"],
+                    "int32", 64, lanes=lanes)
+    ai = RNG.integers(-100, 100, 64).astype("int32")
+    bi = RNG.integers(1, 9, 64).astype("int32")
+    oi = np.zeros(64, "int32")
+    build(g)(ai, bi, oi)
+    np.testing.assert_array_equal(oi, np.mod(ai, bi))
+
+
+def test_vectorized_for_gets_metadata():
+    f = elementwise(lambda a: a + 1.0, ["float32"], "float32", 64, kind=ForKind.VECTORIZED)
+    r = render(f)
+    assert "llvm.loop.vectorize.enable" in r.ir
+    mod = build(f)
+    x, out = RNG.random(64, dtype="float32"), np.zeros(64, "float32")
+    mod(x, out)
+    np.testing.assert_allclose(out, x + 1)
+
+
+def test_unrolled_loop_metadata():
+    r = render(matmul(4, 16, 8, lanes=16, unroll_k=4, parallel=False))
+    assert "llvm.loop.unroll.full" in r.ir
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("lanes", [4, 16])
+def test_parallel_matmul(threads, lanes):
+    n, m, k = 37, 32, 24
+    f = matmul(n, m, k, lanes=lanes, unroll_k=4, parallel=True)
+    mod = build(f, target=Target(f"llvm -num-cores={threads}"))
+    assert mod.num_threads == threads
+    assert "GOMP_parallel" in mod.get_source()
+    a, b = RNG.random((n, k), dtype="float32"), RNG.random((k, m), dtype="float32")
+    c = np.zeros((n, m), "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_parallel_thread_count_settable_and_uneven_chunks():
+    f = elementwise(lambda a: a * 2.0, ["float32"], "float32", 7, kind=ForKind.PARALLEL)
+    mod = build(f)
+    x = RNG.random(7, dtype="float32")
+    for t in (1, 2, 3, 8):
+        mod.set_num_threads(t)
+        out = np.zeros(7, "float32")
+        mod(x, out)
+        np.testing.assert_allclose(out, x * 2)
+
+
+def test_nested_parallel_runs_inner_serially():
+    n = 8
+    a = Buffer("A", (const(n * n),), "int32")
+    i, j = Var("i"), Var("j")
+    body = For(i, const(0), const(n), ForKind.PARALLEL,
+               For(j, const(0), const(n), ForKind.PARALLEL, Store(a, i * n + j, i * 10 + j)))
+    mod = build(PrimFunc("nest", (a,), body))
+    assert mod.get_source().count("call void @GOMP_parallel") == 1
+    out = np.zeros(n * n, "int32")
+    mod(out)
+    np.testing.assert_array_equal(out.reshape(n, n), np.add.outer(np.arange(n) * 10,
+                                                                  np.arange(n)))
+
+
+def test_serial_fallback_without_gomp():
+    f = elementwise(lambda a: a + 1.0, ["float32"], "float32", 16, kind=ForKind.PARALLEL)
+    r = render(f, use_gomp=False)
+    assert "GOMP_parallel" not in r.ir and not r.parallel
