@@ -11,6 +11,7 @@ import abc
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -57,6 +58,9 @@ class Tuner(abc.ABC):
         trial number at which it was found.
     visited : set of int
         Config indices already measured or already planned; a tuner never proposes them again.
+    tune_stats : dict
+        After :meth:`tune`: ``trials``, ``errors`` and the wall-time split ``total_s``,
+        ``build_s``, ``run_s``, ``overhead_s`` (tuner logic, callbacks, process start-up).
     """
 
     def __init__(self, task: Any, seed: int | np.random.Generator | None = None, **kwargs: Any):
@@ -68,6 +72,7 @@ class Tuner(abc.ABC):
         self.n_trial = 0
         self.early_stopping: int | None = None
         self.ttl: int | None = None
+        self.tune_stats: dict[str, float] = {}
         self.reset()
 
     # ---- subclass interface -------------------------------------------------------------------
@@ -137,6 +142,7 @@ class Tuner(abc.ABC):
             (templtune extension).
         """
         scale = si_scale(si_prefix)
+        t_start = time.perf_counter()
         i = 0
         if resume_log is not None and os.path.exists(resume_log):
             from ..record import load_from_file
@@ -193,6 +199,12 @@ class Tuner(abc.ABC):
             close = getattr(measure_batch, "close", None)
             if close is not None:
                 close()
+            total = time.perf_counter() - t_start
+            build = float(getattr(measure_batch, "build_time", 0.0))
+            run = float(getattr(measure_batch, "run_time", 0.0))
+            self.tune_stats = {"trials": i, "errors": n_errors, "total_s": total,
+                               "build_s": build, "run_s": run,
+                               "overhead_s": max(0.0, total - build - run)}
         if i > 0 and n_errors == i and errors:
             fd, path = tempfile.mkstemp(prefix="templtune_tuning_errors_", suffix=".log")
             with os.fdopen(fd, "w") as f:
