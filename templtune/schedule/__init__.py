@@ -1,0 +1,8 @@
+"""Schedules: stages, loop transformations and data-flow rewrites (TVM's ``te.Schedule``)."""
+
+from templtune.schedule.relations import Fuse, IterVarAttr, Rebase, Split
+from templtune.schedule.schedule import Schedule, create_schedule
+from templtune.schedule.stage import Stage
+
+__all__ = ["Schedule", "Stage", "create_schedule", "Split", "Fuse", "Rebase",
+           "IterVarAttr"]

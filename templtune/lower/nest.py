@@ -1,0 +1,312 @@
+"""Schedule -> loop nest with flattened buffer accesses (TVM's ScheduleOps + StorageFlatten).
+
+Each computed stage becomes a nest of its leaf loops; stages attached with ``compute_at`` are
+emitted (with their ``Allocate``) inside the attach loop, before the rest of the consumer's nest.
+A reduction's initialisation goes right before its first reduction loop, over the data-parallel
+loops below that point. Root indices are rebuilt from leaf loop variables (``outer*f + inner``,
+``fused // e``, ``fused % e``) and simplified; points that a non-dividing split adds are skipped
+with ``if (likely(cond))`` placed right below the innermost loop the condition uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from templtune.errors import LoweringError
+from templtune.lower.ir import (
+    Allocate,
+    Buffer,
+    For,
+    ForKind,
+    IfThenElse,
+    Load,
+    Stmt,
+    Store,
+    seq,
+)
+from templtune.schedule.bound import BoundResult, StageBound
+from templtune.schedule.schedule import Schedule
+from templtune.te.expr import (
+    BinOp,
+    BinOpKind,
+    Call,
+    IterKind,
+    IterVar,
+    PrimExpr,
+    Reduce,
+    TensorLoad,
+    Var,
+    const,
+    const_int,
+)
+from templtune.te.functor import Mutator, collect_vars, substitute
+from templtune.te.simplify import Simplifier, const_bound
+from templtune.te.tensor import Tensor
+
+_KIND = {IterKind.VECTORIZED: ForKind.VECTORIZED, IterKind.UNROLLED: ForKind.UNROLLED,
+         IterKind.PARALLELIZED: ForKind.PARALLEL}
+
+
+@dataclass(frozen=True, slots=True)
+class _Storage:
+    buffer: Buffer
+    mins: tuple[PrimExpr, ...]
+    strides: tuple[int, ...]
+
+
+def _row_major(shape: list[int], aligns: dict[int, tuple[int, int]]) -> tuple[list[int], int]:
+    strides = [1] * len(shape)
+    acc = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if d in aligns and d != len(shape) - 1:
+            f, off = aligns[d]
+            acc = acc + ((off - acc) % f)
+        strides[d] = acc
+        acc *= shape[d]
+    return strides, max(acc, 1)
+
+
+def _and_all(conds: list[PrimExpr]) -> PrimExpr:
+    c = conds[0]
+    for x in conds[1:]:
+        c = BinOp(BinOpKind.AND, c, x, "bool")
+    return c
+
+
+class _ToIR(Mutator):
+    def __init__(self, nb: NestBuilder, vmap: dict[Var, PrimExpr]) -> None:
+        self.nb, self.vmap = nb, vmap
+
+    def visit_Var(self, node: Var) -> PrimExpr:
+        return self.vmap.get(node, node)
+
+    def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
+        idx = [self.visit(i) for i in node.indices]
+        st = self.nb.storage(node.tensor)
+        return Load(st.buffer, self.nb.flat(st, idx))
+
+    def visit_Reduce(self, node: Reduce) -> PrimExpr:
+        raise LoweringError("a reduction may only be the whole body of a compute")
+
+
+class NestBuilder:
+    """Builds the loop nest of a whole schedule (see module docstring)."""
+
+    def __init__(self, sch: Schedule, args: list[Tensor], br: BoundResult) -> None:
+        self.sch, self.br = sch, br
+        self.simp = Simplifier(br.var_ranges)
+        self._storage: dict[Tensor, _Storage] = {}
+        self._names: set[str] = set()
+        self.params: list[Buffer] = []
+        for t in args:
+            shape = [const_int(d) for d in t.shape]
+            if any(d is None for d in shape):
+                raise LoweringError(f"argument {t.name} has a non-constant shape {t.shape}")
+            buf = Buffer(self._unique(t.name), tuple(t.shape), t.dtype, "global")
+            strides, _ = _row_major(shape, {})  # type: ignore[arg-type]
+            if t in self._storage:
+                raise LoweringError(f"tensor {t.name} appears twice in args")
+            self._storage[t] = _Storage(buf, tuple(const(0) for _ in shape), tuple(strides))
+            self.params.append(buf)
+        self._attached: dict[tuple[int, IterVar], list[StageBound]] = {}
+        for info in br.order:
+            st = info.stage
+            if st.attach_type == "scope":
+                parent = br.infos[st.attach_stage]  # type: ignore[index]
+                self._attached.setdefault((id(parent), st.attach_ivar), []).append(info)  # type: ignore[arg-type]
+        for info in br.order:
+            self._declare(info)
+
+    # ------------------------------------------------------------------------- storage
+
+    def _unique(self, name: str) -> str:
+        base, k = name, 0
+        while name in self._names:
+            k += 1
+            name = f"{base}_{k}"
+        self._names.add(name)
+        return name
+
+    def _declare(self, info: StageBound) -> None:
+        op = info.op
+        aligns = {}
+        for iv, f, off in info.stage.storage_aligns:
+            d = next(i for i, a in enumerate(op.axis) if a is iv)
+            aligns[d] = (f, off)
+        shape = [info.ext[a] for a in op.axis]
+        mins = tuple(info.root_min[a] for a in op.axis)
+        strides, total = _row_major(shape, aligns)
+        for k in range(op.num_outputs):
+            t = op.output(k)
+            if t in self._storage:
+                continue
+            name = op.name if op.num_outputs == 1 else f"{op.name}.v{k}"
+            buf = Buffer(self._unique(name), (const(total),), t.dtype,
+                         info.stage.scope or "global")
+            self._storage[t] = _Storage(buf, mins, tuple(strides))
+
+    def storage(self, t: Tensor) -> _Storage:
+        st = self._storage.get(t)
+        if st is None:
+            raise LoweringError(f"tensor {t.name} is read but neither computed nor passed in "
+                                f"args (placeholders must be arguments)")
+        return st
+
+    def flat(self, st: _Storage, idx: list[PrimExpr]) -> PrimExpr:
+        e: PrimExpr = const(0)
+        for i, m, s in zip(idx, st.mins, st.strides):
+            term = i if const_int(m) == 0 else i - m
+            e = e + (term * s if s != 1 else term)
+        return self.simp.visit(e)
+
+    def allocations(self, info: StageBound) -> list[Buffer]:
+        out = []
+        for k in range(info.op.num_outputs):
+            buf = self._storage[info.op.output(k)].buffer
+            if buf not in self.params:
+                out.append(buf)
+        return out
+
+    # ---------------------------------------------------------------------------- nests
+
+    def build(self) -> Stmt:
+        roots = [i for i in self.br.order if i.stage.attach_type == "root"]
+        body = seq(*[self.stage_stmt(i) for i in roots])
+        for info in reversed(roots):
+            for buf in reversed(self.allocations(info)):
+                body = Allocate(buf, body)
+        return body
+
+    def _guards(self, info: StageBound) -> list[PrimExpr]:
+        conds: list[PrimExpr] = []
+        rng = self.br.var_ranges
+        for r in info.roots:
+            comp = info.composed[r]
+            hi = self.simp.bound(comp)[1]
+            if hi >= info.ext[r]:
+                conds.append(self.simp.visit(comp < info.ext[r]))
+            if const_int(info.root_min[r]) == 0 or r not in info.op.axis:
+                continue
+            v = info.root_val[r]
+            lo, hi = const_bound(v, rng)
+            full = const_int(r.dom.extent)  # type: ignore[union-attr]
+            if lo < 0:
+                conds.append(self.simp.visit(v >= 0))
+            if hi >= full:  # type: ignore[operator]
+                conds.append(self.simp.visit(v < full))
+        return [c for c in conds if not (const_int(c) == 1)]
+
+    def _level(self, cond: PrimExpr, pos_of: dict[Var, int]) -> int:
+        return max((pos_of.get(v, -1) for v in collect_vars(cond)), default=-1)
+
+    def stage_stmt(self, info: StageBound) -> Stmt:
+        op = info.op
+        leaves = info.leaves
+        n = len(leaves)
+        pos_of = {v: i for i, lv in enumerate(leaves) if isinstance(v := info.loop_var[lv], Var)}
+        vmap = {r.var: info.root_val[r] for r in info.roots}
+        conv = _ToIR(self, vmap)
+        out_idx = [info.root_val[a] for a in op.axis]
+        conds = [(c, self._level(c, pos_of)) for c in self._guards(info)]
+        init: Stmt | None = None
+        if isinstance(op.body[0], Reduce):
+            red: Reduce = op.body[0]  # type: ignore[assignment]
+            if len(red.source) != 1 or op.num_outputs != 1:
+                raise LoweringError(f"stage {op.name}: multi-value reductions are not supported")
+            st = self.storage(op.output(0))
+            idx = self.flat(st, out_idx)
+            lhs = Load(st.buffer, idx)
+            val = substitute(red.combiner.result[0], {red.combiner.lhs[0]: lhs,
+                                                      red.combiner.rhs[0]: conv.visit(
+                                                          red.source[0])})
+            main: Stmt = Store(st.buffer, idx, val)
+            if const_int(red.condition) != 1:
+                main = IfThenElse(conv.visit(red.condition), main)
+            first = next((i for i, lv in enumerate(leaves)
+                          if lv.iter_type is IterKind.REDUCE), n)
+            ident = red.init[0] if red.init else red.combiner.identity[0]
+            init = self._init_nest(info, first, st, out_idx, conv.visit(ident),
+                                   [(c, lv) for c, lv in conds if lv >= first], pos_of)
+        else:
+            first = -2
+            main = seq(*[Store(self.storage(op.output(k)).buffer,
+                               self.flat(self.storage(op.output(k)), out_idx),
+                               conv.visit(op.body[k])) for k in range(op.num_outputs)])
+        body: Stmt = main
+        for p in range(n - 1, -1, -1):
+            rest = body
+            if p == first - 1 and init is not None:
+                rest = seq(init, rest)
+            here = [c for c, lv in conds if lv == p]
+            if here:
+                rest = IfThenElse(_likely(_and_all(here)), rest)
+            rest = self._with_attached(info, leaves[p], rest)
+            body = self._loop(info, leaves[p], info.loop_var[leaves[p]], rest)
+        if first == 0 and init is not None:
+            body = seq(init, body)
+        top = [c for c, lv in conds if lv == -1]
+        if top:
+            body = IfThenElse(_likely(_and_all(top)), body)
+        return body
+
+    def _init_nest(self, info: StageBound, first: int, st: _Storage, out_idx: list[PrimExpr],
+                   value: PrimExpr, conds: list[tuple[PrimExpr, int]],
+                   pos_of: dict[Var, int]) -> Stmt:
+        leaves = [(p, lv) for p, lv in enumerate(info.leaves)
+                  if p >= first and lv.iter_type is not IterKind.REDUCE]
+        sub: dict[Var, PrimExpr] = {}
+        for _, lv in leaves:
+            v = info.loop_var[lv]
+            if isinstance(v, Var):
+                nv = Var(f"{v.name}.init", v.dtype)
+                sub[v] = nv
+                self.simp.ranges[nv] = self.br.var_ranges[v]
+        idx = self.flat(st, [substitute(i, sub) for i in out_idx])
+        body: Stmt = Store(st.buffer, idx, value)
+        red_vars = {v for v, p in pos_of.items() if info.leaves[p].iter_type is IterKind.REDUCE}
+        # NOTE: a guard on a reduction loop (k < K) does not apply to the initialisation
+        conds = [(c, lvl) for c, lvl in conds if not (collect_vars(c) & red_vars)]
+        for p, lv in reversed(leaves):
+            here = [substitute(c, sub) for c, lvl in conds if lvl == p]
+            if here:
+                body = IfThenElse(_likely(_and_all(here)), body)
+            v = info.loop_var[lv]
+            body = self._loop(info, lv, sub.get(v, v) if isinstance(v, Var) else v, body)
+        return body
+
+    def _with_attached(self, info: StageBound, lv: IterVar, rest: Stmt) -> Stmt:
+        kids = self._attached.get((id(info), lv))
+        if not kids:
+            return rest
+        body = seq(*[self.stage_stmt(k) for k in kids], rest)
+        for k in reversed(kids):
+            for buf in reversed(self.allocations(k)):
+                body = Allocate(buf, body)
+        return body
+
+    def _loop(self, info: StageBound, lv: IterVar, var: PrimExpr, body: Stmt) -> Stmt:
+        ext = info.ext[lv]
+        attr = info.stage.iter_var_attrs.get(lv)
+        tiv = attr.bind_thread if attr else None
+        if tiv is not None:
+            assert isinstance(var, Var)
+            return For(var, const(0), const(ext), ForKind.THREAD_BINDING, body,
+                       thread_tag=tiv.thread_tag)
+        if not isinstance(var, Var):
+            return body  # unit loop removed
+        kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
+        ann = tuple((f"pragma_{k}", v) for k, v in attr.pragmas) if attr else ()
+        return For(var, const(0), const(ext), kind, body, annotations=ann)
+
+
+def _likely(c: PrimExpr) -> PrimExpr:
+    return Call("bool", "likely", (c,))
+
+
+def build_nest(sch: Schedule, args: list[Tensor], br: BoundResult) -> tuple[list[Buffer], Stmt]:
+    """Loop nest of ``sch``; returns the parameter buffers (in ``args`` order) and the body."""
+    nb = NestBuilder(sch, args, br)
+    return nb.params, nb.build()
+
+
+__all__ = ["build_nest", "NestBuilder"]

@@ -1,0 +1,231 @@
+"""Loop-IR passes: vectorization and unrolling.
+
+* :func:`vectorize_loops` turns a ``VECTORIZED`` loop with a straight-line body (stores only)
+  into vector code: the loop variable becomes ``ramp(0, 1, n)``, loads and stores whose index is
+  affine in it become ``Ramp``-indexed vector accesses, loop-invariant scalars are broadcast. A
+  body it cannot vectorize (inner loops, guards, non-affine indices) stays a serial loop.
+* :func:`unroll_loops` expands ``UNROLLED`` loops with constant extents (or keeps them
+  ``UNROLLED`` for the backend when ``pragma_unroll_explicit`` is 0) and applies the
+  ``pragma_auto_unroll_max_step`` pragma: serial loops below the pragma whose total step count
+  is at most the value are unrolled too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from templtune import dtype as dt
+from templtune.lower.ir import (
+    Allocate,
+    AttrStmt,
+    Broadcast,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    Load,
+    Ramp,
+    SeqStmt,
+    Stmt,
+    Store,
+    seq,
+)
+from templtune.te.expr import (
+    COMPARE_OPS,
+    LOGIC_OPS,
+    BinOp,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Select,
+    Var,
+    const,
+    const_int,
+)
+from templtune.te.functor import Mutator, collect_vars, substitute
+from templtune.te.simplify import Simplifier
+
+_PURE_CALLS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "fabs", "abs", "floor", "ceil",
+                         "pow", "power", "erf", "exp2", "log2", "log10", "round", "trunc"})
+
+
+class _Fail(Exception):
+    pass
+
+
+class _Vectorizer:
+    def __init__(self, var: Var, lanes: int, simp: Simplifier) -> None:
+        self.v, self.n, self.simp = var, lanes, simp
+
+    def uses(self, e: PrimExpr) -> bool:
+        return self.v in collect_vars(e)
+
+    def bcast(self, e: PrimExpr) -> PrimExpr:
+        return e if dt.lanes(e.dtype) == self.n else Broadcast(e, self.n)
+
+    def index(self, e: PrimExpr) -> PrimExpr:
+        if not self.uses(e):
+            return e
+        s = self.simp
+        e0 = s.visit(substitute(e, {self.v: const(0, self.v.dtype)}))
+        e1 = s.visit(substitute(e, {self.v: const(1, self.v.dtype)}))
+        c = const_int(s.visit(e1 - e0))
+        if c is None:
+            raise _Fail
+        check = s.visit(e - (e0 + self.v * c)) if c != 0 else s.visit(e - e0)
+        if const_int(check) != 0:
+            raise _Fail
+        if c == 0:
+            return e0
+        return Ramp(e0, const(c, e.dtype), self.n)
+
+    def expr(self, e: PrimExpr) -> PrimExpr:
+        if isinstance(e, (IntImm, FloatImm)) or not self.uses(e):
+            return e
+        if dt.is_int(e.dtype) and dt.lanes(e.dtype) == 1 and not isinstance(e, Load):
+            try:
+                return self.index(e)
+            except _Fail:
+                pass
+        if isinstance(e, Load):
+            if e.predicate is not None:
+                raise _Fail
+            idx = self.index(e.index)
+            return Load(e.buffer, idx) if idx is not e.index else e
+        if isinstance(e, BinOp):
+            a, b = self.expr(e.a), self.expr(e.b)
+            a, b = self.bcast(a), self.bcast(b)
+            if e.op in COMPARE_OPS or e.op in LOGIC_OPS:
+                return BinOp(e.op, a, b, dt.with_lanes("bool", self.n))
+            return BinOp(e.op, a, b, dt.with_lanes(e.dtype, self.n))
+        if isinstance(e, Cast):
+            return Cast(dt.with_lanes(e.dtype, self.n), self.bcast(self.expr(e.value)))
+        if isinstance(e, Not):
+            return Not(self.bcast(self.expr(e.a)), dt.with_lanes("bool", self.n))
+        if isinstance(e, Select):
+            if e.guarded and self.uses(e.cond):
+                raise _Fail
+            return Select(self.bcast(self.expr(e.cond)), self.bcast(self.expr(e.true_value)),
+                          self.bcast(self.expr(e.false_value)), e.guarded)
+        if isinstance(e, Call) and e.name in _PURE_CALLS:
+            args = tuple(self.bcast(self.expr(a)) for a in e.args)
+            return Call(dt.with_lanes(e.dtype, self.n), e.name, args)
+        raise _Fail
+
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, SeqStmt):
+            return SeqStmt(tuple(self.stmt(x) for x in s.seq))
+        if isinstance(s, Store):
+            if s.predicate is not None:
+                raise _Fail
+            idx = self.index(s.index)
+            if dt.lanes(idx.dtype) == 1:
+                raise _Fail  # every lane would store to the same place
+            val = self.bcast(self.expr(s.value))
+            return Store(s.buffer, idx, val)
+        raise _Fail
+
+
+class _VectorizePass(Mutator):
+    def __init__(self) -> None:
+        self.simp = Simplifier()
+
+    def visit_For(self, node: For) -> Stmt:
+        body = self.visit(node.body)
+        if node.kind is ForKind.VECTORIZED:
+            n = const_int(node.extent)
+            if n is not None and const_int(node.min) == 0 and n > 1:
+                try:
+                    return _Vectorizer(node.loop_var, n, self.simp).stmt(body)
+                except _Fail:
+                    pass
+            return dataclasses.replace(node, body=body, kind=ForKind.SERIAL)
+        return node if body is node.body else dataclasses.replace(node, body=body)
+
+
+def vectorize_loops(s: Stmt) -> Stmt:
+    """Vectorize every ``VECTORIZED`` loop that can be (see module docstring)."""
+    return _VectorizePass().visit(s)
+
+
+# ------------------------------------------------------------------------------ unrolling
+
+
+def _is_true(c: PrimExpr) -> bool | None:
+    if isinstance(c, Call) and c.name == "likely" and len(c.args) == 1:
+        c = c.args[0]
+    v = const_int(c)
+    return None if v is None else bool(v)
+
+
+class _Cleanup(Mutator):
+    """Simplify after substitution; drop ifs whose condition became constant."""
+
+    def __init__(self) -> None:
+        self.simp = Simplifier()
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, PrimExpr):
+            return self.simp.visit(node)
+        return super().visit(node)
+
+    def visit_IfThenElse(self, node: IfThenElse) -> Stmt | None:
+        c = self.visit(node.condition)
+        t = _is_true(c)
+        if t is True:
+            return self.visit(node.then_case)
+        if t is False:
+            return self.visit(node.else_case) if node.else_case is not None else SeqStmt(())
+        new = self.generic(node)
+        return new
+
+
+class _Unroller:
+    def __init__(self) -> None:
+        self.clean = _Cleanup()
+
+    def run(self, s: Stmt, max_step: int, explicit: bool) -> tuple[Stmt, int]:
+        if isinstance(s, SeqStmt):
+            parts = [self.run(x, max_step, explicit) for x in s.seq]
+            return seq(*[p for p, _ in parts]), sum(n for _, n in parts)
+        if isinstance(s, For):
+            ms, ex = max_step, explicit
+            for k, v in s.annotations:
+                if k == "pragma_auto_unroll_max_step":
+                    ms = int(v)
+                elif k == "pragma_unroll_explicit":
+                    ex = bool(v)
+            body, steps = self.run(s.body, ms, ex)
+            n = const_int(s.extent)
+            total = steps * (n if n is not None else 1 << 30)
+            unroll = n is not None and (s.kind is ForKind.UNROLLED or (
+                s.kind is ForKind.SERIAL and ms > 0 and total <= ms))
+            if unroll:
+                if ex:
+                    mn = const_int(s.min) or 0
+                    parts = [self.clean.visit(substitute(body, {s.loop_var: const(mn + i)}))
+                             for i in range(n)]  # type: ignore[arg-type]
+                    return seq(*parts), total
+                return dataclasses.replace(s, body=body, kind=ForKind.UNROLLED), total
+            new = s if body is s.body else dataclasses.replace(s, body=body)
+            return new, total
+        if isinstance(s, IfThenElse):
+            t, a = self.run(s.then_case, max_step, explicit)
+            e, b = (None, 0) if s.else_case is None else self.run(s.else_case, max_step, explicit)
+            return dataclasses.replace(s, then_case=t, else_case=e), a + b
+        if isinstance(s, (Allocate, LetStmt, AttrStmt)):
+            body, n = self.run(s.body, max_step, explicit)
+            return dataclasses.replace(s, body=body), n
+        if isinstance(s, (Store, Evaluate)):
+            return s, 1
+        return s, 1
+
+
+def unroll_loops(s: Stmt, max_step: int = 0, explicit: bool = True) -> Stmt:
+    """Unroll ``UNROLLED`` loops and apply ``auto_unroll_max_step`` pragmas."""
+    return _Unroller().run(s, max_step, explicit)[0]

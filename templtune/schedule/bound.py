@@ -1,0 +1,280 @@
+"""Bound inference: the region of each stage that its consumers need, and every loop extent.
+
+A stage computed at the root covers its whole shape. A stage attached with ``compute_at`` covers
+the union of what its consumers read inside the attach loop: the loops enclosing the attach point
+are fixed (the region is symbolic in them), every loop inside it is relaxed over its range. On
+GPUs, thread loops enclosing the attach point are relaxed too when the stage's storage is shared
+by those threads: ``shared`` covers all threads of a block, ``global`` all blocks, ``local`` only
+its own thread (TVM's rank rule).
+
+Stages are processed consumers first (reverse schedule order), so the loops of every consumer
+are known when its producers are bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from templtune.errors import LoweringError
+from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
+from templtune.schedule.stage import Stage
+from templtune.te.bound import Interval, eval_interval, union
+from templtune.te.expr import IntImm, IterVar, PrimExpr, TensorLoad, Var, const, const_int
+from templtune.te.functor import Mutator, post_order, substitute
+from templtune.te.simplify import Simplifier, const_bound
+from templtune.te.tensor import ComputeOp, Tensor
+
+logger = logging.getLogger("templtune.schedule")
+
+_SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
+
+
+def _thread_rank(tag: str) -> int:
+    return 0 if tag.startswith("blockIdx") else 1
+
+
+@dataclass(eq=False)
+class StageBound:
+    """Bound-inference results for one computed (non-inlined) stage."""
+
+    stage: Stage
+    op: ComputeOp
+    body: tuple[PrimExpr, ...]
+    leaves: list[IterVar]
+    path: list[tuple[StageBound, IterVar]] = field(default_factory=list)
+    ext: dict[IterVar, int] = field(default_factory=dict)
+    root_min: dict[IterVar, PrimExpr] = field(default_factory=dict)
+    loop_var: dict[IterVar, PrimExpr] = field(default_factory=dict)
+    composed: dict[IterVar, PrimExpr] = field(default_factory=dict)
+    root_val: dict[IterVar, PrimExpr] = field(default_factory=dict)
+
+    @property
+    def roots(self) -> list[IterVar]:
+        return list(self.op.axis) + list(self.op.reduce_axis)
+
+    def full_loops(self) -> list[tuple[StageBound, IterVar]]:
+        return self.path + [(self, lv) for lv in self.leaves]
+
+    def thread_of(self, lv: IterVar) -> IterVar | None:
+        a = self.stage.iter_var_attrs.get(lv)
+        return None if a is None else a.bind_thread
+
+
+@dataclass(eq=False)
+class BoundResult:
+    """Per-stage bounds plus the constant ranges of every loop variable."""
+
+    infos: dict[Stage, StageBound]
+    order: list[StageBound]
+    var_ranges: dict[Var, tuple[int, int]]
+    inlined: dict[Tensor, tuple[ComputeOp, int]]
+
+    def simplifier(self) -> Simplifier:
+        return Simplifier(self.var_ranges)
+
+
+class _Inliner(Mutator):
+    """Resolve replaced tensors and substitute inlined stages' bodies into loads."""
+
+    def __init__(self, sch: Schedule, inline: dict[Tensor, tuple[ComputeOp, int]],
+                 memo: dict[Tensor, PrimExpr]) -> None:
+        self.sch, self.inline, self.memo = sch, inline, memo
+
+    def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
+        idx = tuple(self.visit(i) for i in node.indices)
+        t = self.sch.resolve(node.tensor)
+        hit = self.inline.get(t)
+        if hit is None:
+            return node if t is node.tensor and all(
+                a is b for a, b in zip(idx, node.indices)) else TensorLoad(t, idx)
+        op, k = hit
+        body = self.memo.get(t)
+        if body is None:
+            body = self.visit(op.body[k])
+            self.memo[t] = body
+        return substitute(body, {a.var: i for a, i in zip(op.axis, idx)})
+
+
+def infer_bound(sch: Schedule) -> BoundResult:
+    """Run bound inference on a schedule.
+
+    Returns
+    -------
+    BoundResult
+        ``infos`` for every computed stage (regions, extents, loop variables, root values).
+    """
+    inline: dict[Tensor, tuple[ComputeOp, int]] = {}
+    for st in sch.stages:
+        if st.attach_type == "inline" and isinstance(st.op, ComputeOp):
+            for k in range(st.op.num_outputs):
+                inline[st.op.output(k)] = (st.op, k)
+    inliner = _Inliner(sch, inline, {})
+    order: list[StageBound] = []
+    infos: dict[Stage, StageBound] = {}
+    for st in sch.stages:
+        if st.is_placeholder or st.attach_type == "inline":
+            continue
+        assert isinstance(st.op, ComputeOp)
+        body = tuple(inliner.visit(b) for b in st.op.body)
+        info = StageBound(st, st.op, body, list(st.leaf_iter_vars))
+        infos[st] = info
+        order.append(info)
+    readers: dict[Tensor, list[StageBound]] = {}
+    reads: dict[tuple[int, Tensor], list[TensorLoad]] = {}
+    for info in order:
+        for b in info.body:
+            for n in post_order(b):
+                if isinstance(n, TensorLoad):
+                    lst = readers.setdefault(n.tensor, [])
+                    if info not in lst:
+                        lst.append(info)
+                    reads.setdefault((id(info), n.tensor), []).append(n)
+    var_ranges: dict[Var, tuple[int, int]] = {}
+    for info in reversed(order):
+        _bound_stage(info, infos, readers, reads, var_ranges)
+    return BoundResult(infos, order, var_ranges, inline)
+
+
+def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
+                 readers: dict[Tensor, list[StageBound]],
+                 reads: dict[tuple[int, Tensor], list[TensorLoad]],
+                 var_ranges: dict[Var, tuple[int, int]]) -> None:
+    st, op = info.stage, info.op
+    # 1. attach path
+    if st.attach_type == "scope":
+        parent = infos.get(st.attach_stage)  # type: ignore[arg-type]
+        if parent is None:
+            raise LoweringError(f"stage {op.name}: compute_at target "
+                                f"{st.attach_stage.op.name} is not computed (inlined?)")  # type: ignore[union-attr]
+        pos = next((i for i, lv in enumerate(parent.leaves) if lv is st.attach_ivar), None)
+        if pos is None:
+            raise LoweringError(f"stage {op.name}: compute_at axis "
+                                f"{st.attach_ivar.var.name} is no longer a leaf axis of "  # type: ignore[union-attr]
+                                f"{parent.op.name} (split or fused after compute_at)")
+        info.path = parent.path + [(parent, lv) for lv in parent.leaves[:pos + 1]]
+    # 2. region of the data axes
+    for r in op.reduce_axis:
+        mn, ex = const_int(r.dom.min), const_int(r.dom.extent)  # type: ignore[union-attr]
+        if mn is None or ex is None:
+            raise LoweringError(f"stage {op.name}: reduction axis {r.var.name} has a "
+                                f"non-constant domain")
+        info.root_min[r] = const(mn)
+        info.ext[r] = ex
+    for a in op.axis:
+        ex = const_int(a.dom.extent)  # type: ignore[union-attr]
+        if ex is None:
+            raise LoweringError(f"stage {op.name}: axis {a.var.name} has a non-constant extent "
+                                f"{a.dom.extent} (symbolic shapes are not supported)")  # type: ignore[union-attr]
+        info.root_min[a] = const(0)
+        info.ext[a] = ex
+    if st.attach_type == "scope":
+        _region_from_consumers(info, readers, reads, var_ranges)
+    # 3. leaf extents and loop variables
+    _pass_down(st.relations, info.ext)
+    bound_vars = {v for s2, lv in info.path if isinstance(v := s2.loop_var.get(lv), Var)}
+    for lv in info.leaves:
+        ext = info.ext.get(lv)
+        if ext is None:
+            raise LoweringError(f"stage {op.name}: cannot infer the extent of axis "
+                                f"{lv.var.name}")
+        if ext < 1:
+            raise LoweringError(f"stage {op.name}: axis {lv.var.name} has extent {ext}")
+        tiv = info.thread_of(lv)
+        attr = st.iter_var_attrs.get(lv)
+        if tiv is not None:
+            v = tiv.var
+            if v in bound_vars:
+                v = Var(f"{v.name}_1", v.dtype)
+            bound_vars.add(v)
+            info.loop_var[lv] = v
+            old = var_ranges.get(v)
+            var_ranges[v] = (0, max(ext - 1, old[1] if old else 0))
+        elif ext == 1 and not (attr and attr.pragmas):
+            info.loop_var[lv] = const(0)
+        else:
+            info.loop_var[lv] = lv.var
+            var_ranges[lv.var] = (0, ext - 1)
+    # 4. root values
+    info.composed = _pass_up(st.relations, dict(info.loop_var), info.ext)
+    simp = Simplifier(var_ranges)
+    for r in info.roots:
+        info.composed[r] = simp.visit(info.composed[r])
+        mn = info.root_min[r]
+        info.root_val[r] = info.composed[r] if const_int(mn) == 0 else simp.visit(
+            mn + info.composed[r])
+
+
+def _relax_in_prefix(info: StageBound, s2: StageBound, lv: IterVar) -> bool:
+    tiv = s2.thread_of(lv)
+    if tiv is None:
+        return False
+    rank = _SCOPE_RANK.get(info.stage.scope, 0)
+    return rank <= _thread_rank(tiv.thread_tag)
+
+
+def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBound]],
+                           reads: dict[tuple[int, Tensor], list[TensorLoad]],
+                           var_ranges: dict[Var, tuple[int, int]]) -> None:
+    op = info.op
+    prefix = info.path
+    npre = len(prefix)
+    region: list[Interval | None] = [None] * len(op.axis)
+    any_reader = False
+    fixed_ranges: dict[Var, tuple[int, int]] = {}
+    for s2, lv in prefix:
+        v = s2.loop_var.get(lv)
+        if isinstance(v, Var):
+            fixed_ranges[v] = (0, s2.ext[lv] - 1)
+    for k in range(op.num_outputs):
+        t = op.output(k)
+        for c in readers.get(t, []):
+            loops = c.full_loops()
+            if len(loops) < npre or any(a[0] is not b[0] or a[1] is not b[1]
+                                        for a, b in zip(loops, prefix)):
+                raise LoweringError(
+                    f"stage {op.name} is computed at {info.stage.attach_stage.op.name}."  # type: ignore[union-attr]
+                    f"{info.stage.attach_ivar.var.name} but its consumer {c.op.name} is not "  # type: ignore[union-attr]
+                    f"inside that loop")
+            dom: dict[Any, Interval] = {}
+            for i, (s2, lv) in enumerate(loops):
+                v = s2.loop_var.get(lv)
+                if not isinstance(v, Var):
+                    continue
+                if i >= npre or _relax_in_prefix(info, s2, lv):
+                    dom[v] = Interval(const(0), const(s2.ext[lv] - 1))
+            vmap = {r.var: c.root_val[r] for r in c.roots}
+            for load in reads.get((id(c), t), []):
+                any_reader = True
+                for d, idx in enumerate(load.indices):
+                    iv = eval_interval(substitute(idx, vmap), dom, fixed_ranges)
+                    region[d] = iv if region[d] is None else union(region[d], iv)  # type: ignore[arg-type]
+    if not any_reader:
+        logger.debug("stage %s is attached but never read; computing its whole shape", op.name)
+        return
+    simp = Simplifier(fixed_ranges)
+    for d, a in enumerate(op.axis):
+        full = info.ext[a]
+        iv = region[d]
+        if iv is None or iv.min is None or iv.max is None:
+            continue
+        lo, hi = simp.visit(iv.min), simp.visit(iv.max)
+        ext_e = simp.visit(hi - lo + 1)
+        ext = const_int(ext_e)
+        if ext is None:
+            b = const_bound(ext_e, fixed_ranges)[1]
+            if b == float("inf"):
+                continue
+            ext = int(b)
+        lo_c, hi_c = const_int(lo), const_int(hi)
+        if ext >= full or (lo_c is not None and lo_c <= 0 and hi_c is not None
+                           and hi_c >= full - 1):
+            continue  # covers the whole axis anyway
+        if lo_c is not None and hi_c is not None:
+            lo_c, hi_c = max(lo_c, 0), min(hi_c, full - 1)
+            info.root_min[a] = const(lo_c)
+            info.ext[a] = hi_c - lo_c + 1
+            continue
+        info.root_min[a] = lo if not isinstance(lo, IntImm) else const(lo.value)
+        info.ext[a] = max(ext, 1)
