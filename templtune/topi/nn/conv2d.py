@@ -1,0 +1,131 @@
+"""2-D convolutions: ``conv2d_nchw``, ``conv2d_nhwc``, ``depthwise_conv2d_nchw``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import te
+from templtune.errors import ExprError
+from templtune.te.simplify import simplify
+from templtune.topi.nn.pad import pad
+from templtune.topi.utils import get_const_int, get_pad_tuple, pair
+
+__all__ = ["conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "conv_out_size"]
+
+
+def conv_out_size(size: Any, k: int, pad_lo: int, pad_hi: int, stride: int, dilation: int
+                  ) -> Any:
+    """Output extent of a convolution along one dimension."""
+    dk = (k - 1) * dilation + 1
+    out = simplify((size + pad_lo + pad_hi - dk) // stride + 1)
+    if isinstance(out, te.PrimExpr) and hasattr(out, "value") and out.value <= 0:
+        raise ExprError(f"convolution output is empty: input {size}, kernel {k} (dilated {dk}), "
+                        f"padding {pad_lo}+{pad_hi}, stride {stride}")
+    return out
+
+
+def _params(stride: Any, dilation: Any, padding: Any, kh: int, kw: int
+            ) -> tuple[int, int, int, int, tuple[int, int, int, int]]:
+    sh, sw = (get_const_int(s) for s in pair(stride, "stride"))
+    dh, dw = (get_const_int(d) for d in pair(dilation, "dilation"))
+    if min(sh, sw, dh, dw) < 1:
+        raise ExprError(f"stride {stride} and dilation {dilation} must be positive")
+    pads = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))
+    return sh, sw, dh, dw, pads
+
+
+def conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
+                dilation: Any = 1, out_dtype: str | None = None) -> te.Tensor:
+    """Convolution in NCHW layout with an OIHW filter.
+
+    Parameters
+    ----------
+    Input : Tensor
+        ``[batch, in_channel, in_height, in_width]``.
+    Filter : Tensor
+        ``[num_filter, in_channel, filter_height, filter_width]``.
+    stride, dilation : int or (int, int)
+    padding : int, (h, w), (top, left, bottom, right), "SAME" or "VALID"
+    out_dtype : str, optional
+        Accumulation dtype (default: the input's).
+
+    Returns
+    -------
+    Tensor
+        ``conv2d_nchw`` (tag ``"conv2d_nchw"``, axes ``nn, ff, yy, xx``, reduce ``rc, ry, rx``)
+        reading the padded input ``pad_temp``.
+    """
+    if len(Input.shape) != 4 or len(Filter.shape) != 4:
+        raise ExprError("conv2d_nchw: Input and Filter must be 4-D (NCHW / OIHW)")
+    out_dtype = out_dtype or Input.dtype
+    batch, in_c, in_h, in_w = Input.shape
+    num_f, f_c, kh_e, kw_e = Filter.shape
+    kh, kw = get_const_int(kh_e), get_const_int(kw_e)
+    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
+    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
+    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    temp = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="pad_temp")
+    rc = te.reduce_axis((0, f_c), name="rc")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (batch, num_f, out_h, out_w),
+        lambda nn, ff, yy, xx: te.sum(
+            temp[nn, rc, yy * sh + ry * dh, xx * sw + rx * dw].astype(out_dtype)
+            * Filter[ff, rc, ry, rx].astype(out_dtype), axis=[rc, ry, rx]),
+        name="conv2d_nchw", tag="conv2d_nchw")
+
+
+def conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
+                dilation: Any = 1, out_dtype: str | None = None) -> te.Tensor:
+    """Convolution in NHWC layout with an HWIO filter ``[kh, kw, in_channel, num_filter]``.
+
+    Returns ``Conv2dOutput`` (tag ``"conv2d_nhwc"``, axes ``nn, yy, xx, ff``) reading
+    ``PaddedInput``.
+    """
+    if len(Input.shape) != 4 or len(Filter.shape) != 4:
+        raise ExprError("conv2d_nhwc: Input and Filter must be 4-D (NHWC / HWIO)")
+    out_dtype = out_dtype or Input.dtype
+    batch, in_h, in_w, in_c = Input.shape
+    kh_e, kw_e, f_c, num_f = Filter.shape
+    kh, kw = get_const_int(kh_e), get_const_int(kw_e)
+    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
+    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
+    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    padded = pad(Input, (0, pt, pl, 0), (0, pb, pr, 0), name="PaddedInput")
+    rc = te.reduce_axis((0, f_c), name="rc")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (batch, out_h, out_w, num_f),
+        lambda nn, yy, xx, ff: te.sum(
+            padded[nn, yy * sh + ry * dh, xx * sw + rx * dw, rc].astype(out_dtype)
+            * Filter[ry, rx, rc, ff].astype(out_dtype), axis=[ry, rx, rc]),
+        name="Conv2dOutput", tag="conv2d_nhwc")
+
+
+def depthwise_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
+                          dilation: Any = 1, out_dtype: str | None = None) -> te.Tensor:
+    """Depthwise convolution, NCHW input and filter ``[in_channel, multiplier, kh, kw]``;
+    output channel ``c`` reads input channel ``c // multiplier``.
+
+    Returns ``DepthwiseConv2d`` (tag ``"depthwise_conv2d_nchw"``) reading ``PaddedInput``.
+    """
+    if len(Input.shape) != 4 or len(Filter.shape) != 4:
+        raise ExprError("depthwise_conv2d_nchw: Input and Filter must be 4-D")
+    out_dtype = out_dtype or Input.dtype
+    batch, in_c, in_h, in_w = Input.shape
+    f_c, mult_e, kh_e, kw_e = Filter.shape
+    mult, kh, kw = get_const_int(mult_e), get_const_int(kh_e), get_const_int(kw_e)
+    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
+    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
+    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    padded = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="PaddedInput")
+    di = te.reduce_axis((0, kh), name="di")
+    dj = te.reduce_axis((0, kw), name="dj")
+    return te.compute(
+        (batch, simplify(in_c * mult), out_h, out_w),
+        lambda b, c, i, j: te.sum(
+            padded[b, c // mult, i * sh + di * dh, j * sw + dj * dw].astype(out_dtype)
+            * Filter[c // mult, c % mult, di, dj].astype(out_dtype), axis=[di, dj]),
+        name="DepthwiseConv2d", tag="depthwise_conv2d_nchw")

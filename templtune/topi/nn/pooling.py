@@ -1,0 +1,108 @@
+"""2-D max / average pooling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import te
+from templtune.errors import ExprError
+from templtune.te.expr import PrimExpr
+from templtune.topi.nn.pad import pad
+from templtune.topi.utils import get_const_int, get_const_tuple, get_pad_tuple, pair
+
+__all__ = ["pool2d"]
+
+
+def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str = "max",
+           layout: str = "NCHW", ceil_mode: bool = False, count_include_pad: bool = True,
+           dilation: Any = 1) -> te.Tensor:
+    """Pooling over the H and W dimensions of ``data``.
+
+    Parameters
+    ----------
+    data : Tensor
+        4-D, ``layout`` "NCHW" or "NHWC".
+    kernel, stride, dilation : int or (int, int)
+    padding : int, (h, w) or (top, left, bottom, right)
+    pool_type : "max" or "avg"
+    ceil_mode : bool
+        Round the output size up (extra padding at the bottom/right).
+    count_include_pad : bool
+        For "avg": divide by the full window size (True) or by the number of real elements.
+
+    Returns
+    -------
+    Tensor
+        ``pool_max`` (tag ``"pool_max"``) or ``pool_avg`` (tag ``"pool_avg"``).
+    """
+    if pool_type not in ("max", "avg"):
+        raise ExprError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if layout not in ("NCHW", "NHWC") or len(data.shape) != 4:
+        raise ExprError(f"pool2d: supports 4-D NCHW / NHWC data, got layout {layout!r}")
+    hax, wax = (2, 3) if layout == "NCHW" else (1, 2)
+    kh, kw = (get_const_int(k) for k in pair(kernel, "kernel"))
+    sh, sw = (get_const_int(s) for s in pair(stride, "stride"))
+    dh, dw = (get_const_int(d) for d in pair(dilation, "dilation"))
+    pt, pl, pb, pr = get_pad_tuple(padding, (kh, kw))
+    shape = get_const_tuple(data.shape)
+    in_h, in_w = shape[hax], shape[wax]
+    if not isinstance(in_h, int) or not isinstance(in_w, int):
+        raise ExprError("pool2d: spatial dimensions must be constant")
+    ekh, ekw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+
+    def out_size(n: int, k: int, lo: int, hi: int, s: int) -> tuple[int, int]:
+        span = n + lo + hi - k
+        o = (-(-span // s) if ceil_mode else span // s) + 1
+        extra = max(0, (o - 1) * s + k - (n + lo + hi))
+        return o, extra
+
+    out_h, eh = out_size(in_h, ekh, pt, pb, sh)
+    out_w, ew = out_size(in_w, ekw, pl, pr, sw)
+    if out_h <= 0 or out_w <= 0:
+        raise ExprError(f"pool2d: empty output for input {in_h}x{in_w}, kernel {kh}x{kw}")
+    before = [0, 0, 0, 0]
+    after = [0, 0, 0, 0]
+    before[hax], before[wax], after[hax], after[wax] = pt, pl, pb + eh, pr + ew
+    pad_val = te.min_value(data.dtype).value if pool_type == "max" else 0.0
+    padded = pad(data, before, after, pad_value=pad_val, name="PadInput") \
+        if any(before) or any(after) else data
+    ry = te.reduce_axis((0, kh), name="rv0")
+    rx = te.reduce_axis((0, kw), name="rv1")
+    out_shape = list(data.shape)
+    out_shape[hax], out_shape[wax] = out_h, out_w
+
+    def idx(i: tuple[Any, ...]) -> tuple[Any, ...]:
+        ind = list(i)
+        ind[hax] = i[hax] * sh + ry * dh
+        ind[wax] = i[wax] * sw + rx * dw
+        return tuple(ind)
+
+    names = ("ax0", "ax1", "ax2", "ax3")
+    if pool_type == "max":
+        return te.compute(tuple(out_shape), _named(lambda *i: te.max(padded[idx(i)],
+                                                                        axis=[ry, rx]), names),
+                          name="pool_max", tag="pool_max")
+    acc_dtype = data.dtype
+    psum = te.compute(tuple(out_shape), _named(lambda *i: te.sum(padded[idx(i)],
+                                                                   axis=[ry, rx]), names),
+                      name="pool_sum", tag="pool_sum")
+
+    def avg(*i: Any) -> PrimExpr:
+        if count_include_pad:
+            div: Any = te.const(kh * kw, acc_dtype)
+        else:
+            hs = i[hax] * sh - pt
+            ws = i[wax] * sw - pl
+            # taps t in [0, k) with 0 <= start + t*d < n: from ceil(-start/d) to (n-1-start)//d
+            nh = te.min(kh - 1, (in_h - 1 - hs) // dh) - te.max(0, 0 - hs // dh) + 1
+            nw = te.min(kw - 1, (in_w - 1 - ws) // dw) - te.max(0, 0 - ws // dw) + 1
+            div = te.max(nh * nw, 1).astype(acc_dtype)
+        return psum[i] / div
+
+    return te.compute(tuple(out_shape), _named(avg, names), name="pool_avg", tag="pool_avg")
+
+
+def _named(fn: Any, names: tuple[str, ...]) -> Any:
+    from templtune.topi.utils import axis_names
+
+    return axis_names(fn, len(names))

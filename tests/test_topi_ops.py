@@ -1,0 +1,166 @@
+"""Every topi operator, evaluated with te.evaluate, matches its numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from templtune import te, topi
+from templtune.errors import ExprError
+from templtune.te.evaluate import evaluate
+from templtune.topi import testing as ref
+from templtune.topi.utils import get_const_int, get_const_tuple
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int, dtype: str = "float32") -> np.ndarray:
+    return RNG.uniform(-1, 1, size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize(
+    "shape, kshape, stride, padding, dilation",
+    [
+        ((1, 3, 8, 8), (4, 3, 3, 3), 1, 1, 1),
+        ((2, 4, 9, 7), (5, 4, 3, 3), 2, 1, 1),
+        ((1, 2, 10, 10), (3, 2, 3, 3), 1, 2, 2),
+        ((1, 3, 7, 9), (2, 3, 1, 1), 1, 0, 1),
+        ((1, 2, 8, 8), (2, 2, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2)),
+        ((1, 2, 6, 6), (2, 2, 3, 3), 1, "SAME", 1),
+    ],
+)
+def test_conv2d_nchw(shape, kshape, stride, padding, dilation):
+    data = te.placeholder(shape, name="data")
+    kernel = te.placeholder(kshape, name="kernel")
+    out = topi.nn.conv2d_nchw(data, kernel, stride, padding, dilation, out_dtype="float32")
+    assert out.op.name == "conv2d_nchw" and out.op.tag == "conv2d_nchw"
+    assert [iv.var.name for iv in out.op.axis] == ["nn", "ff", "yy", "xx"]
+    assert [iv.var.name for iv in out.op.reduce_axis] == ["rc", "ry", "rx"]
+    assert out.op.input_tensors[0].op.name == "pad_temp"
+    a, w = rand(*shape), rand(*kshape)
+    got, = evaluate([out], {data: a, kernel: w})
+    want = ref.conv2d_nchw_python(a, w, stride, padding, dilation)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride, padding, dilation", [(1, 1, 1), (2, 0, 1), (1, 2, 2)])
+def test_conv2d_nhwc(stride, padding, dilation):
+    data = te.placeholder((2, 9, 8, 3), name="data")
+    kernel = te.placeholder((3, 3, 3, 4), name="kernel")
+    out = topi.nn.conv2d_nhwc(data, kernel, stride, padding, dilation)
+    assert out.op.name == "Conv2dOutput"
+    a, w = rand(2, 9, 8, 3), rand(3, 3, 3, 4)
+    got, = evaluate(out, {data: a, kernel: w})
+    np.testing.assert_allclose(got, ref.conv2d_nhwc_python(a, w, stride, padding, dilation),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mult, stride, padding", [(1, 1, 1), (2, 2, 1), (1, 1, "VALID")])
+def test_depthwise_conv2d(mult, stride, padding):
+    data = te.placeholder((1, 3, 9, 9), name="data")
+    kernel = te.placeholder((3, mult, 3, 3), name="kernel")
+    out = topi.nn.depthwise_conv2d_nchw(data, kernel, stride, padding)
+    a, w = rand(1, 3, 9, 9), rand(3, mult, 3, 3)
+    got, = evaluate(out, {data: a, kernel: w})
+    np.testing.assert_allclose(got, ref.depthwise_conv2d_python_nchw(a, w, stride, padding),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_dense(with_bias):
+    data = te.placeholder((3, 10), name="data")
+    weight = te.placeholder((7, 10), name="weight")
+    bias = te.placeholder((7,), name="bias") if with_bias else None
+    out = topi.nn.dense(data, weight, bias)
+    dense_op = out.op if not with_bias else out.op.input_tensors[0].op
+    assert dense_op.name == "T_dense" and dense_op.tag == "dense"
+    a, w, b = rand(3, 10), rand(7, 10), rand(7)
+    inputs = {data: a, weight: w}
+    if with_bias:
+        inputs[bias] = b
+    got, = evaluate(out, inputs)
+    np.testing.assert_allclose(got, ref.dense_python(a, w, b if with_bias else None),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kernel, stride, padding, pool_type, ceil_mode, count_include_pad, layout",
+    [
+        (2, 2, 0, "max", False, True, "NCHW"),
+        (3, 2, 1, "max", False, True, "NCHW"),
+        (3, 1, 1, "avg", False, True, "NCHW"),
+        (3, 2, 1, "avg", False, False, "NCHW"),
+        (3, 2, 0, "max", True, True, "NCHW"),
+        (2, 2, (0, 0, 1, 1), "avg", False, False, "NHWC"),
+    ],
+)
+def test_pool2d(kernel, stride, padding, pool_type, ceil_mode, count_include_pad, layout):
+    shape = (2, 3, 7, 8) if layout == "NCHW" else (2, 7, 8, 3)
+    data = te.placeholder(shape, name="data")
+    out = topi.nn.pool2d(data, kernel, stride, padding, pool_type, layout=layout,
+                         ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+    assert out.op.tag == f"pool_{pool_type}"
+    a = rand(*shape)
+    got, = evaluate(out, {data: a})
+    want = ref.pool2d_python(a, kernel, stride, padding, pool_type, ceil_mode,
+                             count_include_pad, layout)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape, axis", [((2, 10), -1), ((3, 4, 5), 1), ((6,), 0)])
+def test_softmax(shape, axis):
+    x = te.placeholder(shape, name="x")
+    out = topi.nn.softmax(x, axis)
+    assert out.op.name == "T_softmax_norm"
+    a = rand(*shape) * 5
+    got, = evaluate(out, {x: a})
+    np.testing.assert_allclose(got, ref.softmax_python(a, axis), rtol=1e-5, atol=1e-6)
+
+
+def test_relu_bias_add_and_broadcast():
+    x = te.placeholder((2, 3, 4, 4), name="x")
+    b = te.placeholder((3,), name="b")
+    c = te.placeholder((1, 3, 1, 1), name="c")
+    relu = topi.nn.relu(x)
+    assert relu.op.name == "compute" and relu.op.tag == "elemwise"
+    assert [iv.var.name for iv in relu.op.axis] == ["i0", "i1", "i2", "i3"]
+    ba = topi.nn.bias_add(x, b, axis=1)
+    add = topi.add(x, c)
+    assert add.op.name == "T_add" and [iv.var.name for iv in add.op.axis][0] == "ax0"
+    mul = topi.multiply(c, x)
+    scal = topi.multiply(x, 2.0)
+    a, bb, cc = rand(2, 3, 4, 4), rand(3), rand(1, 3, 1, 1)
+    r, s, t, u, v = evaluate([relu, ba, add, mul, scal], {x: a, b: bb, c: cc})
+    np.testing.assert_allclose(r, np.maximum(a, 0))
+    np.testing.assert_allclose(s, a + bb[None, :, None, None], rtol=1e-6)
+    np.testing.assert_allclose(t, a + cc, rtol=1e-6)
+    np.testing.assert_allclose(u, a * cc, rtol=1e-6)
+    np.testing.assert_allclose(v, a * 2, rtol=1e-6)
+
+
+def test_broadcast_rank_mismatch_and_error():
+    x = te.placeholder((4, 5), name="x")
+    y = te.placeholder((5,), name="y")
+    out = topi.subtract(x, y)
+    a, b = rand(4, 5), rand(5)
+    np.testing.assert_allclose(evaluate(out, {x: a, y: b})[0], a - b, rtol=1e-6)
+    with pytest.raises(ExprError, match="broadcast"):
+        topi.add(x, te.placeholder((3,), name="z"))
+
+
+def test_pad_names_and_values():
+    x = te.placeholder((2, 3), name="x")
+    p = topi.nn.pad(x, (1, 0), (2, 1), pad_value=-1.0)
+    assert p.op.name == "PadInput" and get_const_tuple(p.shape) == (5, 4)
+    a = rand(2, 3)
+    got, = evaluate(p, {x: a})
+    np.testing.assert_allclose(got, np.pad(a, ((1, 2), (0, 1)), constant_values=-1.0))
+
+
+def test_utils():
+    assert get_const_int(te.const(5)) == 5
+    n = te.var("n")
+    assert get_const_tuple((2, te.const(3), n))[:2] == (2, 3)
+    with pytest.raises(ExprError):
+        get_const_int(n)
