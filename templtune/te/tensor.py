@@ -105,6 +105,44 @@ class Tensor:
             )
         return TensorLoad(self, tuple(convert(i) for i in indices))
 
+    def __call__(self, *indices: Any) -> PrimExpr:
+        """``A(i, j)`` is ``A[i, j]`` (TVM accepts both)."""
+        return self[indices]
+
+    # NOTE: tensor arithmetic builds broadcast computes (``conv + bias`` -> ``T_add``), as TVM
+    # does; the implementation lives in te.broadcast (imported lazily: it imports this module).
+    def _bcast(self, name: str, a: Any, b: Any) -> Any:
+        from templtune.te import broadcast
+
+        return getattr(broadcast, name)(a, b)
+
+    def __add__(self, o: Any) -> Any:
+        return self._bcast("add", self, o)
+
+    def __radd__(self, o: Any) -> Any:
+        return self._bcast("add", o, self)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._bcast("subtract", self, o)
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._bcast("subtract", o, self)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._bcast("multiply", self, o)
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._bcast("multiply", o, self)
+
+    def __truediv__(self, o: Any) -> Any:
+        return self._bcast("divide", self, o)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return self._bcast("divide", o, self)
+
+    def __neg__(self) -> Any:
+        return self._bcast("subtract", 0, self)
+
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Tensor(shape=[{shape}], op.name={self.op.name})"

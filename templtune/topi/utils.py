@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from templtune import te
 from templtune.errors import ExprError
+from templtune.te.broadcast import axis_names
 from templtune.te.expr import IntImm, PrimExpr, convert, equal
 from templtune.te.simplify import simplify
 
 __all__ = ["axis_names", "get_const_int", "get_const_tuple", "get_pad_tuple", "const_matrix", "pair"]
-
-
-def axis_names(fn: Callable[..., Any], ndim: int, prefix: str = "ax") -> Callable[..., Any]:
-    """Give a ``lambda *i: ...`` the parameter names ``ax0, ax1, ...`` so that ``te.compute``
-    names its axes like TVM's topi (``T_add(ax0, ax1)``)."""
-
-    def wrapped(*i: Any) -> Any:
-        return fn(*i)
-
-    wrapped.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(f"{prefix}{k}", inspect.Parameter.POSITIONAL_ONLY)
-         for k in range(ndim)])
-    return wrapped
 
 
 def get_const_int(x: Any) -> int:
