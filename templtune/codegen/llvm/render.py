@@ -309,11 +309,22 @@ class _Fn(ExprRenderer):
         self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
         self.emit(f"call void @GOMP_parallel(ptr {fname}, ptr {ctx}, i32 {nth}, i32 0)")
 
-        sub = _Fn(self.mod, f"define internal void {fname}(ptr noalias %ctx) #0 {{", True)
-        loaded: list[str] = []
+        # NOTE: the GOMP entry point only unpacks the context and calls the body function, whose
+        # pointer parameters are ``noalias`` (as the kernel's are); loads from a struct would
+        # lose that and block vectorization and register promotion.
+        body_name = _quote(f"{self.mod.entry}.par{k}.body")
+        wrap = [f"define internal void {fname}(ptr noalias %ctx) #0 {{", "entry:"]
         for i, (_, t) in enumerate(cap_vals):
-            p = sub.op(f"getelementptr inbounds {sty}, ptr %ctx, i32 0, i32 {i}")
-            loaded.append(sub.op(f"load {t}, ptr {p}"))
+            wrap.append(f"  %p{i} = getelementptr inbounds {sty}, ptr %ctx, i32 0, i32 {i}")
+            wrap.append(f"  %v{i} = load {t}, ptr %p{i}")
+        wrap.append(f"  call void {body_name}("
+                    + ", ".join(f"{t} %v{i}" for i, (_, t) in enumerate(cap_vals)) + ")")
+        wrap += ["  ret void", "}"]
+        self.mod.functions.append("\n".join(wrap))
+        params = ", ".join(f"{t}{' noalias' if t == 'ptr' else ''} %c{i}"
+                           for i, (_, t) in enumerate(cap_vals))
+        sub = _Fn(self.mod, f"define internal void {body_name}({params}) #0 {{", True)
+        loaded = [f"%c{i}" for i in range(len(cap_vals))]
         for v, val in zip(cap_vars, loaded[2:]):
             sub.env[v] = (val, self.env[v][1])
         for b, val in zip(cap_bufs, loaded[2 + len(cap_vars):]):
