@@ -76,12 +76,14 @@ def _has_binding(stmt: Stmt) -> bool:
     return any(isinstance(n, For) and n.kind is ForKind.THREAD_BINDING for n in post_order(stmt))
 
 
-class _Unbind(Mutator):
-    """Replace binding loops by the kernel's tag variables (two passes: extents, then rewrite)."""
+_MARK = "tt_thread_extent"
 
-    def __init__(self, tag_vars: dict[str, Var], extents: dict[str, int]) -> None:
+
+class _Unbind(Mutator):
+    """Replace binding loops by the kernel's tag variables, leaving a marker with the extent."""
+
+    def __init__(self, tag_vars: dict[str, Var]) -> None:
         self.tag_vars = tag_vars
-        self.extents = extents
         self.vmap: dict[Var, PrimExpr] = {}
 
     def visit_For(self, node: For) -> Stmt:
@@ -95,9 +97,37 @@ class _Unbind(Mutator):
         mn = const_value(node.min, f"min of the loop bound to {tag}")
         ext = const_value(node.extent, f"extent of the loop bound to {tag}")
         self.vmap[node.loop_var] = tv if mn == 0 else tv + mn
-        if ext < self.extents[tag]:
-            return IfThenElse(tv < ext, body)
-        return body
+        return AttrStmt(_MARK, tag, ext, body)
+
+
+def _has_mark(s: Stmt) -> bool:
+    return any(isinstance(n, AttrStmt) and n.key == _MARK for n in post_order(s))
+
+
+def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
+           tag_vars: dict[str, Var]) -> Stmt:
+    """Guard code bound with a smaller extent than the launch dimension by ``tag < extent``.
+
+    A nested binding of the same tag (a cooperative fetch inside the compute's thread loop)
+    re-binds the index with its own extent, so guards never cover such a region.
+    """
+    if isinstance(s, AttrStmt) and s.key == _MARK:
+        return _guard(s.body, {**ctx, s.node: s.value}, launch, tag_vars)
+    if not _has_mark(s):
+        conds = [tag_vars[t] < e for t, e in sorted(ctx.items()) if e < launch[t]]
+        if not conds:
+            return s
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = cond & c
+        return IfThenElse(cond, s)
+    if isinstance(s, SeqStmt):
+        return seq(*(_guard(c, ctx, launch, tag_vars) for c in s.seq))
+    if isinstance(s, IfThenElse):
+        return replace(s, then_case=_guard(s.then_case, ctx, launch, tag_vars),
+                       else_case=None if s.else_case is None
+                       else _guard(s.else_case, ctx, launch, tag_vars))
+    return replace(s, body=_guard(s.body, ctx, launch, tag_vars))  # type: ignore[attr-defined]
 
 
 class _Hoist(Mutator):
@@ -120,8 +150,8 @@ def _make_kernel(name: str, root: Stmt, outer_allocs: list[Buffer],
             ext = const_value(n.extent, f"extent of the loop bound to {n.thread_tag}")
             extents[n.thread_tag] = max(extents.get(n.thread_tag, 0), ext)
     tag_vars = {t: Var(t, "int32") for t in LAUNCH_TAGS if t in extents}
-    unbind = _Unbind(tag_vars, extents)
-    body = substitute(unbind.visit(root), unbind.vmap)
+    unbind = _Unbind(tag_vars)
+    body = _guard(substitute(unbind.visit(root), unbind.vmap), {}, extents, tag_vars)
     hoist = _Hoist()
     body = hoist.visit(body)
     used = accessed_buffers(body)
@@ -185,3 +215,24 @@ def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
 
 
 __all__ = ["Kernel", "split_kernels", "is_vthread", "BLOCK_TAGS", "THREAD_TAGS", "seq"]
+
+
+class _MergeGuards(Mutator):
+    def visit_SeqStmt(self, node: SeqStmt) -> Stmt:
+        from templtune.te.functor import structural_equal
+
+        out: list[Stmt] = []
+        for c in (self.visit(x) for x in node.seq):
+            prev = out[-1] if out else None
+            if (isinstance(c, IfThenElse) and isinstance(prev, IfThenElse)
+                    and c.else_case is None and prev.else_case is None
+                    and structural_equal(c.condition, prev.condition)):
+                out[-1] = IfThenElse(prev.condition, seq(prev.then_case, c.then_case))
+            else:
+                out.append(c)
+        return seq(*out)
+
+
+def merge_adjacent_guards(kernel: Kernel) -> Kernel:
+    """Fuse consecutive ``if`` statements with the same condition (readability only)."""
+    return replace(kernel, body=_MergeGuards().visit(kernel.body))

@@ -14,7 +14,7 @@ import numpy as np
 
 from templtune.codegen.cuda.analysis import buffer_size, fold_constants
 from templtune.codegen.cuda.compile import compile_cuda, find_nvcc
-from templtune.codegen.cuda.kernel import Kernel, split_kernels
+from templtune.codegen.cuda.kernel import Kernel, merge_adjacent_guards, split_kernels
 from templtune.codegen.cuda.render import render_module
 from templtune.codegen.cuda.sync import insert_shared_sync
 from templtune.codegen.cuda.unroll import apply_unroll
@@ -102,7 +102,7 @@ def lower_to_kernels(func: PrimFunc, insert_sync: bool = True) -> tuple[list[Ker
     kernels, workspace = split_kernels(replace(func, body=body))
     if insert_sync:
         kernels = [insert_shared_sync(k) for k in kernels]
-    return kernels, workspace
+    return [merge_adjacent_guards(k) for k in kernels], workspace
 
 
 @dataclass(frozen=True, slots=True)

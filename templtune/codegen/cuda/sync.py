@@ -20,10 +20,12 @@ from dataclasses import dataclass, replace
 from templtune.codegen.cuda.analysis import free_vars
 from templtune.codegen.cuda.kernel import THREAD_TAGS, Kernel
 from templtune.lower.ir import (
+    AttrStmt,
     Buffer,
     Evaluate,
     For,
     IfThenElse,
+    LetStmt,
     Load,
     SeqStmt,
     Stmt,
@@ -138,7 +140,48 @@ def insert_shared_sync(kernel: Kernel) -> Kernel:
     if not any(b.scope == "shared" for b in kernel.allocs):
         return kernel
     body, _ = _Planner(kernel).plan(kernel.body, [])
-    return replace(kernel, body=body)
+    tvars = frozenset(v for t, v in kernel.thread_vars if t in THREAD_TAGS)
+    return replace(kernel, body=_push_guards(body, tvars))
+
+
+def _has_barrier(s: Stmt) -> bool:
+    return any(isinstance(n, Evaluate) and is_barrier(n) for n in post_order(s))
+
+
+def _push_guards(s: Stmt, tvars: frozenset[Var]) -> Stmt:
+    """Move thread-dependent ``if`` guards below the barriers they enclose.
+
+    A binding with a smaller extent than its launch dimension is guarded by
+    ``if (threadIdx.x < n)``; a barrier inside that guard would be reached by part of the block
+    (undefined behaviour, usually a hang). Loops and lets inside such a guard are uniform, so
+    the guard can move down onto each statement that is not a barrier.
+    """
+    if isinstance(s, SeqStmt):
+        return seq(*(_push_guards(c, tvars) for c in s.seq))
+    if isinstance(s, IfThenElse):
+        if (s.else_case is None and _has_barrier(s.then_case)
+                and free_vars(s.condition) & tvars):
+            return _distribute(s.condition, _push_guards(s.then_case, tvars))
+        return replace(s, then_case=_push_guards(s.then_case, tvars),
+                       else_case=None if s.else_case is None
+                       else _push_guards(s.else_case, tvars))
+    body = getattr(s, "body", None)
+    if isinstance(body, Stmt):
+        return replace(s, body=_push_guards(body, tvars))  # type: ignore[call-arg]
+    return s
+
+
+def _distribute(cond: PrimExpr, s: Stmt) -> Stmt:
+    if is_barrier(s) or not _has_barrier(s):
+        return s if is_barrier(s) else IfThenElse(cond, s)
+    if isinstance(s, SeqStmt):
+        return seq(*(_distribute(cond, c) for c in s.seq))
+    if isinstance(s, IfThenElse) and s.else_case is None:
+        return _distribute(cond & s.condition, s.then_case)
+    if isinstance(s, For) or (isinstance(s, LetStmt) and not any(
+            isinstance(n, Load) for n in post_order(s.value))) or isinstance(s, AttrStmt):
+        return replace(s, body=_distribute(cond, s.body))  # type: ignore[call-arg]
+    return IfThenElse(cond, s)
 
 
 def strip_barriers(kernel: Kernel) -> Kernel:
