@@ -1,0 +1,1 @@
+"""The ``templtune`` command line; see :mod:`templtune.cli.main`."""
