@@ -58,3 +58,21 @@ def test_curve_and_knob_features():
     recs = records(task, [cfg_ok.index, 5])
     pairs = ext.get_pairs([(inp.task, inp.config) for inp, _ in recs])
     assert pairs.shape == (2, 480) and not pairs[1].any() and pairs[0].any()
+
+
+def test_knob_fast_path_matches_configs():
+    task = SynthTask()
+    space = task.config_space
+    idx = list(range(0, len(space), 131))
+    ext = FeatureExtractor(task, "knob", n_workers=0)
+    fast = ext.get(idx)
+    assert ext._knob_table not in (None, False)
+    slow = np.stack([config_feature(task, space.get(i), "knob") for i in idx])
+    np.testing.assert_array_equal(fast, slow)
+    assert ext.get(idx, width=2).shape == (len(idx), 2)
+    # with a filter that rejects index 0 the fast table cannot be built: slow path, same values
+    filt = SynthTask()
+    filt.config_space.multi_filter(lambda e: e["k0"].val > 0)
+    ext2 = FeatureExtractor(filt, "knob", n_workers=0)
+    ok = [i for i in idx if filt.config_space.is_index_valid(i)]
+    np.testing.assert_array_equal(ext2.get(ok), slow[[idx.index(i) for i in ok]])

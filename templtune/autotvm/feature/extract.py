@@ -154,6 +154,7 @@ class FeatureExtractor:
         #: wall seconds spent computing (not serving cached) features, and configs computed
         self.seconds = 0.0
         self.n_computed = 0
+        self._knob_table: Any = None
 
     # ------------------------------------------------------------------ pool
     def _get_pool(self) -> ProcessPoolExecutor | None:
@@ -198,10 +199,45 @@ class FeatureExtractor:
         return [_safe_feature(self.task, space.get(int(i)), self.feature_type,
                               self.curve_sample_n, self.lower_fn) for i in indices]
 
+    def _knob_fast(self, idx: list[int], width: int | None) -> np.ndarray | None:
+        """Knob features without building configs: ``base + sum_j delta_j[digit_j]``.
+
+        NOTE: a config's flattened knob vector is the concatenation of one fixed-width segment
+        per knob, so it is additive over knobs; the per-knob deltas are computed once from
+        ``sum(dims)`` configs. Returns None (slow path) when that does not hold."""
+        if self._knob_table is None:
+            self._knob_table = False
+            try:
+                space = self.task.config_space
+                dims = [int(d) for d in space.dims]
+                strides = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
+                base = knob_feature(space.get(0))
+                deltas = []
+                for j, d in enumerate(dims):
+                    rows = [knob_feature(space.get(int(e * strides[j]))) for e in range(d)]
+                    if any(len(r) != len(base) for r in rows):
+                        return None
+                    deltas.append(np.stack(rows) - base)
+                self._knob_table = (np.asarray(dims, np.int64), strides, base, deltas)
+            except Exception:  # noqa: BLE001 - e.g. filtered indices, odd knob encodings
+                return None
+        if self._knob_table is False:
+            return None
+        dims, strides, base, deltas = self._knob_table
+        pts = np.asarray(idx, dtype=np.int64)
+        out = np.broadcast_to(base, (len(pts), len(base))).copy()
+        for j, delta in enumerate(deltas):
+            out += delta[(pts // strides[j]) % dims[j]]
+        return out if width is None else pad_rows(list(out), width)
+
     def get(self, indices: Iterable[int], width: int | None = None) -> np.ndarray:
         """Feature matrix of the configs ``indices`` (one row each, zero rows for configs whose
         extraction failed), padded/truncated to ``width`` columns when given."""
         idx = [int(i) for i in indices]
+        if self.feature_type == "knob":
+            fast = self._knob_fast(idx, width)
+            if fast is not None:
+                return fast
         if len(self.cache) >= CACHE_LIMIT:
             self.cache.clear()
         missing = list(dict.fromkeys(i for i in idx if i not in self.cache))

@@ -64,9 +64,17 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         self.log_interval = max(1, int(log_interval))
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         self.points: np.ndarray | None = None
+        # NOTE: without multi-filters every index is valid; skip the per-point checks.
+        self.all_valid = len(self.space) == int(self.space.range_length)
         self.last_stats: dict[str, float] = {}
 
     # ------------------------------------------------------------------ moves
+    def _valid(self, cand: np.ndarray) -> np.ndarray:
+        if self.all_valid:
+            return np.ones(len(cand), dtype=bool)
+        return np.fromiter((space_is_valid(self.space, int(c)) for c in cand), dtype=bool,
+                           count=len(cand))
+
     def sample(self, m: int) -> np.ndarray:
         """``m`` distinct valid indices, drawn uniformly (fewer if the space is smaller)."""
         n_range = int(self.space.range_length)
@@ -98,8 +106,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
             cur = (points[todo] // self.strides[d]) % self.dims[d]
             val = (cur + 1 + self.rng.integers(0, self.dims[d] - 1)) % self.dims[d]
             cand = points[todo] + (val - cur) * self.strides[d]
-            ok = np.fromiter((space_is_valid(self.space, int(c)) for c in cand), dtype=bool,
-                             count=len(cand))
+            ok = self._valid(cand)
             new[todo[ok]] = cand[ok]
             todo = todo[~ok]
         return new

@@ -249,9 +249,9 @@ class XGBoostCostModel(FeatureCostModel):
         self.best_iteration = cb.best_iteration
 
     def _predict_raw(self, x: np.ndarray, output_margin: bool) -> np.ndarray:
-        d = self.xgb.DMatrix(x)
-        return self.bst.predict(d, output_margin=output_margin,
-                                iteration_range=(0, self.best_iteration + 1))
+        # NOTE: inplace_predict skips building a DMatrix, which dominated the SA loop's time.
+        return self.bst.inplace_predict(x, iteration_range=(0, self.best_iteration + 1),
+                                        predict_type="margin" if output_margin else "value")
 
     def _spawn(self) -> XGBoostCostModel:
         return XGBoostCostModel(self.task, self.feature_type, self.loss_type, self.num_threads,
