@@ -55,7 +55,7 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
             raise LoweringError(f"lower: args must be tensors, got {type(a).__name__} {a!r}")
         tensors.append(s.resolve(a))
     br = infer_bound(s)
-    params, body = build_nest(s, tensors, br)
+    params, body = build_nest(s, tensors, br, [a.name for a in args])
     body = vectorize_loops(body)
     body = unroll_loops(body)
     func = PrimFunc(name, tuple(params), body,

@@ -25,6 +25,7 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.schedule.bound import BoundResult, StageBound
+from templtune.schedule.relations import Split
 from templtune.schedule.schedule import Schedule
 from templtune.te.expr import (
     BinOp,
@@ -92,17 +93,19 @@ class _ToIR(Mutator):
 class NestBuilder:
     """Builds the loop nest of a whole schedule (see module docstring)."""
 
-    def __init__(self, sch: Schedule, args: list[Tensor], br: BoundResult) -> None:
+    def __init__(self, sch: Schedule, args: list[Tensor], br: BoundResult,
+                 names: list[str] | None = None) -> None:
         self.sch, self.br = sch, br
         self.simp = Simplifier(br.var_ranges)
         self._storage: dict[Tensor, _Storage] = {}
         self._names: set[str] = set()
         self.params: list[Buffer] = []
-        for t in args:
+        for n_arg, t in enumerate(args):
             shape = [const_int(d) for d in t.shape]
             if any(d is None for d in shape):
                 raise LoweringError(f"argument {t.name} has a non-constant shape {t.shape}")
-            buf = Buffer(self._unique(t.name), tuple(t.shape), t.dtype, "global")
+            name = names[n_arg] if names else t.name
+            buf = Buffer(self._unique(name), tuple(t.shape), t.dtype, "global")
             strides, _ = _row_major(shape, {})  # type: ignore[arg-type]
             if t in self._storage:
                 raise LoweringError(f"tensor {t.name} appears twice in args")
@@ -178,23 +181,43 @@ class NestBuilder:
         return body
 
     def _guards(self, info: StageBound) -> list[PrimExpr]:
+        """Conditions skipping the points that uneven splits add (TVM's MakeBoundCheck)."""
         conds: list[PrimExpr] = []
         rng = self.br.var_ranges
-        for r in info.roots:
-            comp = info.composed[r]
-            hi = self.simp.bound(comp)[1]
-            if hi >= info.ext[r]:
-                conds.append(self.simp.visit(comp < info.ext[r]))
-            if const_int(info.root_min[r]) == 0 or r not in info.op.axis:
+        # NOTE: leaves are in range by construction, and a fused axis in range keeps both
+        # of its parts in range; so only a split whose parts overshoot its parent can take a
+        # variable out of range, and guarding that parent restores the invariant upwards.
+        for rel in info.stage.relations:
+            if not isinstance(rel, Split):
                 continue
-            v = info.root_val[r]
+            ext = info.ext[rel.parent]
+            if info.ext[rel.outer] * info.ext[rel.inner] <= ext:
+                continue
+            comp = info.composed[rel.parent]
+            if self.simp.bound(comp)[1] >= ext:
+                conds.append(self.simp.visit(comp < ext))
+        for a in info.op.axis:
+            mn = info.root_min[a]
+            if const_int(mn) == 0:
+                continue
+            full = const_int(a.dom.extent)  # type: ignore[union-attr]
+            lo_m, hi_m = const_bound(mn, rng)
+            if lo_m >= 0 and hi_m + info.ext[a] <= full:  # type: ignore[operator]
+                continue  # the region lies inside the tensor
+            v = info.root_val[a]
             lo, hi = const_bound(v, rng)
-            full = const_int(r.dom.extent)  # type: ignore[union-attr]
             if lo < 0:
                 conds.append(self.simp.visit(v >= 0))
             if hi >= full:  # type: ignore[operator]
                 conds.append(self.simp.visit(v < full))
-        return [c for c in conds if not (const_int(c) == 1)]
+        seen: set[str] = set()
+        out = []
+        for c in conds:
+            key = str(c)
+            if const_int(c) != 1 and key not in seen:
+                seen.add(key)
+                out.append(c)
+        return out
 
     def _level(self, cond: PrimExpr, pos_of: dict[Var, int]) -> int:
         return max((pos_of.get(v, -1) for v in collect_vars(cond)), default=-1)
@@ -209,8 +232,8 @@ class NestBuilder:
         out_idx = [info.root_val[a] for a in op.axis]
         conds = [(c, self._level(c, pos_of)) for c in self._guards(info)]
         init: Stmt | None = None
-        if isinstance(op.body[0], Reduce):
-            red: Reduce = op.body[0]  # type: ignore[assignment]
+        if isinstance(info.body[0], Reduce):
+            red: Reduce = info.body[0]  # type: ignore[assignment]
             if len(red.source) != 1 or op.num_outputs != 1:
                 raise LoweringError(f"stage {op.name}: multi-value reductions are not supported")
             st = self.storage(op.output(0))
@@ -231,7 +254,7 @@ class NestBuilder:
             first = -2
             main = seq(*[Store(self.storage(op.output(k)).buffer,
                                self.flat(self.storage(op.output(k)), out_idx),
-                               conv.visit(op.body[k])) for k in range(op.num_outputs)])
+                               conv.visit(info.body[k])) for k in range(op.num_outputs)])
         body: Stmt = main
         for p in range(n - 1, -1, -1):
             rest = body
@@ -288,14 +311,14 @@ class NestBuilder:
         ext = info.ext[lv]
         attr = info.stage.iter_var_attrs.get(lv)
         tiv = attr.bind_thread if attr else None
+        ann = tuple((f"pragma_{k}", v) for k, v in attr.pragmas) if attr else ()
         if tiv is not None:
             assert isinstance(var, Var)
             return For(var, const(0), const(ext), ForKind.THREAD_BINDING, body,
-                       thread_tag=tiv.thread_tag)
+                       thread_tag=tiv.thread_tag, annotations=ann)
         if not isinstance(var, Var):
             return body  # unit loop removed
         kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
-        ann = tuple((f"pragma_{k}", v) for k, v in attr.pragmas) if attr else ()
         return For(var, const(0), const(ext), kind, body, annotations=ann)
 
 
@@ -303,9 +326,11 @@ def _likely(c: PrimExpr) -> PrimExpr:
     return Call("bool", "likely", (c,))
 
 
-def build_nest(sch: Schedule, args: list[Tensor], br: BoundResult) -> tuple[list[Buffer], Stmt]:
-    """Loop nest of ``sch``; returns the parameter buffers (in ``args`` order) and the body."""
-    nb = NestBuilder(sch, args, br)
+def build_nest(sch: Schedule, args: list[Tensor], br: BoundResult,
+               names: list[str] | None = None) -> tuple[list[Buffer], Stmt]:
+    """Loop nest of ``sch``; returns the parameter buffers (in ``args`` order, named
+    ``names``) and the body."""
+    nb = NestBuilder(sch, args, br, names)
     return nb.params, nb.build()
 
 

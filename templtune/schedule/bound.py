@@ -132,15 +132,45 @@ def infer_bound(sch: Schedule) -> BoundResult:
                         lst.append(info)
                     reads.setdefault((id(info), n.tensor), []).append(n)
     var_ranges: dict[Var, tuple[int, int]] = {}
+    names = _ThreadNames()
     for info in reversed(order):
-        _bound_stage(info, infos, readers, reads, var_ranges)
+        _bound_stage(info, infos, readers, reads, var_ranges, names)
     return BoundResult(infos, order, var_ranges, inline)
+
+
+class _ThreadNames:
+    """Loop variables for thread-bound axes: the thread axis' own variable, renamed when
+    another thread variable already has that name (three ``vthread`` axes print as
+    ``vthread``, ``vthread_1``, ``vthread_2``), and a fresh one when the same thread axis is
+    bound again inside its own loop (a cooperative fetch under ``threadIdx.x``)."""
+
+    def __init__(self) -> None:
+        self.canon: dict[Var, Var] = {}
+        self.taken: set[str] = set()
+
+    def _fresh(self, name: str, dtype: str) -> Var:
+        k, n = 0, name
+        while n in self.taken:
+            k += 1
+            n = f"{name}_{k}"
+        self.taken.add(n)
+        return Var(n, dtype)
+
+    def var_for(self, tv: Var, enclosing: set[Var]) -> Var:
+        v = self.canon.get(tv)
+        if v is None:
+            v = tv if tv.name not in self.taken else self._fresh(tv.name, tv.dtype)
+            self.taken.add(v.name)
+            self.canon[tv] = v
+        if v in enclosing:
+            v = self._fresh(tv.name, tv.dtype)
+        return v
 
 
 def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
                  readers: dict[Tensor, list[StageBound]],
                  reads: dict[tuple[int, Tensor], list[TensorLoad]],
-                 var_ranges: dict[Var, tuple[int, int]]) -> None:
+                 var_ranges: dict[Var, tuple[int, int]], names: _ThreadNames) -> None:
     st, op = info.stage, info.op
     # 1. attach path
     if st.attach_type == "scope":
@@ -184,9 +214,7 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
         tiv = info.thread_of(lv)
         attr = st.iter_var_attrs.get(lv)
         if tiv is not None:
-            v = tiv.var
-            if v in bound_vars:
-                v = Var(f"{v.name}_1", v.dtype)
+            v = names.var_for(tiv.var, bound_vars)
             bound_vars.add(v)
             info.loop_var[lv] = v
             old = var_ranges.get(v)
