@@ -2,15 +2,14 @@
 
 Unlike ``concurrent.futures.ProcessPoolExecutor``, a call that runs past its timeout kills only the
 worker running it (which is replaced on next use), and a worker that dies (segfault) reports
-``died`` for its call instead of breaking the whole pool. Workers are started with the ``spawn``
-context: they import templtune once and stay warm; nothing of the parent's mutable state is
-inherited.
+``died`` for its call instead of breaking the whole pool. Workers are fresh interpreters: they
+import templtune once and stay warm; nothing of the parent's mutable state is inherited, and they
+exit when the parent dies.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -65,14 +64,65 @@ def _worker_main(conn: Connection, preload: tuple[str, ...]) -> None:
                        traceback.format_exc()[-8192:], time.perf_counter() - t0))
 
 
+def _die_with_parent(parent_pid: int) -> None:
+    """Make sure a worker never outlives the tuning process (e.g. one killed by SIGKILL)."""
+    import ctypes
+    import os
+    import signal
+    import threading
+
+    try:  # Linux: the kernel kills us when the parent dies
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - other systems: rely on the watchdog below
+        pass
+
+    def watchdog() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(1.0)
+
+    threading.Thread(target=watchdog, daemon=True, name="templtune-watchdog").start()
+
+
+def _child_entry(fd: int, parent_pid: int) -> None:
+    """Entry point of a worker process (started by :class:`_Worker`)."""
+    import sys
+
+    conn = Connection(fd)
+    path, preload = conn.recv()
+    sys.path[:] = path
+    _die_with_parent(parent_pid)
+    _worker_main(conn, preload)
+
+
+# NOTE: workers are plain ``python -c`` subprocesses, not multiprocessing "spawn" children: spawn
+# re-runs the parent's main script in every worker, which breaks tutorial-style scripts without
+# an ``if __name__ == "__main__"`` guard. Templates defined in a main script still reach workers
+# because tasks are pickled with cloudpickle (by value).
+_BOOT = ("import sys; sys.path[:0] = {path!r}; "
+         "from templtune.autotvm.measure.pool import _child_entry; "
+         "_child_entry(int(sys.argv[1]), int(sys.argv[2]))")
+
+
 class _Worker:
-    def __init__(self, ctx: Any, preload: tuple[str, ...]) -> None:
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, preload), daemon=True,
-                                name="templtune-measure-worker")
-        self.proc.start()
-        child.close()
-        self.conn = parent
+    def __init__(self, preload: tuple[str, ...]) -> None:
+        import os
+        import socket
+        import subprocess
+        import sys
+
+        import templtune
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(templtune.__file__)))
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT.format(path=[root]), str(theirs.fileno()),
+             str(os.getpid())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        self.conn.send((list(sys.path), preload))
         self.ready = False
         self.state: dict[str, Any] = {}  # what the parent has set up in this worker
 
@@ -88,17 +138,22 @@ class _Worker:
         return self.ready
 
     def alive(self) -> bool:
-        return self.proc.is_alive()
+        return self.proc.poll() is None
 
     def kill(self) -> None:
-        if self.proc.is_alive():
+        if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.join(5)
+        try:
+            self.proc.wait(5)
+        except Exception:  # noqa: BLE001 - a zombie we cannot reap now
+            pass
         self.conn.close()
 
     def describe_death(self) -> str:
-        self.proc.join(5)
-        code = self.proc.exitcode
+        try:
+            code = self.proc.wait(5)
+        except Exception:  # noqa: BLE001
+            code = None
         if code is not None and code < 0:
             import signal
 
@@ -121,7 +176,6 @@ class WorkerPool:
     def __init__(self, n_workers: int, preload: Sequence[str] = ()) -> None:
         self.n_workers = max(1, int(n_workers))
         self.preload = tuple(preload)
-        self._ctx = mp.get_context("spawn")
         self._workers: list[_Worker | None] = [None] * self.n_workers
 
     def _get(self, k: int) -> _Worker:
@@ -129,7 +183,7 @@ class WorkerPool:
         if w is None or not w.alive():
             if w is not None:
                 w.kill()
-            w = _Worker(self._ctx, self.preload)
+            w = _Worker(self.preload)
             self._workers[k] = w
         # NOTE: start-up (spawn + imports) must not count against a job's timeout.
         if not w.wait_ready():
@@ -141,7 +195,7 @@ class WorkerPool:
         ids = list(workers) if workers is not None else list(range(self.n_workers))
         for k in ids:
             if self._workers[k] is None or not self._workers[k].alive():
-                self._workers[k] = _Worker(self._ctx, self.preload)
+                self._workers[k] = _Worker(self.preload)
         for k in ids:
             self._get(k)
 
@@ -194,7 +248,6 @@ class WorkerPool:
                 w = self._workers[k]
                 assert w is not None
                 handles[w.conn] = k
-                handles[w.proc.sentinel] = k
             ready = wait(list(handles), timeout=wait_for)
             done: set[int] = set()
             for h in ready:
@@ -226,14 +279,13 @@ class WorkerPool:
         return [r if r is not None else Outcome("died", message="lost") for r in results]
 
     def _receive(self, w: _Worker, elapsed: float) -> Outcome | None:
-        if w.conn.poll():
-            try:
-                status, value, etype, msg, tb, seconds = w.conn.recv()
-                return Outcome(status, value, etype, msg, tb, seconds)
-            except (EOFError, OSError):
-                pass
-        if w.alive():
-            return None  # spurious wake-up
+        try:
+            if not w.conn.poll():
+                return None  # spurious wake-up
+            status, value, etype, msg, tb, seconds = w.conn.recv()
+            return Outcome(status, value, etype, msg, tb, seconds)
+        except (EOFError, OSError):
+            pass  # the worker is gone: its end of the socket closed
         msg = w.describe_death()
         w.kill()
         return Outcome("died", message=msg, seconds=elapsed)

@@ -1,0 +1,163 @@
+"""LocalBuilder + LocalRunner on real builds: correct timing, and every failure mode isolated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import templtune
+from templtune import te
+from templtune.autotvm import record
+from templtune.autotvm.callback import log_to_file
+from templtune.autotvm.dispatcher import apply_history_best
+from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
+from templtune.autotvm.measure.measure import MeasureInput, create_measure_batch
+from templtune.autotvm.task.task import create, get_config, template
+from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
+from templtune.errors import InstantiationError
+
+N = 32
+
+
+@template("test_measure_local/matmul")
+def matmul(n, dtype):
+    A = te.placeholder((n, n), name="A", dtype=dtype)
+    B = te.placeholder((n, n), name="B", dtype=dtype)
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    y, x = s[C].op.axis
+    cfg = get_config()
+    cfg.define_split("tile_y", y, num_outputs=2)
+    cfg.define_split("tile_x", x, num_outputs=2)
+    yo, yi = cfg["tile_y"].apply(s, C, y)
+    xo, xi = cfg["tile_x"].apply(s, C, x)
+    s[C].reorder(yo, xo, k, yi, xi)
+    return s, [A, B, C]
+
+
+MODES = ["ok", "wrong", "segv", "hang_run", "hang_build", "raise", "invalid", "build_crash"]
+EXPECTED = {
+    "ok": MeasureErrorNo.NO_ERROR,
+    "wrong": MeasureErrorNo.WRONG_ANSWER,
+    "segv": MeasureErrorNo.RUNTIME_DEVICE,
+    "hang_run": MeasureErrorNo.RUN_TIMEOUT,
+    "hang_build": MeasureErrorNo.BUILD_TIMEOUT,
+    "raise": MeasureErrorNo.COMPILE_HOST,
+    "invalid": MeasureErrorNo.INSTANTIATION_ERROR,
+    "build_crash": MeasureErrorNo.COMPILE_HOST,
+}
+
+
+@template("test_measure_local/faulty")
+def faulty(n):
+    cfg = get_config()
+    cfg.define_knob("mode", MODES)
+    cfg.define_knob("tile", [4, 8])
+    cfg.multi_filter(filter=lambda e: e["mode"].val == "ok" or e["tile"].val == 4)
+    mode = cfg["mode"].val
+    A = te.placeholder((n, n), name="A", dtype="float32")
+    B = te.placeholder((n, n), name="B", dtype="float32")
+    if mode == "hang_build":
+        while True:
+            pass
+    if mode == "build_crash":
+        import ctypes
+
+        ctypes.string_at(0)
+    if mode == "raise":
+        raise RuntimeError("this template fails to compile")
+    if mode == "invalid":
+        raise InstantiationError("invalid knob combination")
+    if mode == "wrong":
+        k = te.reduce_axis((0, n - 1), name="k")  # drops one term: a wrong answer
+        C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    elif mode == "segv":
+        k = te.reduce_axis((0, n), name="k")
+        far = 1 << 24  # rows: reads 2 GiB past A
+        C = te.compute((n, n), lambda i, j: te.sum(A[i + far, k] * B[k, j], axis=k), name="C")
+    elif mode == "hang_run":
+        k1 = te.reduce_axis((0, 1 << 20), name="k1")
+        k2 = te.reduce_axis((0, 1 << 20), name="k2")
+        C = te.compute((n, n), lambda i, j: te.sum(A[i, (k1 + k2) % n] * B[(k1 * k2) % n, j],
+                                                   axis=[k1, k2]), name="C")
+    else:
+        k = te.reduce_axis((0, n), name="k")
+        C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    y, _ = s[C].op.axis
+    s[C].split(y, factor=cfg["tile"].val)
+    return s, [A, B, C]
+
+
+def _local(timeout=10, **runner_kw):
+    runner_kw.setdefault("cooldown_interval", 0)
+    return measure_option(LocalBuilder(timeout=timeout, n_parallel=2),
+                          LocalRunner(timeout=timeout, **runner_kw))
+
+
+def test_measure_batch_good_configs():
+    task = create("test_measure_local/matmul", (N, "float32"), "llvm")
+    opt = _local(number=2, repeat=3)
+    batch = create_measure_batch(task, opt)
+    try:
+        inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in range(4)]
+        results = batch(inputs)
+    finally:
+        batch.close()
+    for res in results:
+        assert res.error_no == MeasureErrorNo.NO_ERROR, res.error_detail
+        assert len(res.costs) == 1  # repeat=3: min and max dropped
+        assert 0 < res.costs[0] < 1 and res.all_cost >= res.costs[0]
+    assert opt["runner"].ref_input is not None and len(opt["runner"].ref_input) == 3
+
+
+def test_every_failure_mode_is_isolated():
+    task = create("test_measure_local/faulty", (N,), "llvm")
+    assert len(task.config_space) == len(MODES) + 1
+    opt = _local(timeout=3)
+    seen = {}
+    tuner = GridSearchTuner(task)
+    tuner.tune(n_trial=100, measure_option=opt,
+               callbacks=[lambda t, ins, rs: seen.update(
+                   {i.config.index: (i.config["mode"].val, r) for i, r in zip(ins, rs)})])
+    assert len(seen) == len(MODES) + 1
+    for mode, res in seen.values():
+        assert res.error_no == EXPECTED[mode], (mode, res.error_no, res.error_detail[:500])
+    assert tuner.best_config is not None and tuner.best_config["mode"].val == "ok"
+
+
+def test_ref_input_is_forwarded():
+    task = create("test_measure_local/matmul", (N, "float32"), "llvm")
+    runner = LocalRunner(cooldown_interval=0, number=1, repeat=1)
+    a = np.ones((N, N), "float32")
+    with pytest.warns(RuntimeWarning):
+        runner.ref_input = [a, a, np.zeros((N, N), "float32")]
+    opt = measure_option(LocalBuilder(n_parallel=1), runner)
+    batch = create_measure_batch(task, opt)
+    try:
+        (res,) = batch([MeasureInput(task.target, task, task.config_space.get(3))])
+    finally:
+        batch.close()
+    assert res.error_no == MeasureErrorNo.NO_ERROR, res.error_detail
+    assert runner.ref_input[0] is a
+
+
+@pytest.mark.parametrize("cls", [RandomTuner, GATuner])
+def test_tune_then_apply_history_best(tmp_path, cls):
+    log = str(tmp_path / "mm.log")
+    task = create("test_measure_local/matmul", (N, "float32"), "llvm")
+    tuner = cls(task, seed=0) if cls is RandomTuner else cls(task, pop_size=4, seed=0)
+    tuner.tune(n_trial=6, measure_option=_local(number=2, repeat=1),
+               callbacks=[log_to_file(log)])
+    recs = list(record.load_from_file(log))
+    assert len(recs) == 6 and all(r.error_no == 0 for _, r in recs)
+    with apply_history_best(log):
+        with templtune.target.Target("llvm"):
+            s, args = matmul(N, "float32")
+            f = templtune.build(s, args, target="llvm")
+    a = np.random.default_rng(0).random((N, N), dtype=np.float32)
+    b = np.random.default_rng(1).random((N, N), dtype=np.float32)
+    c = np.zeros((N, N), "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4)
