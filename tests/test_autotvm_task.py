@@ -15,6 +15,7 @@ from templtune.autotvm.task.task import (
     deserialize_args,
     serialize_args,
 )
+from templtune.errors import TempltuneError
 from templtune.target import Target
 
 
@@ -224,3 +225,62 @@ def test_flop_shared_producer_counted_once_and_copy_raises():
         compute_flop(copy)
     with pytest.raises(RuntimeError):
         compute_flop(copy)
+
+
+# --- TOPI-style registration and task extraction
+
+@autotvm.register_topi_compute("test_task/dense.topi")
+def dense_compute(cfg, data, weight):
+    n, k_ = data.shape
+    m = weight.shape[0]
+    k = te.reduce_axis((0, k_), name="k")
+    cfg.define_split("tile_k", k, num_outputs=2)
+    return te.compute((n, m), lambda i, j: te.sum(data[i, k] * weight[j, k], axis=k),
+                      name="dense")
+
+
+@autotvm.register_topi_schedule("test_task/dense.topi")
+def dense_schedule(cfg, outs):
+    s = te.create_schedule([o.op for o in outs])
+    out = outs[0]
+    cfg.define_knob("unroll", [0, 1])
+    cfg["tile_k"].apply(s, out, s[out].op.reduce_axis[0])
+    return s
+
+
+def test_topi_compute_schedule_task():
+    from templtune.autotvm.task.topi_integration import get_workload
+
+    data = te.placeholder((4, 32), name="data")
+    weight = te.placeholder((8, 32), name="weight")
+    task = autotvm.task.create("test_task/dense.topi", (data, weight), "llvm")
+    assert task.config_space.dims == [6, 2]
+    assert task.flop == 2 * 4 * 8 * 32
+    s, args = task.instantiate(task.config_space.get(3))
+    assert [tuple(d.value for d in t.shape) for t in args] == [(4, 8), (4, 32), (8, 32)]
+    assert get_workload(args[0]) == task.workload
+    with pytest.raises(ValueError, match="already registered"):
+        autotvm.register_topi_compute("test_task/dense.topi")(lambda cfg: None)
+    with Target("llvm"), pytest.raises(TempltuneError, match="register_topi_compute"):
+        dense_schedule([te.compute((2,), lambda i: data[0, i] + 1.0)])
+
+
+def test_extract_tasks():
+    from templtune.autotvm.task.topi_integration import extract_tasks
+
+    def program():
+        for n in (4, 16, 4):
+            d = te.placeholder((n, 32), name="d")
+            w = te.placeholder((8, 32), name="w")
+            out = dense_compute(d, w)
+            dense_schedule([out])
+        matmul(16, 16, 16, "float32")
+
+    tasks = extract_tasks(program, "llvm")
+    assert [(t.name, t.args[0]) for t in tasks] == [
+        ("test_task/dense.topi", ("TENSOR", (4, 32), "float32")),
+        ("test_task/dense.topi", ("TENSOR", (16, 32), "float32")),
+        ("test_task/matmul", 16)]
+    assert len(extract_tasks(program, "llvm", allow_duplicate=True)) == 4
+    only = extract_tasks(program, "llvm", ops=["test_task/matmul"])
+    assert [t.name for t in only] == ["test_task/matmul"]

@@ -24,6 +24,9 @@ _NAMES = {
     # templates and tasks
     "template": "templtune.autotvm.task.task", "get_config": "templtune.autotvm.task.task",
     "Task": "templtune.autotvm.task.task",
+    "register_topi_compute": "templtune.autotvm.task.topi_integration",
+    "register_topi_schedule": "templtune.autotvm.task.topi_integration",
+    "extract_tasks": "templtune.autotvm.task.topi_integration",
     # spaces
     "ConfigSpace": "templtune.autotvm.space", "ConfigEntity": "templtune.autotvm.space",
     "FallbackConfigEntity": "templtune.autotvm.task.fallback",

@@ -15,6 +15,8 @@ _NAMES = {
     "deserialize_args": "task", "args_to_workload": "task",
     "FallbackConfigEntity": "fallback",
     "load_reference_log": "reference",
+    "register_topi_compute": "topi_integration", "register_topi_schedule": "topi_integration",
+    "get_workload": "topi_integration", "extract_tasks": "topi_integration",
 }
 _OUTER = {
     "ConfigSpace": "templtune.autotvm.space", "ConfigEntity": "templtune.autotvm.space",

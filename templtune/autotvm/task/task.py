@@ -14,6 +14,7 @@ import functools
 import logging
 import pickle
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,18 @@ class TaskTemplate:
 
 #: name -> TaskTemplate, filled by ``@template``.
 TASK_TABLE: dict[str, TaskTemplate] = {}
+
+# NOTE: while task extraction traces a program, template and TOPI-compute calls append their
+# workloads here (see ``topi_integration.extract_tasks``); None when not tracing.
+_TRACE: ContextVar[list[tuple[Any, ...]] | None] = ContextVar("templtune_autotvm_trace",
+                                                               default=None)
+
+
+def trace_workload(workload: tuple[Any, ...]) -> None:
+    """Record ``workload`` if a task extraction is tracing (no-op otherwise)."""
+    trace = _TRACE.get()
+    if trace is not None:
+        trace.append(workload)
 
 
 def _unknown(name: str) -> UnknownTemplateError:
@@ -150,6 +163,7 @@ def template(task_name: str, func: Callable[..., Any] | None = None,
                 raise TypeError(f"template {task_name!r} takes positional arguments only, got "
                                 f"keywords {sorted(kwargs)}")
             workload = args_to_workload(args, task_name)
+            trace_workload(workload)
             cfg = DispatchContext.current.query(current_target(allow_none=True), workload)
             with ApplyConfig(cfg):
                 return f(*args)
