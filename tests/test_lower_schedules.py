@@ -19,19 +19,19 @@ def _rand(*shape: int) -> np.ndarray:
     return RNG.random(shape, dtype=np.float64).astype("float32")
 
 
-def matmul(n: int = 12, m: int = 10, l: int = 9):
-    A = te.placeholder((n, l), name="A")
-    B = te.placeholder((l, m), name="B")
-    k = te.reduce_axis((0, l), name="k")
+def matmul(n: int = 12, m: int = 10, kk: int = 9):
+    A = te.placeholder((n, kk), name="A")
+    B = te.placeholder((kk, m), name="B")
+    k = te.reduce_axis((0, kk), name="k")
     C = te.compute((n, m), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     return A, B, C
 
 
 def check_matmul(s, A, B, C) -> templtune.lower.ir.PrimFunc:
     f = templtune.lower(s, [A, B, C])
-    n, l = (int(x) for x in A.shape)
+    n, kk = (int(x) for x in A.shape)
     m = int(B.shape[1])
-    a, b = _rand(n, l), _rand(l, m)
+    a, b = _rand(n, kk), _rand(kk, m)
     c = np.zeros((n, m), "float32")
     run(f, a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
