@@ -1,0 +1,103 @@
+"""The :class:`CudaBackend` protocol, its errors, and backend selection."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from templtune.errors import TempltuneError
+
+log = logging.getLogger("templtune.runtime.cuda")
+
+_BACKENDS = {
+    "pycuda": "templtune.runtime.cuda.pycuda_backend",
+    "cuda-python": "templtune.runtime.cuda.cuda_python",
+    "emulator": "templtune.runtime.cuda.emulated",
+}
+_DEFAULT_ORDER = ("pycuda", "cuda-python")
+
+
+class CudaRuntimeError(TempltuneError, RuntimeError):
+    """A CUDA driver call failed: module load, launch, an illegal address in a kernel, ...
+    Measurement maps it to ``RUNTIME_DEVICE``. After a kernel fault the CUDA context is
+    unusable: the process that ran it must be restarted."""
+
+
+class CudaUnavailableError(CudaRuntimeError):
+    """No usable GPU runtime: neither pycuda nor cuda-python, or no driver / device."""
+
+
+class CudaBackend(Protocol):
+    """What the launcher needs from a CUDA runtime. Device pointers are plain ints."""
+
+    name: str
+
+    def load(self, module: Any) -> Any:
+        """Load a built :class:`~templtune.codegen.cuda.module.CudaModule`; return a handle."""
+
+    def function(self, handle: Any, name: str) -> Any:
+        """The kernel ``name`` of a loaded module."""
+
+    def alloc(self, nbytes: int) -> int: ...
+
+    def free(self, ptr: int) -> None: ...
+
+    def htod(self, ptr: int, host: np.ndarray) -> None: ...
+
+    def dtoh(self, host: np.ndarray, ptr: int) -> None: ...
+
+    def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+               ptrs: Sequence[int], shared_bytes: int = 0) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+    def timed(self, body: Any) -> float:
+        """Run ``body()`` between two CUDA events; return the elapsed seconds."""
+
+    def device_attributes(self) -> dict[str, Any]:
+        """``arch``, ``max_threads_per_block``, ``max_shared_memory_per_block``,
+        ``max_registers_per_block``, ``name`` of device 0."""
+
+
+@functools.cache
+def _load_backend(name: str) -> CudaBackend:
+    mod = importlib.import_module(_BACKENDS[name])
+    return mod.create()  # type: ignore[no-any-return]
+
+
+def get_backend(name: str | None = None) -> CudaBackend:
+    """The backend ``name`` (``pycuda``, ``cuda-python``, ``emulator``), else
+    ``$TEMPLTUNE_CUDA_BACKEND``, else the first of pycuda / cuda-python that works.
+
+    Raises
+    ------
+    CudaUnavailableError
+        None can be loaded; the message lists why each failed.
+    """
+    name = name or os.environ.get("TEMPLTUNE_CUDA_BACKEND") or None
+    if name is not None and name not in _BACKENDS:
+        raise CudaUnavailableError(f"unknown CUDA backend {name!r}; expected one of "
+                                   f"{', '.join(_BACKENDS)}")
+    reasons = []
+    for cand in ((name,) if name else _DEFAULT_ORDER):
+        try:
+            return _load_backend(cand)
+        except Exception as exc:  # noqa: BLE001 - any import/driver failure means "unavailable"
+            reasons.append(f"{cand}: {type(exc).__name__}: {exc}")
+            log.debug("CUDA backend %s unavailable: %s", cand, exc)
+    raise CudaUnavailableError("no CUDA runtime available (" + "; ".join(reasons) + ")")
+
+
+def available(name: str | None = None) -> bool:
+    """True when :func:`get_backend` would succeed."""
+    try:
+        get_backend(name)
+    except CudaUnavailableError:
+        return False
+    return True

@@ -1,0 +1,71 @@
+"""A :class:`~templtune.runtime.cuda.backend.CudaBackend` that runs kernels on the CPU with
+:mod:`templtune.codegen.cuda.emulate` (``TEMPLTUNE_CUDA_BACKEND=emulator``). Lets the launcher,
+time evaluator and measurement code run end to end on machines without a GPU; its timings are
+host wall-clock and mean nothing about GPU speed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from templtune.codegen.cuda.emulate import run_kernel
+
+
+class EmulatorBackend:
+    name = "emulator"
+
+    def __init__(self) -> None:
+        self.mem: dict[int, np.ndarray] = {}
+        self._next = 1 << 20
+
+    def load(self, module: Any) -> Any:
+        return {k.name: k for k in module.kernels}
+
+    def function(self, handle: Any, name: str) -> Any:
+        return handle[name]
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = self._next
+        self._next += max(256, -(-nbytes // 256) * 256)
+        self.mem[ptr] = np.zeros(max(1, nbytes), dtype=np.uint8)
+        return ptr
+
+    def free(self, ptr: int) -> None:
+        self.mem.pop(ptr, None)
+
+    def htod(self, ptr: int, host: np.ndarray) -> None:
+        raw = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        self.mem[ptr][: raw.size] = raw
+
+    def dtoh(self, host: np.ndarray, ptr: int) -> None:
+        raw = host.reshape(-1).view(np.uint8)
+        raw[:] = self.mem[ptr][: raw.size]
+
+    def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+               ptrs: Sequence[int], shared_bytes: int = 0) -> None:
+        from templtune import dtype as dt
+
+        buffers = {}
+        for b, p in zip(fn.params, ptrs):
+            buffers[b] = self.mem[p].view(dt.to_numpy(b.dtype))
+        run_kernel(fn, buffers)
+
+    def synchronize(self) -> None:
+        return None
+
+    def timed(self, body: Any) -> float:
+        t0 = time.perf_counter()
+        body()
+        return time.perf_counter() - t0
+
+    def device_attributes(self) -> dict[str, Any]:
+        return {"name": "templtune CPU emulator", "arch": "sm_90", "max_threads_per_block": 1024,
+                "max_shared_memory_per_block": 49152, "max_registers_per_block": 65536,
+                "multiprocessor_count": 1}
+
+
+def create() -> EmulatorBackend:
+    return EmulatorBackend()

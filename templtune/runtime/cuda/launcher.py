@@ -1,0 +1,138 @@
+"""Run and time a :class:`~templtune.codegen.cuda.module.CudaModule` through a backend.
+
+Arguments are numpy arrays (copied to the device, and every one copied back after the run, as
+the kernels may write any of them) or :class:`DeviceArray` objects (already on the device).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from templtune import dtype as dt
+from templtune.errors import RuntimeCallError
+from templtune.runtime.cuda.backend import CudaBackend, get_backend
+from templtune.runtime.cuda.timing import TimeResult, measure_loop
+
+
+class DeviceArray:
+    """A device buffer with a numpy shape and dtype; ``numpy()`` copies it back."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: str | np.dtype,
+                 backend: CudaBackend | None = None) -> None:
+        self.backend = backend or get_backend()
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.ptr = self.backend.alloc(self.nbytes)
+
+    @classmethod
+    def from_numpy(cls, arr: np.ndarray, backend: CudaBackend | None = None) -> DeviceArray:
+        out = cls(arr.shape, arr.dtype, backend)
+        out.backend.htod(out.ptr, np.ascontiguousarray(arr))
+        return out
+
+    def copyfrom(self, arr: np.ndarray) -> DeviceArray:
+        if tuple(arr.shape) != self.shape or arr.dtype != self.dtype:
+            raise RuntimeCallError(f"copyfrom: expected {self.shape} {self.dtype}, got "
+                                   f"{arr.shape} {arr.dtype}")
+        self.backend.htod(self.ptr, np.ascontiguousarray(arr))
+        return self
+
+    def numpy(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        self.backend.dtoh(out, self.ptr)
+        return out
+
+    def __del__(self) -> None:
+        try:
+            self.backend.free(self.ptr)
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+
+class _Prepared:
+    """Device copies of a call's arguments and workspace, plus the loaded kernels."""
+
+    def __init__(self, module: Any, args: Sequence[Any], backend: CudaBackend) -> None:
+        self.be = backend
+        if len(args) != len(module.params):
+            raise RuntimeCallError(f"{module.entry_name} expects {len(module.params)} arguments "
+                                   f"({', '.join(p.name for p in module.params)}), got {len(args)}")
+        self.temps: list[DeviceArray] = []
+        self.host: list[tuple[np.ndarray, DeviceArray]] = []
+        ptrs = []
+        for p, a in zip(module.params, args):
+            want = dt.to_numpy(p.dtype)
+            if isinstance(a, DeviceArray):
+                dev = a
+            else:
+                arr = getattr(a, "numpy", None)
+                host = arr() if callable(arr) and not isinstance(a, np.ndarray) else a
+                if not isinstance(host, np.ndarray):
+                    raise RuntimeCallError(f"argument {p.name}: expected an array, got "
+                                           f"{type(a).__name__}")
+                dev = DeviceArray.from_numpy(host, backend)
+                self.temps.append(dev)
+                if isinstance(a, np.ndarray):
+                    self.host.append((a, dev))
+            if dev.dtype != want:
+                raise RuntimeCallError(f"argument {p.name}: dtype {dev.dtype}, expected {want}")
+            if -1 not in p.shape and tuple(dev.shape) != tuple(p.shape) and \
+                    int(np.prod(dev.shape)) != int(np.prod(p.shape)):
+                raise RuntimeCallError(f"argument {p.name}: shape {dev.shape}, expected {p.shape}")
+            ptrs.append(dev.ptr)
+        for w in module.workspace:
+            dev = DeviceArray(w.shape, dt.to_numpy(w.dtype), backend)
+            self.temps.append(dev)
+            ptrs.append(dev.ptr)
+        self.ptrs = ptrs
+        handle = getattr(module, "_loaded", {}).get(backend.name)
+        if handle is None:
+            handle = backend.load(module)
+            loaded = getattr(module, "_loaded", None)
+            if loaded is None:
+                loaded = {}
+                module._loaded = loaded
+            loaded[backend.name] = handle
+        self.calls = [(backend.function(handle, s.name), s) for s in module.launches]
+
+    def launch_all(self) -> None:
+        for fn, s in self.calls:
+            self.be.launch(fn, s.grid, s.block, [self.ptrs[i] for i in s.args], 0)
+
+    def copy_back(self) -> None:
+        for host, dev in self.host:
+            self.be.dtoh(host, dev.ptr)
+
+
+def run(module: Any, args: Sequence[Any], backend: CudaBackend | None = None) -> None:
+    """Launch every kernel of ``module`` once over ``args`` and wait for them."""
+    be = backend or get_backend()
+    prep = _Prepared(module, args, be)
+    prep.launch_all()
+    be.synchronize()
+    prep.copy_back()
+
+
+def time_evaluator(module: Any, number: int = 10, repeat: int = 1, min_repeat_ms: float = 0,
+                   backend: CudaBackend | None = None) -> Any:
+    """A callable ``f(*args) -> TimeResult`` timing ``module`` with CUDA events."""
+
+    def evaluate(*args: Any) -> TimeResult:
+        be = backend or get_backend()
+        prep = _Prepared(module, args, be)
+
+        def batch(n: int) -> float:
+            def body() -> None:
+                for _ in range(n):
+                    prep.launch_all()
+            return be.timed(body)
+
+        res = measure_loop(batch, number, repeat, min_repeat_ms)
+        prep.copy_back()
+        return res
+
+    return evaluate

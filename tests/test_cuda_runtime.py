@@ -1,0 +1,109 @@
+"""CUDA runtime seam: backend selection, time-evaluator semantics, launcher (through the CPU
+emulator backend here; through the real GPU when one is present)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from templtune.codegen.cuda import examples as ex
+from templtune.codegen.cuda.compile import find_nvcc
+from templtune.codegen.cuda.module import build_cuda
+from templtune.errors import RuntimeCallError
+from templtune.runtime.cuda.backend import (
+    CudaRuntimeError,
+    CudaUnavailableError,
+    available,
+    get_backend,
+)
+from templtune.runtime.cuda.launcher import DeviceArray, time_evaluator
+from templtune.runtime.cuda.timing import TimeResult, measure_loop
+
+
+def _gpu() -> bool:
+    return available("pycuda") or available("cuda-python")
+
+
+def test_measure_loop_grows_number_and_carries_it_over():
+    calls = []
+
+    def batch(n):
+        calls.append(n)
+        return n * 1e-4  # 0.1 ms per call
+
+    res = measure_loop(batch, number=2, repeat=3, min_repeat_ms=5)
+    assert calls[0] == 1  # untimed warm-up
+    assert calls[1] == 2
+    assert calls[2] == int(max(5 / 0.1 + 1, 2 * 1.618))  # 51
+    assert calls[3:] == [51, 51]  # the grown number carries over
+    assert len(res.results) == 3 and all(abs(r - 1e-4) < 1e-12 for r in res.results)
+    assert isinstance(res, TimeResult) and abs(res.mean - 1e-4) < 1e-12
+
+
+def test_measure_loop_without_min_repeat_and_zero_durations():
+    res = measure_loop(lambda n: 0.0, number=3, repeat=2, min_repeat_ms=0)
+    assert res.results == (0.0, 0.0)
+    seen = []
+    measure_loop(lambda n: seen.append(n) or 0.0, number=1, repeat=1, min_repeat_ms=1)
+    assert len(seen) == 1 + 100  # warm-up, then at most 100 zero-duration tries
+    with pytest.raises(ValueError):
+        measure_loop(lambda n: 0.0, number=0)
+
+
+def test_unknown_backend_and_unavailable_errors():
+    with pytest.raises(CudaUnavailableError, match="unknown CUDA backend"):
+        get_backend("opencl")
+    assert issubclass(CudaUnavailableError, CudaRuntimeError)
+    assert issubclass(CudaRuntimeError, RuntimeError)
+    if not _gpu():
+        with pytest.raises(CudaUnavailableError, match="no CUDA runtime"):
+            get_backend()
+
+
+@pytest.fixture
+def emulator(monkeypatch):
+    monkeypatch.setenv("TEMPLTUNE_CUDA_BACKEND", "emulator")
+    return get_backend()
+
+
+def test_module_call_through_emulator_backend(emulator):
+    func, make, ref = ex.tiled_matmul(vt=2)
+    m = build_cuda(func, compile=False)
+    args = make(np.random.default_rng(0))
+    m(*args)
+    np.testing.assert_allclose(args[-1], ref(*args), rtol=1e-5)
+    res = m.time_evaluator(m.entry_name, None, number=2, repeat=3)(*args)
+    assert len(res.results) == 3 and res.mean > 0
+
+
+def test_device_arrays_and_argument_checks(emulator):
+    func, make, ref = ex.vector_add(n=100, threads=32)
+    m = build_cuda(func, compile=False)
+    a, b, c = make(np.random.default_rng(1))
+    da, db, dc = (DeviceArray.from_numpy(x, emulator) for x in (a, b, c))
+    m(da, db, dc)
+    np.testing.assert_allclose(dc.numpy(), a + b)
+    assert c.sum() == 0  # device arrays are not copied back into host arrays
+    with pytest.raises(RuntimeCallError, match="expects 3 arguments"):
+        m(a, b)
+    with pytest.raises(RuntimeCallError, match="dtype"):
+        m(a.astype(np.float64), b, c)
+    res = time_evaluator(m, number=1, repeat=1, backend=emulator)(da, db, dc)
+    assert len(res.results) == 1
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(find_nvcc() is None or not _gpu(), reason="needs nvcc and a GPU")
+@pytest.mark.parametrize("make", [lambda: ex.vector_add(n=100_000, threads=256),
+                                  lambda: ex.tiled_matmul(m=256, n=256, k=256, tile=16, vt=2,
+                                                          unroll=64, explicit=1),
+                                  lambda: ex.vector_copy_exp(n=1 << 16, threads=128)])
+def test_gpu_run_matches_numpy(make, monkeypatch):
+    monkeypatch.delenv("TEMPLTUNE_CUDA_BACKEND", raising=False)
+    func, mk, ref = make()
+    m = build_cuda(func)
+    args = mk(np.random.default_rng(2))
+    m(*args)
+    np.testing.assert_allclose(args[-1], ref(*args), rtol=1e-4, atol=1e-4)
+    res = m.time_evaluator(m.entry_name, None, number=5, repeat=2, min_repeat_ms=5)(*args)
+    assert len(res.results) == 2 and all(r > 0 for r in res.results)
