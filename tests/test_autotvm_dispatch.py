@@ -191,3 +191,27 @@ def test_global_scope_and_snapshot():
         assert env.current().in_tuning
     with pytest.raises(AttributeError):
         autotvm.GLOBAL_SCOPE.nope = 1
+
+
+def test_apply_fixed_config_and_graph_best(caplog):
+    from templtune.autotvm.dispatcher import ApplyFixedConfig, ApplyGraphBest
+
+    t8, t16 = _task(8), _task(16)
+    with ApplyFixedConfig([t8], "test_dispatch/add"), Target("llvm"):
+        add(8)
+        assert SEEN[-1].index == 0 and SEEN[-1].cost == 1e-6
+    with ApplyFixedConfig([t8], ["other"]) as ctx, Target("llvm"):
+        add(8)
+        assert SEEN[-1].cost == 1e5 and ctx.workload == t8.workload
+    with ApplyGraphBest([_rec(t8, 3, 1.0), _rec(t16, 4, 1.0)]), Target("llvm"), \
+            caplog.at_level(logging.WARNING, logger="templtune.autotvm"):
+        add(8)
+        assert SEEN[-1].index == 3
+        add(16)
+        assert SEEN[-1].index == 4
+        add(16)
+        assert SEEN[-1].is_fallback
+    assert any("ApplyGraphBest" in r.getMessage() for r in caplog.records)
+    with ApplyGraphBest([_rec(t8, 3, 1.0)]), Target("llvm"):
+        with pytest.raises(Exception, match="ApplyGraphBest"):
+            add(16)

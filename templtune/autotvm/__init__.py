@@ -36,6 +36,8 @@ _NAMES = {
     "ApplyHistoryBest": "templtune.autotvm.dispatcher",
     "apply_history_best": "templtune.autotvm.dispatcher",
     "FallbackContext": "templtune.autotvm.dispatcher",
+    "ApplyFixedConfig": "templtune.autotvm.dispatcher",
+    "ApplyGraphBest": "templtune.autotvm.dispatcher",
     "ConfigNotFoundError": "templtune.autotvm.dispatcher",
     "clear_fallback_cache": "templtune.autotvm.dispatcher",
     # environment

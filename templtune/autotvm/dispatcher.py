@@ -36,7 +36,7 @@ logger = logging.getLogger("templtune.autotvm")
 
 __all__ = [
     "DispatchContext", "ApplyConfig", "ApplyHistoryBest", "FallbackContext", "ConfigNotFoundError",
-    "apply_history_best", "clear_fallback_cache",
+    "ApplyFixedConfig", "ApplyGraphBest", "apply_history_best", "clear_fallback_cache",
 ]
 
 
@@ -266,6 +266,72 @@ class FallbackContext(DispatchContext):
         key = (str(target), workload)
         self.memory.pop(key, None)
         self._warned.discard(key)
+
+
+class ApplyFixedConfig(DispatchContext):
+    """Answer with the first valid config of the task named by the workload (for testing a
+    fixed schedule). ``cost`` is set to 1e-6 for tasks in ``schedule_names`` and 1e5 otherwise.
+
+    Unlike TVM, a single string ``schedule_names`` means one name (TVM splits it into
+    characters).
+    """
+
+    def __init__(self, tasks: Iterable[Any], schedule_names: str | Iterable[str]) -> None:
+        super().__init__()
+        self._tasks = list(tasks)
+        self._names = {schedule_names} if isinstance(schedule_names, str) else set(schedule_names)
+        self.workload: Any = None
+
+    def _query_inside(self, target: Any, workload: Any) -> Any:
+        if workload is None:
+            return None
+        self.workload = workload
+        for task in self._tasks:
+            if task.name == workload[0]:
+                space = task.config_space
+                first = 0 if space.is_index_valid(0) else space.get_next_index(0)
+                if first is None:
+                    raise TempltuneError(f"task {task.name!r} has no valid config")
+                cfg = space.get(first)
+                cfg.cost = 1e-6 if task.name in self._names else 1e5
+                return cfg
+        raise TempltuneError(f"ApplyFixedConfig: no task for workload {workload!r} (tasks: "
+                             f"{sorted({t.name for t in self._tasks})})")
+
+    def update(self, target: Any, workload: Any, cfg: Any) -> None:
+        raise TempltuneError("ApplyFixedConfig cannot be updated")
+
+
+class ApplyGraphBest(DispatchContext):
+    """Answer queries with ``records`` in order (each must match the queried workload), then
+    with per-(target, workload) fallback configs (warned once each)."""
+
+    def __init__(self, records: Any) -> None:
+        super().__init__()
+        self._records = list(iter_records(records))
+        self._counter = 0
+        self._fallback: dict[tuple[str, Any], Any] = {}
+
+    def _query_inside(self, target: Any, workload: Any) -> Any:
+        if self._counter < len(self._records):
+            inp, _ = self._records[self._counter]
+            if inp.task.workload != workload:
+                raise TempltuneError(f"ApplyGraphBest: record {self._counter} is for "
+                                     f"{inp.task.workload!r}, the query is for {workload!r}")
+            self._counter += 1
+            return inp.config
+        key = (str(target), workload)
+        if key not in self._fallback:
+            from templtune.autotvm.task.fallback import FallbackConfigEntity
+
+            if not env.current().silent:
+                logger.warning("ApplyGraphBest: no record left for target '%s', workload %r; "
+                               "using a fallback configuration", target, workload)
+            self._fallback[key] = FallbackConfigEntity()
+        return self._fallback[key]
+
+    def update(self, target: Any, workload: Any, cfg: Any) -> None:
+        self._fallback[(str(target), workload)] = cfg
 
 
 _ROOT_READY = False

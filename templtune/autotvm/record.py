@@ -85,6 +85,10 @@ def decode(row: str, protocol: str = "json") -> Record | None:
     Returns None for a row of the unsupported 0.1 format. Raises ``ValueError`` (or
     ``KeyError``/``TypeError``) on a malformed row.
     """
+    return _decode(row, protocol, {})
+
+
+def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     from templtune.autotvm.measure.measure import MeasureInput, MeasureResult
     from templtune.autotvm.task.task import Task
 
@@ -105,7 +109,10 @@ def decode(row: str, protocol: str = "json") -> Record | None:
     res = MeasureResult(tuple(float(c) for c in costs), int(error_no), float(all_cost),
                         float(timestamp), str(obj.get("error_detail", "")))
     config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
-    target = as_target(tgt_str)
+    # NOTE: target strings repeat on every line; parse each once per loader.
+    target = targets.get(tgt_str)
+    if target is None:
+        target = targets[tgt_str] = as_target(tgt_str)
     task.target = target
     return MeasureInput(target, task, config), res
 
@@ -115,12 +122,13 @@ def load_from_buffer(stream: IO[str], name: str | None = None) -> Iterator[Recor
     lines are skipped with a warning naming ``name:line``."""
     name = name or getattr(stream, "name", "<stream>")
     old = 0
+    targets: dict[str, Any] = {}
     for lineno, line in enumerate(stream, 1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         try:
-            rec = decode(text)
+            rec = _decode(text, "json", targets)
         except (ValueError, KeyError, TypeError, IndexError) as err:
             kind = "truncated" if not line.endswith("\n") else "corrupt"
             logger.warning("%s:%d: skipping %s record (%s: %s)", name, lineno, kind,

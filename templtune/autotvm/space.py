@@ -202,6 +202,15 @@ class ConfigSpace(_ConfigBase):
     def _invalidate(self) -> None:
         self._valid, self._n_valid = None, None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # NOTE: the validity cache can be range_length bytes; workers recompute what they need.
+        state = dict(self.__dict__)
+        state["_valid"], state["_n_valid"] = None, None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # -- size and index mapping
     @property
     def dims(self) -> list[int]:
