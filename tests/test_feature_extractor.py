@@ -76,3 +76,33 @@ def test_knob_fast_path_matches_configs():
     ext2 = FeatureExtractor(filt, "knob", n_workers=0)
     ok = [i for i in idx if filt.config_space.is_index_valid(i)]
     np.testing.assert_array_equal(ext2.get(ok), slow[[idx.index(i) for i in ok]])
+
+
+def lower_maybe_flat(task, config):
+    """Like fake_lower, but when k1 == 0 the j loop is absent (a unit loop removed)."""
+    from templtune.lower.ir import For, PrimFunc
+
+    f = fake_lower(task, config)
+    if config.get_other_option()["k1"] != 0:
+        return f
+    j_loop = f.body.body
+    return PrimFunc(f.name, f.params, For(f.body.loop_var, f.body.min, f.body.extent,
+                                          f.body.kind, j_loop.body))
+
+
+def test_itervar_columns_align_by_loop_name():
+    task = SynthTask()
+    space = task.config_space
+    full = space.knob2point([1, 3, 2, 5])
+    flat = space.knob2point([1, 0, 2, 5])
+    ext = FeatureExtractor(task, "itervar", n_workers=0, lower_fn=lower_maybe_flat)
+    x = ext.get([flat, full])
+    col = ext.columns
+    assert x.shape[1] == len(col) == 3 * 48 + 4
+    # the k loop has the same extent in both configs and sits in the same column
+    assert x[0, col["k.extent"]] == x[1, col["k.extent"]] == np.log2(3 + 1)
+    assert x[0, col["j.extent"]] == 0 and x[1, col["j.extent"]] > 0
+    # nest level differs (2 vs 3) but stays in its named column
+    assert (x[0, col["k.nest_level"]], x[1, col["k.nest_level"]]) == (2, 3)
+    # knob values keep their own columns
+    assert x[0, col["knob.1"]] == 0 and x[1, col["knob.1"]] == 3

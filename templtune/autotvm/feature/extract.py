@@ -11,6 +11,13 @@
 :class:`FeatureExtractor` caches vectors per config index and computes missing ones in a process
 pool (fork start method; the task travels in the pool initializer's arguments, not through
 module globals of the parent).
+
+Column alignment (templtune improvement): lowering drops unit loops, so configs of one template
+can have different loop nests and a positional itervar vector would put different loops in the
+same column. The extractor therefore places every itervar value in a column keyed by its *name*
+(loop variable name + field, e.g. ``"i.inner.A_0.count"``): the same loop lands in the same
+column in every config, absent loops leave zeros, and columns for names first seen later are
+appended at the end (a model trained on fewer columns simply ignores them).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from templtune.autotvm.feature.curve import curve_feature
-from templtune.autotvm.feature.itervar import itervar_feature
+from templtune.autotvm.feature.itervar import itervar_feature, itervar_feature_names
 from templtune.autotvm.feature.loops import summarize
 
 logger = logging.getLogger("templtune.autotvm.feature")
@@ -47,15 +54,31 @@ def knob_feature(config: Any) -> np.ndarray:
     return np.asarray(config.get_flatten_feature(), dtype=np.float32).reshape(-1)
 
 
-def lower_config(task: Any, config: Any) -> Any:
-    """Instantiate ``task`` with ``config`` under its target and lower it to a PrimFunc."""
-    from templtune.lower.lower_api import lower
+def lower_for_features(s: Any, args: Sequence[Any]) -> Any:
+    """Lower a schedule up to the loop nest: bound inference and nest building, *without* the
+    vectorize/unroll passes, so vectorized and unrolled loops stay loops with their annotation
+    (as AutoTVM's feature lowering). Falls back to the full ``lower`` if the lowering internals
+    are unavailable."""
+    try:
+        from templtune.lower.ir import PrimFunc
+        from templtune.lower.nest import build_nest
+        from templtune.schedule.bound import infer_bound
+    except ImportError:  # pragma: no cover - depends on the lowering package layout
+        from templtune.lower.lower_api import lower
 
+        return lower(s, args, simple_mode=True)
+    tensors = [s.resolve(a) for a in args]
+    params, body = build_nest(s, tensors, infer_bound(s))
+    return PrimFunc("main", tuple(params), body)
+
+
+def lower_config(task: Any, config: Any) -> Any:
+    """Instantiate ``task`` with ``config`` under its target and lower it for features."""
     target = getattr(task, "target", None)
     ctx = target if hasattr(target, "__enter__") else contextlib.nullcontext()
     with ctx:
         s, args = task.instantiate(config)
-        return lower(s, args, simple_mode=True)
+        return lower_for_features(s, args)
 
 
 LowerFn = Callable[[Any, Any], Any]
@@ -75,10 +98,26 @@ def config_feature(task: Any, config: Any, feature_type: str,
     return curve_feature(summary, curve_sample_n)
 
 
+Named = tuple[tuple[str, ...] | None, np.ndarray]
+
+
+def config_feature_named(task: Any, config: Any, feature_type: str,
+                         curve_sample_n: int = TUNER_CURVE_SAMPLE_N,
+                         lower_fn: LowerFn | None = None) -> Named:
+    """``(names, values)``: itervar values with a name per value (loop name + field, then
+    ``knob.<k>``); ``names`` is None for the positional knob and curve features."""
+    if feature_type != "itervar":
+        return None, config_feature(task, config, feature_type, curve_sample_n, lower_fn)
+    summary = summarize((lower_fn or lower_config)(task, config))
+    knobs = knob_feature(config)
+    names = tuple(itervar_feature_names(summary)) + tuple(f"knob.{k}" for k in range(len(knobs)))
+    return names, np.concatenate([itervar_feature(summary), knobs])
+
+
 def _safe_feature(task: Any, config: Any, feature_type: str, sample_n: int,
-                  lower_fn: LowerFn | None = None) -> np.ndarray | None:
+                  lower_fn: LowerFn | None = None) -> Named | None:
     try:
-        return config_feature(task, config, feature_type, sample_n, lower_fn)
+        return config_feature_named(task, config, feature_type, sample_n, lower_fn)
     except Exception as err:  # noqa: BLE001 - a failed config is a zero row, not a crash
         logger.debug("feature extraction failed for %s: %s", config, err)
         return None
@@ -94,7 +133,7 @@ def _worker_init(task: Any, feature_type: str, sample_n: int, lower_fn: LowerFn 
     _W.update(task=task, feature_type=feature_type, sample_n=sample_n, lower_fn=lower_fn)
 
 
-def _worker_index(index: int) -> np.ndarray | None:
+def _worker_index(index: int) -> Named | None:
     task = _W["task"]
     try:
         config = task.config_space.get(int(index))
@@ -103,7 +142,7 @@ def _worker_index(index: int) -> np.ndarray | None:
     return _safe_feature(task, config, _W["feature_type"], _W["sample_n"], _W["lower_fn"])
 
 
-def _worker_pair(arg: tuple[Any, Any, str, int, LowerFn | None]) -> np.ndarray | None:
+def _worker_pair(arg: tuple[Any, Any, str, int, LowerFn | None]) -> Named | None:
     return _safe_feature(*arg)
 
 
@@ -118,6 +157,9 @@ def pad_rows(rows: Sequence[np.ndarray | None], width: int | None = None) -> np.
             n = min(width, len(r))
             out[i, :n] = r[:n]
     return out
+
+
+_Row = tuple[np.ndarray | None, np.ndarray]  # (column ids or None = positional, values)
 
 
 class FeatureExtractor:
@@ -149,7 +191,10 @@ class FeatureExtractor:
         self.n_workers = (os.cpu_count() or 1) if n_workers is None else n_workers
         self.curve_sample_n = curve_sample_n
         self.min_parallel = min_parallel
-        self.cache: dict[int, np.ndarray | None] = {}
+        self.cache: dict[int, _Row | None] = {}
+        #: itervar column layout: value name -> column (grows at the end as names appear)
+        self.columns: dict[str, int] = {}
+        self.n_columns = 0
         self._pool: ProcessPoolExecutor | None = None
         #: wall seconds spent computing (not serving cached) features, and configs computed
         self.seconds = 0.0
@@ -185,7 +230,36 @@ class FeatureExtractor:
         return state
 
     # ------------------------------------------------------------------ extraction
-    def _compute(self, indices: list[int]) -> list[np.ndarray | None]:
+    def _encode(self, feat: Named | None) -> _Row | None:
+        """Map named values to column ids (allocating new columns at the end)."""
+        if feat is None:
+            return None
+        names, vals = feat
+        if names is None:
+            self.n_columns = max(self.n_columns, len(vals))
+            return None, vals
+        cols = self.columns
+        ids = np.fromiter((cols.setdefault(n, len(cols)) for n in names), dtype=np.int64,
+                          count=len(names))
+        self.n_columns = len(cols)
+        return ids, vals
+
+    def _matrix(self, rows: Sequence[_Row | None], width: int | None) -> np.ndarray:
+        width = self.n_columns if width is None else width
+        out = np.zeros((len(rows), width), dtype=np.float32)
+        for r, row in enumerate(rows):
+            if row is None:
+                continue
+            ids, vals = row
+            if ids is None:
+                n = min(width, len(vals))
+                out[r, :n] = vals[:n]
+            else:
+                keep = ids < width
+                out[r, ids[keep]] = vals[keep]
+        return out
+
+    def _compute(self, indices: list[int]) -> list[Named | None]:
         pool = self._get_pool() if len(indices) >= self.min_parallel else None
         if pool is not None:
             chunk = max(1, len(indices) // (4 * self.n_workers))
@@ -244,10 +318,10 @@ class FeatureExtractor:
         if missing:
             tic = time.perf_counter()
             for i, f in zip(missing, self._compute(missing)):
-                self.cache[i] = f
+                self.cache[i] = self._encode(f)
             self.seconds += time.perf_counter() - tic
             self.n_computed += len(missing)
-        return pad_rows([self.cache[i] for i in idx], width)
+        return self._matrix([self.cache[i] for i in idx], width)
 
     def get_pairs(self, pairs: Sequence[tuple[Any, Any]], width: int | None = None) -> np.ndarray:
         """Features of (task, config) pairs of possibly other tasks (for logs); not cached."""
@@ -255,7 +329,7 @@ class FeatureExtractor:
             rows = [knob_feature(c) for _, c in pairs]
             return pad_rows(rows, width)
         args = [(t, c, self.feature_type, self.curve_sample_n, self.lower_fn) for t, c in pairs]
-        rows: list[np.ndarray | None] | None = None
+        rows: list[Named | None] | None = None
         pool = self._get_pool() if len(args) >= self.min_parallel else None
         if pool is not None:
             try:
@@ -265,4 +339,4 @@ class FeatureExtractor:
                 logger.info("parallel log feature extraction failed (%s); serial", err)
         if rows is None:
             rows = [_worker_pair(a) for a in args]
-        return pad_rows(rows, width)
+        return self._matrix([self._encode(r) for r in rows], width)

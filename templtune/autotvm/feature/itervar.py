@@ -124,11 +124,16 @@ def itervar_feature(summary: LoopSummary) -> np.ndarray:
 
 
 def itervar_feature_names(summary: LoopSummary) -> list[str]:
-    """Names of the values of :func:`itervar_feature`, e.g. ``"i.extent"``, ``"k.A_0.count"``."""
+    """Names of the values of :func:`itervar_feature`, e.g. ``"i.extent"``, ``"k.A_0.count"``
+    (unique: a repeated loop name gets a ``#k`` suffix)."""
     accesses = sorted_accesses(summary)
     names: list[str] = []
+    seen: dict[str, int] = {}
     for lp in summary.loops:
-        v = lp.var.name
+        # NOTE: loops of different stages may share a name; the k-th repeat gets "#k".
+        k = seen.get(lp.var.name, 0)
+        seen[lp.var.name] = k + 1
+        v = lp.var.name if k == 0 else f"{lp.var.name}#{k}"
         names += [f"{v}.extent", f"{v}.nest_level", f"{v}.topdown", f"{v}.bottomup"]
         names += [f"{v}.ann.{a}" for a in ANNOTATIONS]
         names += [f"{v}.add_ct", f"{v}.mul_ct", f"{v}.div_ct"]
