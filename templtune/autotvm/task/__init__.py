@@ -27,7 +27,9 @@ _OUTER = {
     "clear_fallback_cache": "templtune.autotvm.dispatcher",
     "compute_flop": "templtune.autotvm.flop",
 }
-_SUBMODULES = {"space": "templtune.autotvm.space", "dispatcher": "templtune.autotvm.dispatcher"}
+
+_SUBMODULES = {"space", "dispatcher", "task", "knobs", "fallback", "reference", "target_compat",
+               "topi_integration"}
 
 __all__ = sorted([*_NAMES, *_OUTER])
 
@@ -38,5 +40,5 @@ def __getattr__(name: str) -> Any:
     if name in _OUTER:
         return getattr(importlib.import_module(_OUTER[name]), name)
     if name in _SUBMODULES:
-        return importlib.import_module(_SUBMODULES[name])
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
