@@ -9,6 +9,8 @@ import logging
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from templtune import autotvm, te
 from templtune.autotvm import record
@@ -176,3 +178,21 @@ def test_split_workload(tmp_path):
     assert [(p.name, n) for p, n in out] == [("s.log.000.wkl", 2), ("s.log.001.wkl", 1)]
     out = record.split_workload(src, clean=False)
     assert [n for _, n in out] == [3, 1] and out[0][0].parent == tmp_path
+
+
+@settings(max_examples=40, deadline=None)
+@given(index=st.integers(0, 5 * 5 * 2 - 1), cost=st.floats(1e-9, 1e3),
+       err=st.sampled_from(list(MeasureErrorNo)), ts=st.floats(0, 2e9),
+       all_cost=st.floats(0, 1e4), target=st.sampled_from(["llvm", "cuda", "llvm -mcpu=znver4"]))
+def test_record_round_trip_property(index, cost, err, ts, all_cost, target):
+    task = _task()
+    inp = MeasureInput(Target(target), task, task.config_space.get(index))
+    res = MeasureResult((cost, cost * 2), err, all_cost, ts, "detail" if err else "")
+    line = record.encode(inp, res)
+    assert "\n" not in line
+    inp2, res2 = record.decode(line)
+    assert record.measure_str_key(inp2) == record.measure_str_key(inp)
+    assert inp2.config == inp.config and res2.error_no == err
+    assert (res2.all_cost, res2.timestamp) == (all_cost, ts)
+    assert res2.costs == ((cost, cost * 2) if err == 0 else (1e9,))
+    assert record.encode(inp2, res2) == line
