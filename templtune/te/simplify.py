@@ -11,7 +11,6 @@ negative values too. Floating-point expressions are only constant-folded and str
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -37,72 +36,16 @@ from templtune.te.expr import (
     const,
 )
 from templtune.te.functor import Mutator
+from templtune.te.linear import INF, Bound, Lin, LinearForms, is_lin_dtype
 
 __all__ = ["simplify", "can_prove", "const_bound", "Simplifier"]
-
-INF = math.inf
-Bound = tuple[float, float]  # ints, or -inf/+inf for "unknown"
 
 _LIN_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
 _FLIP = {BinOpKind.LT: BinOpKind.GE, BinOpKind.LE: BinOpKind.GT, BinOpKind.GT: BinOpKind.LE,
          BinOpKind.GE: BinOpKind.LT, BinOpKind.EQ: BinOpKind.NE, BinOpKind.NE: BinOpKind.EQ}
-_SMALL_INT_RANGE = {"bool": (0, 1), "int8": (-128, 127), "uint8": (0, 255),
-                    "int16": (-32768, 32767), "uint16": (0, 65535)}
 
 
-def _is_lin_dtype(dtype: str) -> bool:
-    d = dt.parse(dtype)
-    return d.code == "int" and d.lanes == 1
-
-
-# ------------------------------------------------------------------------- interval helpers
-
-
-def _fdiv(x: float, c: int) -> float:
-    """floor(x / c) for c > 0, with infinities passing through."""
-    return x if math.isinf(x) else x // c  # type: ignore[operator]
-
-
-def _mul_b(a: Bound, b: Bound) -> Bound:
-    def m(x: float, y: float) -> float:
-        if x == 0 or y == 0:
-            return 0
-        return x * y
-
-    corners = [m(a[0], b[0]), m(a[0], b[1]), m(a[1], b[0]), m(a[1], b[1])]
-    return min(corners), max(corners)
-
-
-class _Lin:
-    """An integer linear form ``const + sum(coeff * atom)``; atoms keyed structurally."""
-
-    __slots__ = ("const", "terms")
-
-    def __init__(self, const_: int = 0, terms: dict[Any, list[Any]] | None = None) -> None:
-        self.const = const_
-        self.terms: dict[Any, list[Any]] = terms if terms is not None else {}
-
-    def copy(self) -> _Lin:
-        return _Lin(self.const, {k: [a, c] for k, (a, c) in self.terms.items()})
-
-    def add(self, o: _Lin, scale: int = 1) -> _Lin:
-        r = self.copy()
-        r.const += o.const * scale
-        for k, (a, c) in o.terms.items():
-            if k in r.terms:
-                r.terms[k][1] += c * scale
-            else:
-                r.terms[k] = [a, c * scale]
-        r.terms = {k: v for k, v in r.terms.items() if v[1] != 0}
-        return r
-
-    def scale(self, s: int) -> _Lin:
-        if s == 0:
-            return _Lin(0)
-        return _Lin(self.const * s, {k: [a, c * s] for k, (a, c) in self.terms.items()})
-
-
-class Simplifier(Mutator):
+class Simplifier(LinearForms, Mutator):
     """One simplification context: variable ranges plus memo tables (by node identity).
 
     Reuse one instance to simplify many expressions under the same ranges cheaply."""
@@ -114,7 +57,7 @@ class Simplifier(Mutator):
             self.ranges[var] = self._range_bound(r)
         self._memo: dict[Any, Any] = {}
         self._keys: dict[Any, Any] = {}
-        self._lins: dict[Any, _Lin] = {}
+        self._lins: dict[Any, Lin] = {}
         self._bounds: dict[Any, Bound] = {}
 
     def _range_bound(self, r: Any) -> Bound:
@@ -143,184 +86,6 @@ class Simplifier(Mutator):
             self._memo[r] = r
         return r
 
-    def key(self, e: Any) -> Any:
-        """A hashable structural key: equal keys mean structurally equal expressions."""
-        if isinstance(e, Var):
-            return e
-        k = self._keys.get(e)
-        if k is not None:
-            return k
-        if isinstance(e, (IntImm, FloatImm)):
-            k = (type(e).__name__, e.dtype, e.value)
-        elif isinstance(e, BinOp):
-            k = (e.op, e.dtype, self.key(e.a), self.key(e.b))
-        else:
-            parts: list[Any] = [type(e).__name__]
-            for f in dataclasses.fields(e):
-                v = getattr(e, f.name)
-                if isinstance(v, tuple):
-                    parts.append(tuple(self.key(x) if isinstance(x, PrimExpr) else x for x in v))
-                elif isinstance(v, PrimExpr):
-                    parts.append(self.key(v))
-                else:
-                    parts.append(v)
-            k = tuple(parts)
-            try:
-                hash(k)
-            except TypeError:
-                k = ("id", id(e))
-        self._keys[e] = k
-        return k
-
-    # ------------------------------------------------------------------------ linear forms
-
-    def lin(self, e: PrimExpr) -> _Lin:
-        """Linear form of an already simplified integer expression."""
-        r = self._lins.get(e)
-        if r is not None:
-            return r
-        if isinstance(e, IntImm):
-            r = _Lin(e.value)
-        elif isinstance(e, BinOp) and e.op is BinOpKind.ADD:
-            r = self.lin(e.a).add(self.lin(e.b))
-        elif isinstance(e, BinOp) and e.op is BinOpKind.SUB:
-            r = self.lin(e.a).add(self.lin(e.b), -1)
-        elif isinstance(e, BinOp) and e.op is BinOpKind.MUL and isinstance(e.b, IntImm):
-            r = self.lin(e.a).scale(e.b.value)
-        elif isinstance(e, BinOp) and e.op is BinOpKind.MUL and isinstance(e.a, IntImm):
-            r = self.lin(e.b).scale(e.a.value)
-        else:
-            r = _Lin(0, {self.key(e): [e, 1]})
-        self._lins[e] = r
-        return r
-
-    def _fuse_divmod(self, ln: _Lin, dtype: str) -> _Lin:
-        """``(X // c)*c*k + (X % c)*k -> X*k`` (the inverse of split/fuse index arithmetic)."""
-        for k, (atom, coeff) in list(ln.terms.items()):
-            if k not in ln.terms:
-                continue
-            if not (isinstance(atom, BinOp) and atom.op is BinOpKind.FLOORMOD
-                    and isinstance(atom.b, IntImm)):
-                continue
-            c = atom.b.value
-            dkey = (BinOpKind.FLOORDIV, dtype, self.key(atom.a), self.key(atom.b))
-            d = ln.terms.get(dkey)
-            if d is None or d[1] != coeff * c:
-                continue
-            ln = ln.copy()
-            del ln.terms[k]
-            del ln.terms[dkey]
-            ln = ln.add(self.lin(atom.a), coeff)
-        return ln
-
-    def from_lin(self, ln: _Lin, dtype: str) -> PrimExpr:
-        terms = [(a, c) for a, c in ln.terms.values() if c != 0]
-        if len(terms) > 1:
-            ln = self._fuse_divmod(ln, dtype)
-            terms = [(a, c) for a, c in ln.terms.values() if c != 0]
-
-        def term(a: PrimExpr, c: int) -> PrimExpr:
-            return a if c == 1 else BinOp(BinOpKind.MUL, a, IntImm(dtype, c), dtype)
-
-        pos = [(a, c) for a, c in terms if c > 0]
-        neg = [(a, -c) for a, c in terms if c < 0]
-        cst = ln.const
-        res: PrimExpr | None = None
-        for a, c in pos:
-            t = term(a, c)
-            res = t if res is None else BinOp(BinOpKind.ADD, res, t, dtype)
-        if res is None:
-            if cst > 0 or not neg:
-                res, cst = IntImm(dtype, cst), 0
-            else:
-                a, c = neg.pop(0)
-                res = term(a, -c)
-        for a, c in neg:
-            res = BinOp(BinOpKind.SUB, res, term(a, c), dtype)
-        if cst > 0:
-            res = BinOp(BinOpKind.ADD, res, IntImm(dtype, cst), dtype)
-        elif cst < 0:
-            res = BinOp(BinOpKind.SUB, res, IntImm(dtype, -cst), dtype)
-        r = res
-        self._lins[r] = ln
-        return r
-
-    # ------------------------------------------------------------------------------ bounds
-
-    def bound(self, e: PrimExpr) -> Bound:
-        """Constant inclusive bounds of a simplified integer expression (±inf when unknown)."""
-        b = self._bounds.get(e)
-        if b is None:
-            b = self._bound(e)
-            self._bounds[e] = b
-        return b
-
-    def lin_bound(self, ln: _Lin) -> Bound:
-        lo = hi = ln.const
-        for a, c in ln.terms.values():
-            blo, bhi = _mul_b(self.bound(a), (c, c))
-            lo, hi = lo + blo, hi + bhi
-            if lo == -INF and hi == INF:
-                break
-        return lo, hi
-
-    def _bound(self, e: PrimExpr) -> Bound:
-        if isinstance(e, IntImm):
-            return e.value, e.value
-        if isinstance(e, Var):
-            return self.ranges.get(e, _SMALL_INT_RANGE.get(e.dtype, (-INF, INF)))
-        if isinstance(e, BinOp):
-            op = e.op
-            if op in (BinOpKind.ADD, BinOpKind.SUB) and _is_lin_dtype(e.dtype):
-                return self.lin_bound(self.lin(e))
-            a, b = self.bound(e.a), self.bound(e.b)
-            if op is BinOpKind.ADD:
-                return a[0] + b[0], a[1] + b[1]
-            if op is BinOpKind.SUB:
-                return a[0] - b[1], a[1] - b[0]
-            if op is BinOpKind.MUL:
-                return _mul_b(a, b)
-            if op is BinOpKind.MIN:
-                return min(a[0], b[0]), min(a[1], b[1])
-            if op is BinOpKind.MAX:
-                return max(a[0], b[0]), max(a[1], b[1])
-            if op is BinOpKind.FLOORDIV and b[0] > 0 and b[0] == b[1]:
-                c = int(b[0])
-                return _fdiv(a[0], c), _fdiv(a[1], c)
-            if op is BinOpKind.FLOORDIV and b[0] > 0 and not math.isinf(b[1]):
-                cs = [_fdiv(x, int(y)) for x in a for y in b]
-                return min(cs), max(cs)
-            if op is BinOpKind.FLOORMOD and b[0] > 0 and not math.isinf(b[1]):
-                c = int(b[1])
-                if b[0] == b[1] and _fdiv(a[0], c) == _fdiv(a[1], c) and not math.isinf(a[0]):
-                    return a[0] % c, a[1] % c
-                if a[0] >= 0:
-                    return 0, min(a[1], c - 1)
-                return 0, c - 1
-            if op in (BinOpKind.DIV,) and a[0] >= 0 and b[0] > 0 and not math.isinf(b[1]):
-                return _fdiv(a[0], int(b[1])), _fdiv(a[1], int(b[0]))
-            if op in (BinOpKind.EQ, BinOpKind.NE, BinOpKind.LT, BinOpKind.LE, BinOpKind.GT,
-                      BinOpKind.GE, BinOpKind.AND, BinOpKind.OR):
-                return 0, 1
-            return -INF, INF
-        if isinstance(e, Select):
-            t, f = self.bound(e.true_value), self.bound(e.false_value)
-            return min(t[0], f[0]), max(t[1], f[1])
-        if isinstance(e, Cast):
-            if dt.is_int(e.dtype) or dt.is_bool(e.dtype):
-                if dt.is_int(e.value.dtype) or dt.is_bool(e.value.dtype):
-                    vb = self.bound(e.value)
-                    tb = _SMALL_INT_RANGE.get(e.dtype, (-INF, INF))
-                    if tb[0] <= vb[0] and vb[1] <= tb[1]:
-                        return vb
-                return _SMALL_INT_RANGE.get(e.dtype, (-INF, INF))
-            return -INF, INF
-        if isinstance(e, Not):
-            return 0, 1
-        if isinstance(e, Call) and e.name == "likely" and e.args:
-            return self.bound(e.args[0])
-        return _SMALL_INT_RANGE.get(e.dtype, (-INF, INF))
-
     # ----------------------------------------------------------------------------- visitors
 
     def visit_Var(self, node: Var) -> PrimExpr:
@@ -343,7 +108,7 @@ class Simplifier(Mutator):
             return const(not a.value, node.dtype)
         if isinstance(a, Not):
             return a.a
-        if isinstance(a, BinOp) and a.op in _FLIP and _is_lin_dtype(a.a.dtype):
+        if isinstance(a, BinOp) and a.op in _FLIP and is_lin_dtype(a.a.dtype):
             return self._compare(_FLIP[a.op], a.a, a.b, a.dtype)
         return node if a is node.a else Not(a, node.dtype)
 
@@ -382,9 +147,9 @@ class Simplifier(Mutator):
                 r = None
             if r is not None:
                 return r
-        if op in _LIN_OPS and _is_lin_dtype(dtype):
+        if op in _LIN_OPS and is_lin_dtype(dtype):
             return self._linear(op, a, b, dtype)
-        if op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD) and _is_lin_dtype(dtype) \
+        if op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD) and is_lin_dtype(dtype) \
                 and isinstance(b, IntImm) and b.value > 0:
             return self._divmod(op, a, b.value, dtype)
         if op in (BinOpKind.MIN, BinOpKind.MAX):
@@ -437,11 +202,11 @@ class Simplifier(Mutator):
         g = math.gcd(g, ln.const)
         if op is BinOpKind.FLOORDIV:
             if g > 1:  # floor(g*A / (g*B)) == floor(A / B)
-                ln, c = _Lin(ln.const // g, {k: [x, co // g] for k, (x, co) in ln.terms.items()}), c // g
+                ln, c = Lin(ln.const // g, {k: [x, co // g] for k, (x, co) in ln.terms.items()}), c // g
                 if c == 1:
                     return self.from_lin(ln, dtype)
-            q = _Lin(ln.const // c)
-            r = _Lin(ln.const % c)
+            q = Lin(ln.const // c)
+            r = Lin(ln.const % c)
             for k, (x, co) in ln.terms.items():
                 (q if co % c == 0 else r).terms[k] = [x, co // c if co % c == 0 else co]
             lo, hi = self.lin_bound(r)
@@ -454,11 +219,11 @@ class Simplifier(Mutator):
             return self.from_lin(q.add(self.lin(rest)), dtype)
         # floormod: terms with coefficients divisible by c vanish; if the rest lies in one
         # period it is the answer, otherwise coefficients and constant reduce modulo c
-        r1 = _Lin(ln.const % c, {k: [x, co] for k, (x, co) in ln.terms.items() if co % c})
+        r1 = Lin(ln.const % c, {k: [x, co] for k, (x, co) in ln.terms.items() if co % c})
         lo, hi = self.lin_bound(r1)
         if not math.isinf(lo) and not math.isinf(hi) and lo // c == hi // c:
-            return self.from_lin(r1.add(_Lin(-int(lo // c) * c)), dtype)
-        r = _Lin(ln.const % c)
+            return self.from_lin(r1.add(Lin(-int(lo // c) * c)), dtype)
+        r = Lin(ln.const % c)
         for k, (x, co) in ln.terms.items():
             if co % c:
                 r.terms[k] = [x, co % c]
@@ -470,9 +235,9 @@ class Simplifier(Mutator):
         g = math.gcd(g, r.const)
         lo, hi = self.lin_bound(r)
         if not math.isinf(lo) and not math.isinf(hi) and lo // c == hi // c:
-            return self.from_lin(r.add(_Lin(-int(lo // c) * c)), dtype)
+            return self.from_lin(r.add(Lin(-int(lo // c) * c)), dtype)
         if g > 1:  # (g*A) % (g*B) == g * (A % B)
-            inner = _Lin(r.const // g, {k: [x, co // g] for k, (x, co) in r.terms.items()})
+            inner = Lin(r.const // g, {k: [x, co // g] for k, (x, co) in r.terms.items()})
             m = self._divmod(op, self.from_lin(inner, dtype), c // g, dtype)
             return self.from_lin(self.lin(m).scale(g), dtype)
         return BinOp(BinOpKind.FLOORMOD, self.from_lin(r, dtype), IntImm(dtype, c), dtype)
@@ -480,7 +245,7 @@ class Simplifier(Mutator):
     def _minmax(self, op: BinOpKind, a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
         if self.key(a) == self.key(b):
             return a
-        if _is_lin_dtype(dtype):
+        if is_lin_dtype(dtype):
             lo, hi = self.lin_bound(self.lin(a).add(self.lin(b), -1))
             if hi <= 0:
                 return a if op is BinOpKind.MIN else b
@@ -489,7 +254,7 @@ class Simplifier(Mutator):
         return BinOp(op, a, b, dtype)
 
     def _compare(self, op: BinOpKind, a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
-        if _is_lin_dtype(a.dtype) and _is_lin_dtype(b.dtype):
+        if is_lin_dtype(a.dtype) and is_lin_dtype(b.dtype):
             d = self.lin(a).add(self.lin(b), -1)
             lo, hi = self.lin_bound(d)
             verdict: bool | None = None
