@@ -33,9 +33,29 @@ def check_matmul(s, A, B, C) -> templtune.lower.ir.PrimFunc:
     m = int(B.shape[1])
     a, b = _rand(n, kk), _rand(kk, m)
     c = np.zeros((n, m), "float32")
-    run(f, a, b, c)
+    execute(f, a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
     return f
+
+
+def _has_threads(f) -> bool:
+    return any(isinstance(n, For) and n.kind is ForKind.THREAD_BINDING for n in post_order(f.body))
+
+
+def execute(f, *arrays: np.ndarray) -> None:
+    """Run ``f`` with the interpreter (writing ``arrays``); for CPU functions also build it with
+    the LLVM backend and check that it computes the same."""
+    copies = [a.copy() for a in arrays]
+    run(f, *arrays)
+    if _has_threads(f):
+        return
+    try:
+        mod = templtune.build(f, target="llvm")
+    except ImportError:  # pragma: no cover - backend not installed
+        return
+    mod(*copies)
+    for x, y in zip(arrays, copies):
+        np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
 
 
 def kinds(f) -> list[ForKind]:
@@ -119,7 +139,7 @@ def test_fuse_reduce_axes():
     s[B].split(f, 4)
     func = templtune.lower(s, [A, B])
     a, b = _rand(4, 6, 5), np.zeros(4, "float32")
-    run(func, a, b)
+    execute(func, a, b)
     np.testing.assert_allclose(b, a.sum(axis=(1, 2)), rtol=1e-5)
 
 
@@ -205,7 +225,7 @@ def test_storage_align_pads_stride():
     f = templtune.lower(s, [A, C])
     assert "allocate(B: Pointer(global float32), float32, [136])" in str(f)
     a, c = _rand(8, 8), np.zeros((8, 8), "float32")
-    run(f, a, c)
+    execute(f, a, c)
     np.testing.assert_allclose(c, a.T * 2 + 1, rtol=1e-6)
 
 
@@ -220,7 +240,7 @@ def test_elementwise_chain_inline_and_compute_at():
     s[C].compute_at(s[D], xo)
     f = templtune.lower(s, [A, D])
     a, d = _rand(10, 12), np.zeros((10, 12), "float32")
-    run(f, a, d)
+    execute(f, a, d)
     np.testing.assert_allclose(d, np.exp(a + 1) * 2 - (a + 1), rtol=1e-5)
     assert "allocate(C: Pointer(global float32), float32, [5])" in str(f)
 
@@ -235,7 +255,7 @@ def test_shifted_reads_compute_at_region():
     f = templtune.lower(s, [A, C])
     assert "float32, [6])" in str(f)
     a, c = _rand(20), np.zeros(18, "float32")
-    run(f, a, c)
+    execute(f, a, c)
     np.testing.assert_allclose(c, 3 * a[:18] + 3 * a[2:], rtol=1e-6)
 
 
@@ -251,7 +271,7 @@ def _check_conv(s, data, kernel, out, stride, pad):
     d = _rand(*(int(x) for x in data.shape))
     w = _rand(*(int(x) for x in kernel.shape))
     o = np.zeros(tuple(int(x) for x in out.shape), "float32")
-    run(f, d, w, o)
+    execute(f, d, w, o)
     np.testing.assert_allclose(o, conv2d_nchw_python(d, w, stride, pad), rtol=1e-4, atol=1e-5)
     return f
 
@@ -300,7 +320,7 @@ def test_depthwise_conv2d():
     f = templtune.lower(s, [data, kernel, out])
     d, w = _rand(1, 4, 8, 8), _rand(4, 1, 3, 3)
     o = np.zeros((1, 4, 4, 4), "float32")
-    run(f, d, w, o)
+    execute(f, d, w, o)
     ref = np.concatenate([conv2d_nchw_python(d[:, i:i + 1], w[i:i + 1], 2, 1) for i in range(4)],
                          axis=1)
     np.testing.assert_allclose(o, ref, rtol=1e-5)
