@@ -200,7 +200,24 @@ def test_guarded_select_skips_untaken_branch():
     x, out = _rand("float32"), np.ones(N, "float32")
     mod(x, out)
     np.testing.assert_allclose(out, np.where(np.arange(N) < 10, x + 1, 0))
+    assert "phi float" not in mod.get_source()  # clamped loads: branch-free
+
+
+def test_guarded_select_branches_when_not_clampable():
+    """A buffer of unknown size cannot be clamped safely: branches + phi instead."""
+    n = Var("n")
+    a = Buffer("A", (n,), "float32")
+    c = Buffer("C", (n,), "float32")
+    i = Var("i")
+    far = Load(a, i * 100_000_000 + 1_000_000_000)
+    body = For(i, const(0), n, ForKind.SERIAL,
+               Store(c, i, Select(i >= 10, const(0.0), Select(i < 10, Load(a, i) * 2.0, far,
+                                                                 guarded=True), guarded=True)))
+    mod = build(PrimFunc("guard2", (a, c), body))
     assert "phi float" in mod.get_source()
+    x, out = _rand("float32", 20), np.ones(20, "float32")
+    mod(x, out)
+    np.testing.assert_allclose(out, np.where(np.arange(20) < 10, x * 2, 0))
 
 
 def test_if_then_else_let_likely_and_allocate():

@@ -164,6 +164,12 @@ def compile_ir(ir: str, spec: MachineSpec, timings: dict[str, float] | None = No
     return obj
 
 
+def clear_cache() -> None:
+    """Forget every cached object file (benchmarks use it to time cold builds)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
 def optimised_ir(ir: str, spec: MachineSpec) -> str:
     """The IR after the O3 pipeline (for inspection)."""
     mod = _parse_verify(ir, spec)

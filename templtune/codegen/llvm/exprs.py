@@ -35,7 +35,10 @@ V = tuple[str, str]  # (operand text, dtype)
 _ARITH: dict[tuple[BinOpKind, str], str] = {
     (BinOpKind.ADD, "f"): "fadd contract", (BinOpKind.SUB, "f"): "fsub contract",
     (BinOpKind.MUL, "f"): "fmul contract", (BinOpKind.DIV, "f"): "fdiv",
-    (BinOpKind.ADD, "s"): "add", (BinOpKind.SUB, "s"): "sub", (BinOpKind.MUL, "s"): "mul",
+    # NOTE: signed integer arithmetic is ``nsw`` (overflow is undefined, as in TVM): index
+    # expressions then widen to 64-bit addressing for free instead of costing IndVarSimplify.
+    (BinOpKind.ADD, "s"): "add nsw", (BinOpKind.SUB, "s"): "sub nsw",
+    (BinOpKind.MUL, "s"): "mul nsw",
     (BinOpKind.DIV, "s"): "sdiv",
     (BinOpKind.ADD, "u"): "add", (BinOpKind.SUB, "u"): "sub", (BinOpKind.MUL, "u"): "mul",
     (BinOpKind.DIV, "u"): "udiv",
@@ -75,12 +78,38 @@ def _cls(dtype: str) -> str:
     return "f" if c == "float" else "u" if c == "uint" else "s"
 
 
+def _clampable(e: PrimExpr) -> bool:
+    """True when ``e`` can be evaluated speculatively once its load indices are clamped: its
+    loads read buffers with enough constant elements for index 0 (or a vector at 0), and it
+    has no integer division by a non-constant divisor."""
+    from templtune.te.functor import post_order
+
+    for n in post_order(e):
+        if isinstance(n, Load):
+            size = 1
+            for d in n.buffer.shape:
+                if not isinstance(d, IntImm):
+                    return False
+                size *= d.value
+            if size < dt.lanes(n.index.dtype) or n.predicate is not None:
+                return False
+        elif isinstance(n, BinOp) and n.op in (BinOpKind.DIV, BinOpKind.FLOORDIV,
+                                               BinOpKind.FLOORMOD):
+            if not dt.is_float(n.dtype) and not isinstance(n.b, IntImm):
+                return False
+        elif isinstance(n, Select) and n.guarded and not (
+                _clampable(n.true_value) and _clampable(n.false_value)):
+            return False
+    return True
+
+
 class ExprRenderer:
     """Expression half of the LLVM function renderer. Subclasses provide ``emit``, ``tmp``,
     ``new_label``, ``start_block``, ``cur_block``, ``env``, ``buffer_ptr`` and ``declare``."""
 
     env: dict[Var, V]
     cur_block: str
+    clamp: str | None = None  # i1 operand: while set, load indices are clamped to 0 when false
 
     # provided by the statement renderer
     def emit(self, line: str) -> None: ...  # pragma: no cover
@@ -176,6 +205,12 @@ class ExprRenderer:
         return self.broadcast(self.expr(e.value), e.lanes)
 
     def expr_Ramp(self, e: Ramp) -> V:
+        if isinstance(e.stride, IntImm):
+            # base splat + a constant step vector
+            base = self.broadcast(self.expr(e.base), e.lanes)
+            sd = dt.element_of(base[1])
+            steps = ", ".join(f"{T.ll_type(sd)} {i * e.stride.value}" for i in range(e.lanes))
+            return self.op(f"add nsw {T.ll_type(base[1])} {base[0]}, <{steps}>"), base[1]
         base = self.broadcast(self.expr(e.base), e.lanes)
         stride = self.broadcast(self.expr(e.stride), e.lanes)
         d = base[1]
@@ -189,7 +224,11 @@ class ExprRenderer:
         n = max(dt.lanes(a[1]), dt.lanes(b[1]))
         a, b = self.broadcast(a, n), self.broadcast(b, n)
         if dt.element_of(a[1]) != dt.element_of(b[1]):
-            b = self.cast_to(b, a[1])
+            pa, pb = dt.parse(a[1]), dt.parse(b[1])
+            if pa.code in ("int", "uint") and pb.code in ("int", "uint") and pb.bits > pa.bits:
+                a = self.cast_to(a, b[1])  # widen (64-bit loop variables meet int32 values)
+            else:
+                b = self.cast_to(b, a[1])
         return a, b, a[1]
 
     def expr_BinOp(self, e: BinOp) -> V:
@@ -276,8 +315,28 @@ class ExprRenderer:
 
     def _guarded_select(self, e: Select) -> V:
         # NOTE: ``if_then_else`` must not evaluate the untaken branch (its loads may be out of
-        # bounds, e.g. padding), so it becomes branches joined by a phi.
+        # bounds, e.g. padding). When the only hazards in the taken branch are loads from
+        # buffers of known size, it is rendered branch-free: every load index is clamped to 0
+        # when the condition is false, then a ``select`` picks the value. That keeps padded
+        # loops straight-line (vectorizable, fewer blocks, faster to compile). Otherwise it
+        # becomes branches joined by a phi.
         c = self.cast_to(self.expr(e.cond), "bool")
+        if _clampable(e.true_value) and _clampable(e.false_value):
+            outer = self.clamp
+            nc = self.op(f"xor i1 {c[0]}, true")
+            try:
+                self.clamp = c[0] if outer is None else self.op(f"and i1 {outer}, {c[0]}")
+                t = self.expr(e.true_value)
+                self.clamp = nc if outer is None else self.op(f"and i1 {outer}, {nc}")
+                f = self.expr(e.false_value)
+            finally:
+                self.clamp = outer
+            n = max(dt.lanes(t[1]), dt.lanes(f[1]))
+            t, f = self.broadcast(t, n), self.broadcast(f, n)
+            if f[1] != t[1]:
+                f = self.cast_to(f, t[1])
+            ty = T.ll_type(t[1])
+            return self.op(f"select i1 {c[0]}, {ty} {t[0]}, {ty} {f[0]}"), t[1]
         lt, lf, lj = self.new_label("sel_t"), self.new_label("sel_f"), self.new_label("sel_j")
         self.emit(f"br i1 {c[0]}, label %{lt}, label %{lf}")
         self.start_block(lt)
@@ -300,6 +359,8 @@ class ExprRenderer:
         base = self.buffer_ptr(buf)
         ety = T.mem_type(dt.element_of(buf.dtype))
         lanes = dt.lanes(index.dtype)
+        if self.clamp is not None:
+            return self._clamped_address(base, ety, index, lanes)
         if lanes == 1:
             i = self.expr(index)
             return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), 1, True
@@ -308,6 +369,21 @@ class ExprRenderer:
             return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), lanes, True
         i = self.expr(index)
         return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), lanes, False
+
+    def _clamped_address(self, base: str, ety: str, index: PrimExpr,
+                         lanes: int) -> tuple[str, int, bool]:
+        c = self.clamp
+        if lanes > 1 and isinstance(index, Ramp) and isinstance(index.stride, IntImm) \
+                and index.stride.value == 1:
+            i = self.expr(index.base)
+            contiguous = True
+        else:
+            i = self.expr(index)
+            contiguous = lanes == 1
+        ty = T.ll_type(i[1])
+        zero = "zeroinitializer" if dt.lanes(i[1]) > 1 else "0"
+        safe = self.op(f"select i1 {c}, {ty} {i[0]}, {ty} {zero}")
+        return self.op(f"getelementptr inbounds {ety}, ptr {base}, {ty} {safe}"), lanes, contiguous
 
     def _mask(self, pred: PrimExpr | None, lanes: int) -> str:
         if pred is None:

@@ -243,10 +243,16 @@ class _Fn(ExprRenderer):
         if s.kind is ForKind.PARALLEL and not self.in_parallel and self.mod.use_gomp:
             self.parallel_for(s)
             return
-        lo = self.cast_to(self.expr(s.min), s.loop_var.dtype)
-        ext = self.cast_to(self.expr(s.extent), s.loop_var.dtype)
-        ty = T.ll_type(s.loop_var.dtype)
-        end = self.op(f"add nsw {ty} {lo[0]}, {ext[0]}")
+        ivd = _iv_dtype(s.loop_var)
+        lo = self.cast_to(self.expr(s.min), ivd)
+        ext = self.cast_to(self.expr(s.extent), ivd)
+        ty = T.ll_type(ivd)
+        if isinstance(s.min, IntImm) and isinstance(s.extent, IntImm):
+            if s.extent.value <= 0:
+                return
+            end = str(s.min.value + s.extent.value)
+        else:
+            end = self.op(f"add nsw {ty} {lo[0]}, {ext[0]}")
         md = None
         if s.kind is ForKind.UNROLLED:
             md = self.mod.loop_md(['!"llvm.loop.unroll.full"'])
@@ -257,24 +263,33 @@ class _Fn(ExprRenderer):
             md = self.mod.loop_md(props)
         self.serial_loop(s.loop_var, lo[0], end, s.body, md)
 
-    def serial_loop(self, var: Var, lo: str, end: str, body: Stmt, md: str | None) -> None:
-        ty = T.ll_type(var.dtype)
+    def serial_loop(self, var: Var, lo: str, end: str, body: Stmt, md: str | None,
+                    nonempty: bool = False) -> None:
+        """``for var in [lo, end)`` in rotated form (guard, body, latch test at the bottom),
+        the shape LLVM's loop passes want, so LoopRotate has nothing to do."""
+        ivd = _iv_dtype(var)
+        ty = T.ll_type(ivd)
+        lb, lx = self.new_label("for_body"), self.new_label("for_end")
+        const_trip = lo.lstrip("-").isdigit() and end.lstrip("-").isdigit()
+        if const_trip and int(end) <= int(lo):
+            return
+        if not (const_trip or nonempty):
+            g = self.op(f"icmp slt {ty} {lo}, {end}")
+            self.emit(f"br i1 {g}, label %{lb}, label %{lx}")
+        else:
+            self.emit(f"br label %{lb}")
         pre = self.cur_block
-        hdr, lb, lx = self.new_label("for_hdr"), self.new_label("for_body"), self.new_label("for_end")
-        self.emit(f"br label %{hdr}")
-        self.start_block(hdr)
+        self.start_block(lb)
         iv = self.tmp()
         phi_at = len(self.lines)
         self.lines.append("")  # patched below, once the latch block is known
-        c = self.op(f"icmp slt {ty} {iv}, {end}")
-        self.emit(f"br i1 {c}, label %{lb}, label %{lx}")
-        self.start_block(lb)
-        self.env[var] = (iv, var.dtype)
+        self.env[var] = (iv, ivd)
         self.stmt(body)
         del self.env[var]
         nxt = self.op(f"add nsw {ty} {iv}, 1")
+        c = self.op(f"icmp slt {ty} {nxt}, {end}")
         latch = self.cur_block
-        self.emit(f"br label %{hdr}" + (f", !llvm.loop {md}" if md else ""))
+        self.emit(f"br i1 {c}, label %{lb}, label %{lx}" + (f", !llvm.loop {md}" if md else ""))
         self.lines[phi_at] = f"  {iv} = phi {ty} [{lo}, %{pre}], [{nxt}, %{latch}]"
         self.start_block(lx)
 
@@ -283,8 +298,9 @@ class _Fn(ExprRenderer):
         """Outline the loop body into a function and run it on libgomp's thread pool; each
         thread takes one contiguous chunk of iterations (static schedule)."""
         self.mod.parallel = True
-        lo = self.cast_to(self.expr(s.min), s.loop_var.dtype)
-        ext = self.cast_to(self.expr(s.extent), s.loop_var.dtype)
+        ivd = _iv_dtype(s.loop_var)
+        lo = self.cast_to(self.expr(s.min), ivd)
+        ext = self.cast_to(self.expr(s.extent), ivd)
         used_vars: set[Var] = set()
         used_bufs: dict[Var, Buffer] = {}
         for n in post_order(s.body):
@@ -329,11 +345,11 @@ class _Fn(ExprRenderer):
             sub.env[v] = (val, self.env[v][1])
         for b, val in zip(cap_bufs, loaded[2 + len(cap_vars):]):
             sub.bind_buffer(b, val)
-        ty = T.ll_type(s.loop_var.dtype)
+        ty = T.ll_type(ivd)
         sub.declare("declare i32 @omp_get_thread_num()")
         sub.declare("declare i32 @omp_get_num_threads()")
-        tid = sub.cast_to((sub.op("call i32 @omp_get_thread_num()"), "int32"), s.loop_var.dtype)[0]
-        nt = sub.cast_to((sub.op("call i32 @omp_get_num_threads()"), "int32"), s.loop_var.dtype)[0]
+        tid = sub.cast_to((sub.op("call i32 @omp_get_thread_num()"), "int32"), ivd)[0]
+        nt = sub.cast_to((sub.op("call i32 @omp_get_num_threads()"), "int32"), ivd)[0]
         lo_s, ext_s = loaded[0], loaded[1]
         t1 = sub.op(f"add {ty} {ext_s}, {nt}")
         t2 = sub.op(f"sub {ty} {t1}, 1")
@@ -342,11 +358,18 @@ class _Fn(ExprRenderer):
         begin = sub.op(f"add {ty} {lo_s}, {off}")
         full_end = sub.op(f"add {ty} {lo_s}, {ext_s}")
         e1 = sub.op(f"add {ty} {begin}, {chunk}")
-        sub.declare(f"declare {ty} @llvm.smin.{T.suffix(s.loop_var.dtype)}({ty}, {ty})")
-        end = sub.op(f"call {ty} @llvm.smin.{T.suffix(s.loop_var.dtype)}({ty} {e1}, {ty} {full_end})")
+        sub.declare(f"declare {ty} @llvm.smin.{T.suffix(ivd)}({ty}, {ty})")
+        end = sub.op(f"call {ty} @llvm.smin.{T.suffix(ivd)}({ty} {e1}, {ty} {full_end})")
         sub.serial_loop(s.loop_var, begin, end, s.body, None)
         sub.emit("ret void")
         self.mod.functions.append(sub.text())
+
+
+def _iv_dtype(var: Var) -> str:
+    """The LLVM-side dtype of a loop variable. NOTE: int32 loop variables become 64-bit, so
+    address arithmetic needs no sign extension (which costs IndVarSimplify heavily); index
+    arithmetic widens with them, and values are truncated back where stored as int32."""
+    return "int64" if var.dtype == "int32" else var.dtype
 
 
 def _shape_info(func: PrimFunc) -> tuple[tuple[ParamInfo, ...], list[Var]]:
