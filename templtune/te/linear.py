@@ -35,9 +35,12 @@ SMALL_INT_RANGE = {"bool": (0, 1), "int8": (-128, 127), "uint8": (0, 255),
                    "int16": (-32768, 32767), "uint16": (0, 65535)}
 
 
+_LIN_DTYPES = frozenset({"int8", "int16", "int32", "int64"})
+
+
 def is_lin_dtype(dtype: str) -> bool:
-    d = dt.parse(dtype)
-    return d.code == "int" and d.lanes == 1
+    """Scalar signed integers get the linear-form treatment (uint wraps, vectors are lanes)."""
+    return dtype in _LIN_DTYPES
 
 
 # ------------------------------------------------------------------------- interval helpers
@@ -105,7 +108,7 @@ class LinearForms:
         if isinstance(e, (IntImm, FloatImm)):
             k = (type(e).__name__, e.dtype, e.value)
         elif isinstance(e, BinOp):
-            k = (e.op, e.dtype, self.key(e.a), self.key(e.b))
+            k = (e.op.value, e.dtype, self.key(e.a), self.key(e.b))  # str: cheap hash
         else:
             parts: list[Any] = [type(e).__name__]
             for f in dataclasses.fields(e):
@@ -155,7 +158,7 @@ class LinearForms:
                     and isinstance(atom.b, IntImm)):
                 continue
             c = atom.b.value
-            dkey = (BinOpKind.FLOORDIV, dtype, self.key(atom.a), self.key(atom.b))
+            dkey = (BinOpKind.FLOORDIV.value, dtype, self.key(atom.a), self.key(atom.b))
             d = ln.terms.get(dkey)
             if d is None or d[1] != coeff * c:
                 continue

@@ -36,7 +36,7 @@ from templtune.te.expr import (
     const,
 )
 from templtune.te.functor import Mutator
-from templtune.te.linear import INF, Bound, Lin, LinearForms, is_lin_dtype
+from templtune.te.linear import _LIN_DTYPES, INF, Bound, Lin, LinearForms, is_lin_dtype
 
 __all__ = ["simplify", "can_prove", "const_bound", "Simplifier"]
 
@@ -137,9 +137,28 @@ class Simplifier(LinearForms, Mutator):
             return node
         return TensorLoad(node.tensor, idx)
 
+    def _collect(self, e: PrimExpr) -> Lin:
+        """Linear form of an unsimplified +/-/*const tree, simplifying only its atoms."""
+        if isinstance(e, BinOp) and e.dtype in _LIN_DTYPES and e.op in _LIN_OPS \
+                and e not in self._memo:
+            if e.op is BinOpKind.ADD:
+                return self._collect(e.a).add(self._collect(e.b))
+            if e.op is BinOpKind.SUB:
+                return self._collect(e.a).add(self._collect(e.b), -1)
+            if isinstance(e.b, IntImm):
+                return self._collect(e.a).scale(e.b.value)
+            if isinstance(e.a, IntImm):
+                return self._collect(e.b).scale(e.a.value)
+        return self.lin(self.visit(e))
+
     def visit_BinOp(self, node: BinOp) -> PrimExpr:
-        a, b = self.visit(node.a), self.visit(node.b)
         op, dtype = node.op, node.dtype
+        if op in _LIN_OPS and is_lin_dtype(dtype) and (
+                op is not BinOpKind.MUL or isinstance(node.a, IntImm)
+                or isinstance(node.b, IntImm)):
+            # NOTE: a whole +/- chain becomes one linear form, built once (not per node)
+            return self.from_lin(self._collect(node), dtype)
+        a, b = self.visit(node.a), self.visit(node.b)
         if isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm)):
             try:
                 r = _fold(op, a, b)
