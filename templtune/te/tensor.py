@@ -103,7 +103,17 @@ class Tensor:
             raise ExprError(
                 f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}"
             )
-        return TensorLoad(self, tuple(convert(i) for i in indices))
+        idx = tuple(convert(i) for i in indices)
+        for k, (i, n) in enumerate(zip(idx, self.shape)):
+            if not (i.dtype.startswith("int") or i.dtype.startswith("uint")):
+                raise ExprError(f"index {k} of {self.name} is {i} of dtype {i.dtype}; indices "
+                                "must be integers")
+            # a constant index is checked against a constant extent right away
+            iv, nv = getattr(i, "value", None), getattr(n, "value", None)
+            if isinstance(iv, int) and isinstance(nv, int) and not 0 <= iv < nv:
+                raise ExprError(f"index {iv} is out of bounds for dimension {k} of {self.name} "
+                                f"(extent {nv})")
+        return TensorLoad(self, idx)
 
     def __call__(self, *indices: Any) -> PrimExpr:
         """``A(i, j)`` is ``A[i, j]`` (TVM accepts both)."""
