@@ -51,3 +51,71 @@ def records(task: SynthTask, indices, error_every: int = 0):
             res = MeasureResult((task.cost(int(i)),), MeasureErrorNo.NO_ERROR, 0.0, 0.0)
         out.append((MeasureInput(task.target, task, cfg), res))
     return out
+
+
+# ----------------------------------------------------------------------------- a real template
+# Used by test_xgb_recorded.py: its log tests/data/xgb_dense128_random.log was produced by
+# running this file (`python tests/test_xgb_fixtures.py`), i.e. by tuning this template with
+# RandomTuner and the real LocalBuilder/LocalRunner on the CI machine's CPU.
+RECORDED_LOG = "xgb_dense128_random.log"
+DENSE_SMALL = "test_xgb/dense_small"
+DENSE_SMALL_ARGS = (128, 128, 128)
+
+
+def _register_dense_small() -> None:
+    from templtune import autotvm, te
+    from templtune.autotvm.task.task import TASK_TABLE
+
+    if DENSE_SMALL in TASK_TABLE:
+        return
+
+    @autotvm.template(DENSE_SMALL)
+    def dense_small(M, N, K):  # noqa: N803
+        A = te.placeholder((M, K), name="A")  # noqa: N806
+        B = te.placeholder((K, N), name="B")  # noqa: N806
+        k = te.reduce_axis((0, K), name="k")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")  # noqa: N806
+        s = te.create_schedule(C.op)
+        cfg = autotvm.get_config()
+        i, j = s[C].op.axis
+        cfg.define_split("tile_y", i, num_outputs=3)
+        cfg.define_split("tile_x", j, num_outputs=3)
+        cfg.define_split("tile_k", k, num_outputs=2)
+        cfg.define_knob("vec", [0, 1])
+        yo, ym, yi = cfg["tile_y"].apply(s, C, i)
+        xo, xm, xi = cfg["tile_x"].apply(s, C, j)
+        ko, ki = cfg["tile_k"].apply(s, C, k)
+        s[C].reorder(yo, xo, ym, xm, ko, yi, ki, xi)
+        if cfg["vec"].val:
+            s[C].vectorize(xi)
+        cfg.add_flop(2 * M * N * K)
+        return s, [A, B, C]
+
+
+_register_dense_small()
+
+
+def generate_recorded_log(path: str, n_trial: int = 240, seed: int = 0) -> None:
+    """Tune DENSE_SMALL with RandomTuner on the real builder/runner, logging to ``path``."""
+    from templtune import autotvm
+    from templtune.autotvm.callback import log_to_file
+    from templtune.autotvm.measure.local_builder import LocalBuilder
+    from templtune.autotvm.measure.local_runner import LocalRunner
+    from templtune.autotvm.measure.measure import measure_option
+    from templtune.autotvm.tuner.index_based import RandomTuner
+
+    task = autotvm.task.create(DENSE_SMALL, args=DENSE_SMALL_ARGS, target="llvm")
+    option = measure_option(LocalBuilder(n_parallel=2),
+                            LocalRunner(number=5, repeat=3, min_repeat_ms=20))
+    RandomTuner(task, seed=seed).tune(n_trial=n_trial, measure_option=option,
+                                      callbacks=[log_to_file(path)])
+
+
+if __name__ == "__main__":
+    import os
+    import sys
+
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "data",
+                                                             RECORDED_LOG)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    generate_recorded_log(out, int(sys.argv[2]) if len(sys.argv) > 2 else 240)
