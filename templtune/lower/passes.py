@@ -20,7 +20,6 @@ from templtune.lower.ir import (
     Allocate,
     AttrStmt,
     Broadcast,
-    Evaluate,
     For,
     ForKind,
     IfThenElse,
@@ -186,13 +185,17 @@ class _Cleanup(Mutator):
 
 
 class _Unroller:
+    """Returns ``(stmt, steps, blocked)``: ``steps`` counts stores executed, ``blocked`` says the
+    statement holds thread-binding loops or allocations, which are never duplicated."""
+
     def __init__(self) -> None:
         self.clean = _Cleanup()
 
-    def run(self, s: Stmt, max_step: int, explicit: bool) -> tuple[Stmt, int]:
+    def run(self, s: Stmt, max_step: int, explicit: bool) -> tuple[Stmt, int, bool]:
         if isinstance(s, SeqStmt):
             parts = [self.run(x, max_step, explicit) for x in s.seq]
-            return seq(*[p for p, _ in parts]), sum(n for _, n in parts)
+            return (seq(*[p for p, _, _ in parts]), sum(n for _, n, _ in parts),
+                    any(b for _, _, b in parts))
         if isinstance(s, For):
             ms, ex = max_step, explicit
             for k, v in s.annotations:
@@ -200,30 +203,34 @@ class _Unroller:
                     ms = int(v)
                 elif k == "pragma_unroll_explicit":
                     ex = bool(v)
-            body, steps = self.run(s.body, ms, ex)
+            body, steps, blocked = self.run(s.body, ms, ex)
+            if isinstance(body, SeqStmt) and not body.seq:
+                return body, 0, blocked  # an empty loop
             n = const_int(s.extent)
             total = steps * (n if n is not None else 1 << 30)
+            blocked = blocked or s.kind is ForKind.THREAD_BINDING
             unroll = n is not None and (s.kind is ForKind.UNROLLED or (
-                s.kind is ForKind.SERIAL and ms > 0 and total <= ms))
+                s.kind is ForKind.SERIAL and ms > 0 and total <= ms and not blocked))
             if unroll:
-                if ex:
+                if ex and not blocked:
                     mn = const_int(s.min) or 0
                     parts = [self.clean.visit(substitute(body, {s.loop_var: const(mn + i)}))
                              for i in range(n)]  # type: ignore[arg-type]
-                    return seq(*parts), total
-                return dataclasses.replace(s, body=body, kind=ForKind.UNROLLED), total
+                    return seq(*parts), total, blocked
+                return dataclasses.replace(s, body=body, kind=ForKind.UNROLLED), total, blocked
             new = s if body is s.body else dataclasses.replace(s, body=body)
-            return new, total
+            return new, total, blocked
         if isinstance(s, IfThenElse):
-            t, a = self.run(s.then_case, max_step, explicit)
-            e, b = (None, 0) if s.else_case is None else self.run(s.else_case, max_step, explicit)
-            return dataclasses.replace(s, then_case=t, else_case=e), a + b
+            t, a, b1 = self.run(s.then_case, max_step, explicit)
+            e: Stmt | None = None
+            b, b2 = 0, False
+            if s.else_case is not None:
+                e, b, b2 = self.run(s.else_case, max_step, explicit)
+            return dataclasses.replace(s, then_case=t, else_case=e), a + b, b1 or b2
         if isinstance(s, (Allocate, LetStmt, AttrStmt)):
-            body, n = self.run(s.body, max_step, explicit)
-            return dataclasses.replace(s, body=body), n
-        if isinstance(s, (Store, Evaluate)):
-            return s, 1
-        return s, 1
+            body, n, blocked = self.run(s.body, max_step, explicit)
+            return dataclasses.replace(s, body=body), n, blocked or isinstance(s, Allocate)
+        return s, 1, False
 
 
 def unroll_loops(s: Stmt, max_step: int = 0, explicit: bool = True) -> Stmt:

@@ -74,6 +74,7 @@ class Stage:
         # NOTE: set by rfactor on the stage that reduces the partial results; only such a stage
         # may bind a reduction axis to a thread (a cross-thread reduction).
         self.allow_reduce_bind = False
+        self.double_buffered = False
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -261,6 +262,11 @@ class Stage:
 
     def set_scope(self, scope: str) -> None:
         self.scope = scope
+
+    def double_buffer(self) -> None:
+        """Accepted for TVM compatibility (a hint only: the stage is computed as usual)."""
+        self._check_compute("double_buffer")
+        self.double_buffered = True
 
     # ------------------------------------------------------------------------- placement
 
