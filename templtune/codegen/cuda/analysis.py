@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from templtune.errors import CodegenError
-from templtune.lower.ir import Buffer, Load, Ramp, Store
+from templtune.lower.ir import Buffer, Load, Ramp, Stmt, Store
 from templtune.te.expr import (
     BinOp,
     BinOpKind,
@@ -24,7 +24,6 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, post_order
 
 
 def const_value(e: Any, what: str) -> int:
@@ -43,10 +42,19 @@ def buffer_size(buf: Buffer) -> int:
     return n
 
 
+def iter_nodes(root: Any) -> Any:
+    """Every node of the tree under ``root`` (pre-order, fast)."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(node_children(n))
+
+
 def accessed_buffers(node: Any) -> set[Buffer]:
     """Buffers loaded or stored anywhere in ``node``."""
     out: set[Buffer] = set()
-    for n in post_order(node):
+    for n in iter_nodes(node):
         if isinstance(n, (Load, Store)):
             out.add(n.buffer)
     return out
@@ -54,7 +62,7 @@ def accessed_buffers(node: Any) -> set[Buffer]:
 
 def touches(node: Any, vars_: set[Var], bufs: set[Buffer]) -> bool:
     """True when ``node`` references one of ``vars_`` or accesses one of ``bufs``."""
-    for n in post_order(node):
+    for n in iter_nodes(node):
         if isinstance(n, Var) and n in vars_:
             return True
         if isinstance(n, (Load, Store)) and n.buffer in bufs:
@@ -63,7 +71,7 @@ def touches(node: Any, vars_: set[Var], bufs: set[Buffer]) -> bool:
 
 
 def free_vars(node: Any) -> set[Var]:
-    return {n for n in post_order(node) if isinstance(n, Var)}
+    return {n for n in iter_nodes(node) if isinstance(n, Var)}
 
 
 def is_nonneg(e: PrimExpr, nonneg_vars: Iterable[Var]) -> bool:
@@ -107,7 +115,104 @@ def divisible(e: PrimExpr, k: int) -> bool:
     return False
 
 
-class _Fold(Mutator):
+# ------------------------------------------------------------------ fast traversal
+# NOTE: the generic functor identifies child nodes by walking each value's MRO, which dominates
+# the CUDA passes on large (unrolled, vthread-expanded) kernels; here the node test is one
+# isinstance and the per-class field list is cached, and subtree summaries are memoised.
+
+_NODE_TYPES: tuple[type, ...] = (PrimExpr, Stmt)
+_FIELD_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _node_fields(cls: type) -> tuple[str, ...]:
+    names = _FIELD_CACHE.get(cls)
+    if names is None:
+        import dataclasses
+
+        names = tuple(f.name for f in dataclasses.fields(cls)
+                      if f.name not in ("dtype", "name", "thread_tag", "annotations", "kind",
+                                        "op", "lanes", "guarded", "key", "buffer", "value_index")
+                      and not f.name.startswith("_"))
+        _FIELD_CACHE[cls] = names
+    return names
+
+
+def node_children(node: Any) -> list[Any]:
+    out = []
+    for name in _node_fields(type(node)):
+        v = getattr(node, name)
+        if isinstance(v, _NODE_TYPES):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(x for x in v if isinstance(x, _NODE_TYPES))
+    return out
+
+
+class FastMutator:
+    """Bottom-up rebuild like :class:`templtune.te.functor.Mutator`, with a cheap node test.
+    Override ``visit_<ClassName>``; unchanged subtrees keep their identity."""
+
+    def visit(self, node: Any) -> Any:
+        fn = getattr(self, "visit_" + type(node).__name__, None)
+        return fn(node) if fn is not None else self.generic(node)
+
+    def generic(self, node: Any) -> Any:
+        import dataclasses
+
+        changes: dict[str, Any] = {}
+        for name in _node_fields(type(node)):
+            v = getattr(node, name)
+            if isinstance(v, _NODE_TYPES):
+                nv = self.visit(v)
+                if nv is not v:
+                    changes[name] = nv
+            elif isinstance(v, tuple) and v and any(isinstance(x, _NODE_TYPES) for x in v):
+                nt = tuple(self.visit(x) if isinstance(x, _NODE_TYPES) else x for x in v)
+                if any(a is not b for a, b in zip(nt, v)):
+                    changes[name] = nt
+        return dataclasses.replace(node, **changes) if changes else node
+
+
+class _Subst(FastMutator):
+    def __init__(self, vmap: dict[Var, PrimExpr]) -> None:
+        self.vmap = vmap
+
+    def visit_Var(self, node: Var) -> PrimExpr:
+        return self.vmap.get(node, node)
+
+
+def fast_substitute(node: Any, vmap: dict[Var, PrimExpr]) -> Any:
+    """Replace variables in ``node`` (expression or statement)."""
+    return _Subst(vmap).visit(node) if vmap else node
+
+
+class RefCache:
+    """Memoised set of the variables and buffers each subtree references (nodes are immutable,
+    so a cache keyed by identity stays valid while the nodes are alive; it keeps them alive)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[Any, frozenset[Any]]] = {}
+
+    def refs(self, node: Any) -> frozenset[Any]:
+        hit = self._cache.get(id(node))
+        if hit is not None:
+            return hit[1]
+        out: set[Any] = set()
+        if isinstance(node, Var):
+            out.add(node)
+        elif isinstance(node, (Load, Store)):
+            out.add(node.buffer)
+        for c in node_children(node):
+            out |= self.refs(c)
+        fs = frozenset(out)
+        self._cache[id(node)] = (node, fs)
+        return fs
+
+    def touches(self, node: Any, targets: set[Any] | frozenset[Any]) -> bool:
+        return not self.refs(node).isdisjoint(targets)
+
+
+class _Fold(FastMutator):
     def visit_BinOp(self, node: BinOp) -> PrimExpr:
         node = self.generic(node)
         a, b = node.a, node.b

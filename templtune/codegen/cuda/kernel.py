@@ -13,7 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from templtune import dtype as dt
-from templtune.codegen.cuda.analysis import accessed_buffers, buffer_size, const_value
+from templtune.codegen.cuda.analysis import (
+    FastMutator,
+    accessed_buffers,
+    buffer_size,
+    const_value,
+    fast_substitute,
+)
 from templtune.errors import CodegenError
 from templtune.lower.ir import (
     Allocate,
@@ -28,8 +34,8 @@ from templtune.lower.ir import (
     Stmt,
     seq,
 )
-from templtune.te.expr import PrimExpr, Var
-from templtune.te.functor import Mutator, post_order, substitute
+from templtune.te.expr import PrimExpr, Var, const_int
+from templtune.te.functor import post_order
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -79,7 +85,7 @@ def _has_binding(stmt: Stmt) -> bool:
 _MARK = "tt_thread_extent"
 
 
-class _Unbind(Mutator):
+class _Unbind(FastMutator):
     """Replace binding loops by the kernel's tag variables, leaving a marker with the extent."""
 
     def __init__(self, tag_vars: dict[str, Var]) -> None:
@@ -100,20 +106,31 @@ class _Unbind(Mutator):
         return AttrStmt(_MARK, tag, ext, body)
 
 
-def _has_mark(s: Stmt) -> bool:
-    return any(isinstance(n, AttrStmt) and n.key == _MARK for n in post_order(s))
+def _has_mark(s: Stmt, memo: dict[int, bool] | None = None) -> bool:
+    if isinstance(s, AttrStmt) and s.key == _MARK:
+        return True
+    if memo is not None and id(s) in memo:
+        return memo[id(s)]
+    from templtune.codegen.cuda.analysis import node_children
+
+    out = any(_has_mark(c, memo) for c in node_children(s) if isinstance(c, Stmt))
+    if memo is not None:
+        memo[id(s)] = out
+    return out
 
 
 def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
-           tag_vars: dict[str, Var]) -> Stmt:
+           tag_vars: dict[str, Var], memo: dict[int, bool] | None = None) -> Stmt:
     """Guard code bound with a smaller extent than the launch dimension by ``tag < extent``.
 
     A nested binding of the same tag (a cooperative fetch inside the compute's thread loop)
     re-binds the index with its own extent, so guards never cover such a region.
     """
     if isinstance(s, AttrStmt) and s.key == _MARK:
-        return _guard(s.body, {**ctx, s.node: s.value}, launch, tag_vars)
-    if not _has_mark(s):
+        return _guard(s.body, {**ctx, s.node: s.value}, launch, tag_vars, memo)
+    if memo is None:
+        memo = {}
+    if not _has_mark(s, memo):
         conds = [tag_vars[t] < e for t, e in sorted(ctx.items()) if e < launch[t]]
         if not conds:
             return s
@@ -122,15 +139,15 @@ def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
             cond = cond & c
         return IfThenElse(cond, s)
     if isinstance(s, SeqStmt):
-        return seq(*(_guard(c, ctx, launch, tag_vars) for c in s.seq))
+        return seq(*(_guard(c, ctx, launch, tag_vars, memo) for c in s.seq))
     if isinstance(s, IfThenElse):
-        return replace(s, then_case=_guard(s.then_case, ctx, launch, tag_vars),
+        return replace(s, then_case=_guard(s.then_case, ctx, launch, tag_vars, memo),
                        else_case=None if s.else_case is None
-                       else _guard(s.else_case, ctx, launch, tag_vars))
-    return replace(s, body=_guard(s.body, ctx, launch, tag_vars))  # type: ignore[attr-defined]
+                       else _guard(s.else_case, ctx, launch, tag_vars, memo))
+    return replace(s, body=_guard(s.body, ctx, launch, tag_vars, memo))  # type: ignore[attr-defined]
 
 
-class _Hoist(Mutator):
+class _Hoist(FastMutator):
     def __init__(self) -> None:
         self.allocs: list[Buffer] = []
 
@@ -151,7 +168,7 @@ def _make_kernel(name: str, root: Stmt, outer_allocs: list[Buffer],
             extents[n.thread_tag] = max(extents.get(n.thread_tag, 0), ext)
     tag_vars = {t: Var(t, "int32") for t in LAUNCH_TAGS if t in extents}
     unbind = _Unbind(tag_vars)
-    body = _guard(substitute(unbind.visit(root), unbind.vmap), {}, extents, tag_vars)
+    body = _guard(fast_substitute(unbind.visit(root), unbind.vmap), {}, extents, tag_vars)
     hoist = _Hoist()
     body = hoist.visit(body)
     used = accessed_buffers(body)
@@ -194,7 +211,10 @@ def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
         elif isinstance(stmt, AttrStmt):
             host(stmt.body, allocs)
         elif isinstance(stmt, LetStmt):
-            host(substitute(stmt.body, {stmt.var: stmt.value}), allocs)
+            host(fast_substitute(stmt.body, {stmt.var: stmt.value}), allocs)
+        elif (isinstance(stmt, For) and const_int(stmt.extent) == 1
+              and stmt.kind is not ForKind.THREAD_BINDING):
+            host(fast_substitute(stmt.body, {stmt.loop_var: stmt.min}), allocs)
         elif _has_binding(stmt):
             raise CodegenError(
                 f"host-side {type(stmt).__name__} around a GPU kernel is not supported; bind the "
@@ -217,7 +237,7 @@ def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
 __all__ = ["Kernel", "split_kernels", "is_vthread", "BLOCK_TAGS", "THREAD_TAGS", "seq"]
 
 
-class _MergeGuards(Mutator):
+class _MergeGuards(FastMutator):
     def visit_SeqStmt(self, node: SeqStmt) -> Stmt:
         from templtune.te.functor import structural_equal
 

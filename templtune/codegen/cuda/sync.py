@@ -16,8 +16,9 @@ nothing but thread indices covering every multi-thread axis; everything else con
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
-from templtune.codegen.cuda.analysis import free_vars
+from templtune.codegen.cuda.analysis import free_vars, node_children
 from templtune.codegen.cuda.kernel import THREAD_TAGS, Kernel
 from templtune.lower.ir import (
     AttrStmt,
@@ -57,12 +58,18 @@ class _Planner:
     def __init__(self, kernel: Kernel) -> None:
         self.tvars = frozenset(v for t, v in kernel.thread_vars if t in THREAD_TAGS
                                and kernel.block[THREAD_TAGS.index(t)] > 1)
+        self._memo: dict[int, tuple[Any, list[_Access]]] = {}
 
-    def accesses(self, s: Stmt) -> list[_Access]:
-        out = []
-        for n in post_order(s):
-            if isinstance(n, (Load, Store)) and n.buffer.scope == "shared":
-                out.append(_Access(n.buffer, isinstance(n, Store), n.index))
+    def accesses(self, s: Any) -> list[_Access]:
+        hit = self._memo.get(id(s))
+        if hit is not None:
+            return hit[1]
+        out: list[_Access] = []
+        if isinstance(s, (Load, Store)) and s.buffer.scope == "shared":
+            out.append(_Access(s.buffer, isinstance(s, Store), s.index))
+        for c in node_children(s):
+            out.extend(self.accesses(c))
+        self._memo[id(s)] = (s, out)
         return out
 
     def same_thread(self, a: _Access, b: _Access) -> bool:
@@ -113,6 +120,8 @@ class _Planner:
 
     def plan_inner(self, s: Stmt, pending: list[_Access],
                    accs: list[_Access]) -> tuple[Stmt, list[_Access]]:
+        if isinstance(s, SeqStmt):  # a nested sequence
+            return self.plan(s, pending)
         if isinstance(s, For):
             entry = pending
             for _ in range(4):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from templtune.codegen.cuda.analysis import fast_substitute
 from templtune.lower.ir import AttrStmt, For, ForKind, IfThenElse, SeqStmt, Stmt, seq
 from templtune.te.expr import const, const_int
-from templtune.te.functor import substitute
 
 _INF = 1 << 60
 
@@ -81,7 +81,7 @@ class _Unroller:
         if not wanted:
             return replace(s, body=body), _INF
         if explicit and steps <= max(max_step, 1):
-            copies = [substitute(body, {s.loop_var: const(mn + i, s.loop_var.dtype)})
+            copies = [fast_substitute(body, {s.loop_var: const(mn + i, s.loop_var.dtype)})
                       for i in range(ext)]
             return seq(*copies) if copies else SeqStmt(()), steps
         return replace(s, body=body, kind=ForKind.UNROLLED), steps

@@ -13,7 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from templtune import dtype as dt
-from templtune.codegen.cuda.analysis import buffer_size, const_value, touches
+from templtune.codegen.cuda.analysis import (
+    FastMutator,
+    RefCache,
+    buffer_size,
+    const_value,
+    fast_substitute,
+    node_children,
+)
 from templtune.codegen.cuda.kernel import is_vthread
 from templtune.lower.ir import (
     Allocate,
@@ -32,14 +39,13 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.te.expr import PrimExpr, Var, const
-from templtune.te.functor import Mutator, post_order, substitute
 
 # NOTE: above this many virtual threads the replicated statement becomes a serial loop instead of
 # being unrolled, to bound code size (TVM uses the same order of magnitude).
 MAX_UNROLL = 16
 
 
-class _Retarget(Mutator):
+class _Retarget(FastMutator):
     """Point accesses of expanded buffers at their per-vthread slice."""
 
     def __init__(self, expanded: dict[Buffer, tuple[Buffer, int]], vt: PrimExpr) -> None:
@@ -81,24 +87,37 @@ class _Injector:
         self.n = const_value(loop.extent, "vthread extent")
         self.min = const_value(loop.min, "vthread min")
         body = loop.body
-        tvars: set[Var] = {self.var}
-        tbufs: set[Buffer] = set()
+        self.rc = RefCache()
+        stores: list[Store] = []
+        lets: list[LetStmt] = []
+        allocs: list[Allocate] = []
+        stack: list[object] = [body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, Store):
+                stores.append(node)
+            elif isinstance(node, LetStmt):
+                lets.append(node)
+            elif isinstance(node, Allocate):
+                allocs.append(node)
+            if isinstance(node, Stmt):
+                stack.extend(c for c in node_children(node) if isinstance(c, Stmt))
+        targets: set[object] = {self.var}
         changed = True
         while changed:
             changed = False
-            for node in post_order(body):
-                if isinstance(node, Store) and node.buffer not in tbufs:
-                    if touches(node, tvars, tbufs):
-                        tbufs.add(node.buffer)
-                        changed = True
-                elif isinstance(node, LetStmt) and node.var not in tvars:
-                    if touches(node.value, tvars, tbufs):
-                        tvars.add(node.var)
-                        changed = True
-        self.tvars, self.tbufs = tvars, tbufs
+            for st in stores:
+                if st.buffer not in targets and self.rc.touches(st, targets):
+                    targets.add(st.buffer)
+                    changed = True
+            for lt in lets:
+                if lt.var not in targets and self.rc.touches(lt.value, targets):
+                    targets.add(lt.var)
+                    changed = True
+        self.targets = targets
         self.expanded: dict[Buffer, tuple[Buffer, int]] = {}
-        for node in post_order(body):
-            if isinstance(node, Allocate) and node.buffer in tbufs:
+        for node in allocs:
+            if node.buffer in targets and node.buffer not in self.expanded:
                 b = node.buffer
                 size = buffer_size(b)
                 nb = Buffer(b.name, (const(size * self.n),), b.dtype, b.scope, b.data)
@@ -106,7 +125,7 @@ class _Injector:
         self.body = body
 
     def touched(self, s: Stmt | PrimExpr) -> bool:
-        return touches(s, self.tvars, self.tbufs)
+        return self.rc.touches(s, self.targets)
 
     def run(self) -> Stmt:
         return self.transform(self.body)
@@ -141,16 +160,16 @@ class _Injector:
             copies = []
             for i in range(self.n):
                 vt = const(i, self.var.dtype)
-                c = substitute(s, {self.var: const(i + self.min, self.var.dtype)})
+                c = fast_substitute(s, {self.var: const(i + self.min, self.var.dtype)})
                 copies.append(_Retarget(self.expanded, vt).visit(c))
             return seq(*copies)
         v = Var(self.var.name + "_s", self.var.dtype)
-        c = substitute(s, {self.var: v + self.min if self.min else v})
+        c = fast_substitute(s, {self.var: v + self.min if self.min else v})
         return For(v, const(0, v.dtype), const(self.n, v.dtype), ForKind.SERIAL,
                    _Retarget(self.expanded, v).visit(c))
 
 
-class _VThreadPass(Mutator):
+class _VThreadPass(FastMutator):
     def visit_For(self, node: For) -> Stmt:
         node = self.generic(node)
         if node.kind is ForKind.THREAD_BINDING and is_vthread(node.thread_tag):
