@@ -467,3 +467,37 @@ def test_lower_is_fast_for_seed_conv2d():
     t = time.perf_counter()
     templtune.lower(s, [data, kernel, out])
     assert time.perf_counter() - t < 0.1
+
+
+def test_topi_softmax_pool_dense_and_where_reduction():
+    from templtune.topi import testing as tt
+
+    X = te.placeholder((3, 7), name="X")
+    Y = topi.nn.softmax(X)
+    x, y = _rand(3, 7), np.zeros((3, 7), "float32")
+    execute(templtune.lower(te.create_schedule(Y.op), [X, Y]), x, y)
+    np.testing.assert_allclose(y, tt.softmax_python(x), rtol=1e-5)
+
+    X = te.placeholder((1, 2, 6, 6), name="X")
+    P = topi.nn.pool2d(X, (3, 3), (2, 2), (1, 1), "max")
+    x, p = _rand(1, 2, 6, 6), np.zeros((1, 2, 3, 3), "float32")
+    execute(templtune.lower(te.create_schedule(P.op), [X, P]), x, p)
+    np.testing.assert_allclose(p, tt.pool2d_python(x, (3, 3), (2, 2), (1, 1), "max"), rtol=1e-5)
+
+    A = te.placeholder((5, 5), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    B = te.compute((5,), lambda i: te.sum(A[i, k], axis=k, where=k <= i), name="B")
+    a, b = _rand(5, 5), np.zeros(5, "float32")
+    execute(templtune.lower(te.create_schedule(B.op), [A, B]), a, b)
+    np.testing.assert_allclose(b, np.tril(a).sum(1), rtol=1e-5)
+
+    D = te.placeholder((4, 6), name="D")
+    W = te.placeholder((5, 6), name="W")
+    bias = te.placeholder((5,), name="bias")
+    R = topi.nn.relu(topi.nn.dense(D, W, bias))
+    s = te.create_schedule(R.op)
+    s[R.op.input_tensors[0]].compute_at(s[R], s[R].op.axis[0])
+    d, w, bv = _rand(4, 6) - 0.5, _rand(5, 6) - 0.5, _rand(5)
+    r = np.zeros((4, 5), "float32")
+    execute(templtune.lower(s, [D, W, bias, R]), d, w, bv, r)
+    np.testing.assert_allclose(r, np.maximum(d @ w.T + bv, 0), rtol=1e-5, atol=1e-6)

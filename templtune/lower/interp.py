@@ -102,7 +102,8 @@ class _Gen:
         if isinstance(x, IntImm):
             return ("True" if x.value else "False") if x.dtype == "bool" else repr(x.value)
         if isinstance(x, FloatImm):
-            return repr(float(x.value))
+            v = float(x.value)
+            return repr(v) if math.isfinite(v) else f"float('{v}')"
         if isinstance(x, Var):
             return self.name(x, x.name)
         if isinstance(x, Ramp):
