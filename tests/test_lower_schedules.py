@@ -501,3 +501,23 @@ def test_topi_softmax_pool_dense_and_where_reduction():
     r = np.zeros((4, 5), "float32")
     execute(templtune.lower(s, [D, W, bias, R]), d, w, bv, r)
     np.testing.assert_allclose(r, np.maximum(d @ w.T + bv, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_thread_axis_with_larger_declared_extent_is_guarded():
+    from templtune.errors import LoweringError
+
+    A = te.placeholder((100,), name="A")
+    B = te.compute((100,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], 50)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis((0, 64), "threadIdx.x"))
+    f = templtune.lower(s, [A, B])
+    assert '"thread_extent" = 64;' in str(f) and "(threadIdx.x < 50)" in str(f)
+    a, b = _rand(100), np.zeros(100, "float32")
+    execute(f, a, b)
+    np.testing.assert_allclose(b, 2 * a)
+    s2 = te.create_schedule(B.op)
+    s2[B].bind(B.op.axis[0], te.thread_axis((0, 32), "threadIdx.x"))
+    with pytest.raises(LoweringError, match="extent 32 but the axis needs 100"):
+        templtune.lower(s2, [A, B])

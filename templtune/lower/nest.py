@@ -184,6 +184,8 @@ class NestBuilder:
         """Conditions skipping the points that uneven splits add (TVM's MakeBoundCheck)."""
         conds: list[PrimExpr] = []
         rng = self.br.var_ranges
+        for lv in info.launch_ext:
+            conds.append(info.loop_var[lv] < info.ext[lv])
         # NOTE: leaves are in range by construction, and a fused axis in range keeps both
         # of its parts in range; so only a split whose parts overshoot its parent can take a
         # variable out of range, and guarding that parent restores the invariant upwards.
@@ -308,7 +310,7 @@ class NestBuilder:
         return body
 
     def _loop(self, info: StageBound, lv: IterVar, var: PrimExpr, body: Stmt) -> Stmt:
-        ext = info.ext[lv]
+        ext = info.launch_ext.get(lv, info.ext[lv])
         attr = info.stage.iter_var_attrs.get(lv)
         tiv = attr.bind_thread if attr else None
         ann = tuple((f"pragma_{k}", v) for k, v in attr.pragmas) if attr else ()

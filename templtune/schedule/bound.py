@@ -49,6 +49,8 @@ class StageBound:
     loop_var: dict[IterVar, PrimExpr] = field(default_factory=dict)
     composed: dict[IterVar, PrimExpr] = field(default_factory=dict)
     root_val: dict[IterVar, PrimExpr] = field(default_factory=dict)
+    # thread-bound leaves whose thread axis declares a larger extent than the leaf needs
+    launch_ext: dict[IterVar, int] = field(default_factory=dict)
 
     @property
     def roots(self) -> list[IterVar]:
@@ -217,8 +219,16 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
             v = names.var_for(tiv.var, bound_vars)
             bound_vars.add(v)
             info.loop_var[lv] = v
+            launch = ext
+            dom_ext = None if tiv.dom is None else const_int(tiv.dom.extent)
+            if dom_ext is not None and dom_ext != ext:
+                if dom_ext < ext:
+                    raise LoweringError(f"stage {op.name}, axis {lv.var.name}: bound to "
+                                        f"{tiv.thread_tag} of extent {dom_ext} but the axis "
+                                        f"needs {ext}")
+                launch = info.launch_ext[lv] = dom_ext
             old = var_ranges.get(v)
-            var_ranges[v] = (0, max(ext - 1, old[1] if old else 0))
+            var_ranges[v] = (0, max(launch - 1, old[1] if old else 0))
         elif ext == 1 and not (attr and attr.pragmas):
             info.loop_var[lv] = const(0)
         else:
