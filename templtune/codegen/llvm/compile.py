@@ -115,7 +115,13 @@ def _parse_verify(ir: str, spec: MachineSpec) -> llvm.ModuleRef:
 def _optimise(mod: llvm.ModuleRef, spec: MachineSpec) -> None:
     tm = target_machine(spec)
     pto = llvm.create_pipeline_tuning_options(speed_level=spec.opt_level)
-    pto.loop_vectorization = spec.opt_level >= 2
+    # NOTE: vectorization and unrolling are the schedule's decisions (Ramp/Broadcast vector IR,
+    # UNROLLED loops carrying llvm.loop.unroll.full, VECTORIZED loops carrying vectorize.enable).
+    # LLVM's own loop vectorizer and partial/runtime unroller then only act when forced by that
+    # metadata, which keeps compile time low and kernels predictable; SLP stays on to pack
+    # scalar code that the schedule unrolled.
+    pto.loop_vectorization = False
+    pto.loop_unrolling = False
     pto.slp_vectorization = spec.opt_level >= 2
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)

@@ -7,6 +7,7 @@ op and the dtype class; the only branching code is for ops whose semantics diffe
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from templtune import dtype as dt
@@ -78,13 +79,37 @@ def _cls(dtype: str) -> str:
     return "f" if c == "float" else "u" if c == "uint" else "s"
 
 
+_EXPR_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _walk(e: PrimExpr) -> list[PrimExpr]:
+    """All expression nodes under ``e`` (a fast walk over expression-valued fields only)."""
+    out: list[PrimExpr] = []
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        cls = type(n)
+        names = _EXPR_FIELDS.get(cls)
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(n)
+                          if f.name not in ("dtype", "buffer", "name", "lanes", "op",
+                                            "guarded", "value_index"))
+            _EXPR_FIELDS[cls] = names
+        for name in names:
+            v = getattr(n, name)
+            if isinstance(v, PrimExpr):
+                stack.append(v)
+            elif isinstance(v, tuple):
+                stack.extend(x for x in v if isinstance(x, PrimExpr))
+    return out
+
+
 def _clampable(e: PrimExpr) -> bool:
     """True when ``e`` can be evaluated speculatively once its load indices are clamped: its
     loads read buffers with enough constant elements for index 0 (or a vector at 0), and it
     has no integer division by a non-constant divisor."""
-    from templtune.te.functor import post_order
-
-    for n in post_order(e):
+    for n in _walk(e):
         if isinstance(n, Load):
             size = 1
             for d in n.buffer.shape:
@@ -103,6 +128,9 @@ def _clampable(e: PrimExpr) -> bool:
     return True
 
 
+_IMPURE = ("load", "call", "alloca", "phi")
+
+
 class ExprRenderer:
     """Expression half of the LLVM function renderer. Subclasses provide ``emit``, ``tmp``,
     ``new_label``, ``start_block``, ``cur_block``, ``env``, ``buffer_ptr`` and ``declare``."""
@@ -110,6 +138,7 @@ class ExprRenderer:
     env: dict[Var, V]
     cur_block: str
     clamp: str | None = None  # i1 operand: while set, load indices are clamped to 0 when false
+    cse: dict[str, str]  # instruction text -> result, for the current basic block
 
     # provided by the statement renderer
     def emit(self, line: str) -> None: ...  # pragma: no cover
@@ -121,9 +150,19 @@ class ExprRenderer:
 
     # ------------------------------------------------------------------------- helpers
     def op(self, text: str) -> str:
-        """Emit ``%t = text`` and return ``%t``."""
+        """Emit ``%t = text`` and return ``%t``. A pure instruction whose exact text was already
+        emitted in the current block is reused instead (local CSE: unrolled bodies repeat
+        their index and guard arithmetic, and fewer instructions make LLVM faster)."""
+        pure = not text.startswith(_IMPURE) or (text.startswith("call") and "@llvm." in text
+                                                 and "@llvm.masked" not in text)
+        if pure:
+            hit = self.cse.get(text)
+            if hit is not None:
+                return hit
         t = self.tmp()
         self.emit(f"{t} = {text}")
+        if pure:
+            self.cse[text] = t
         return t
 
     def broadcast(self, v: V, lanes: int) -> V:

@@ -28,14 +28,12 @@ from templtune.lower.ir import (
     ForKind,
     IfThenElse,
     LetStmt,
-    Load,
     PrimFunc,
     SeqStmt,
     Stmt,
     Store,
 )
 from templtune.te.expr import IntImm, Var
-from templtune.te.functor import post_order
 
 log = logging.getLogger("templtune.codegen.llvm")
 
@@ -108,14 +106,18 @@ class _Module:
 class _Fn(ExprRenderer):
     """Renders the statements of one LLVM function."""
 
-    def __init__(self, mod: _Module, header: str, in_parallel: bool) -> None:
+    def __init__(self, mod: _Module, header: str, in_parallel: bool,
+                 parent: _Fn | None = None) -> None:
         self.mod = mod
+        self.parent = parent
+        self.captures: list[tuple[str, str]] = []
         self.header = header
         self.in_parallel = in_parallel
         self.entry_lines: list[str] = []
         self.lines: list[str] = []
         self.n = 0
         self.labels: dict[str, int] = {}
+        self.cse = {}
         self.cur_block = "entry"
         self.env: dict[Var, V] = {}
         self.bufs: dict[Var, str] = {}
@@ -137,6 +139,7 @@ class _Fn(ExprRenderer):
     def start_block(self, label: str) -> None:
         self.lines.append(f"{label}:")
         self.cur_block = label
+        self.cse = {}
 
     def declare(self, line: str) -> None:
         self.mod.declares[line] = None
@@ -158,7 +161,14 @@ class _Fn(ExprRenderer):
 
     def lookup_buffer(self, buf: Buffer) -> str | None:
         p = self.bufs.get(buf.data)
-        return p if p is not None else self.buf_names.get(buf.name)
+        if p is None:
+            p = self.buf_names.get(buf.name)
+        if p is None and self.parent is not None:
+            pp = self.parent.lookup_buffer(buf)
+            if pp is not None:
+                p = self._capture(pp, "ptr")
+                self.bind_buffer(buf, p)
+        return p
 
     def buffer_ptr(self, buf: Buffer) -> str:
         p = self.lookup_buffer(buf)
@@ -296,61 +306,27 @@ class _Fn(ExprRenderer):
     # -------------------------------------------------------------------------- parallel
     def parallel_for(self, s: For) -> None:
         """Outline the loop body into a function and run it on libgomp's thread pool; each
-        thread takes one contiguous chunk of iterations (static schedule)."""
+        thread takes one contiguous chunk of iterations (static schedule).
+
+        The body is rendered first, into a function whose parameters are created on demand:
+        a variable or buffer the body uses from the enclosing function becomes a capture. The
+        captures then fill a context struct passed through ``GOMP_parallel``."""
         self.mod.parallel = True
         ivd = _iv_dtype(s.loop_var)
+        ty = T.ll_type(ivd)
         lo = self.cast_to(self.expr(s.min), ivd)
         ext = self.cast_to(self.expr(s.extent), ivd)
-        used_vars: set[Var] = set()
-        used_bufs: dict[Var, Buffer] = {}
-        for n in post_order(s.body):
-            if isinstance(n, Var):
-                used_vars.add(n)
-            elif isinstance(n, (Load, Store)):
-                used_bufs.setdefault(n.buffer.data, n.buffer)
-        cap_vals: list[tuple[str, str]] = [(lo[0], T.ll_type(lo[1])), (ext[0], T.ll_type(ext[1]))]
-        cap_vars = [v for v in self.env if v in used_vars]
-        cap_vals += [(self.env[v][0], T.ll_type(self.env[v][1])) for v in cap_vars]
-        cap_bufs = [b for b in used_bufs.values() if self.lookup_buffer(b) is not None]
-        cap_vals += [(self.buffer_ptr(b), "ptr") for b in cap_bufs]
-        sty = "{" + ", ".join(t for _, t in cap_vals) + "}"
-        ctx = self.entry_alloca(sty, 16)
-        for i, (val, t) in enumerate(cap_vals):
-            p = self.op(f"getelementptr inbounds {sty}, ptr {ctx}, i32 0, i32 {i}")
-            self.emit(f"store {t} {val}, ptr {p}")
         k = self.mod.n_par
         self.mod.n_par += 1
         fname = _quote(f"{self.mod.entry}.par{k}")
-        nth = self.op(f"load i32, ptr {_quote(self.mod.entry + '.__nthreads')}")
-        self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
-        self.emit(f"call void @GOMP_parallel(ptr {fname}, ptr {ctx}, i32 {nth}, i32 0)")
-
-        # NOTE: the GOMP entry point only unpacks the context and calls the body function, whose
-        # pointer parameters are ``noalias`` (as the kernel's are); loads from a struct would
-        # lose that and block vectorization and register promotion.
         body_name = _quote(f"{self.mod.entry}.par{k}.body")
-        wrap = [f"define internal void {fname}(ptr noalias %ctx) #0 {{", "entry:"]
-        for i, (_, t) in enumerate(cap_vals):
-            wrap.append(f"  %p{i} = getelementptr inbounds {sty}, ptr %ctx, i32 0, i32 {i}")
-            wrap.append(f"  %v{i} = load {t}, ptr %p{i}")
-        wrap.append(f"  call void {body_name}("
-                    + ", ".join(f"{t} %v{i}" for i, (_, t) in enumerate(cap_vals)) + ")")
-        wrap += ["  ret void", "}"]
-        self.mod.functions.append("\n".join(wrap))
-        params = ", ".join(f"{t}{' noalias' if t == 'ptr' else ''} %c{i}"
-                           for i, (_, t) in enumerate(cap_vals))
-        sub = _Fn(self.mod, f"define internal void {body_name}({params}) #0 {{", True)
-        loaded = [f"%c{i}" for i in range(len(cap_vals))]
-        for v, val in zip(cap_vars, loaded[2:]):
-            sub.env[v] = (val, self.env[v][1])
-        for b, val in zip(cap_bufs, loaded[2 + len(cap_vars):]):
-            sub.bind_buffer(b, val)
-        ty = T.ll_type(ivd)
+        sub = _Fn(self.mod, "", True, parent=self)
+        sub.captures = [(lo[0], ty), (ext[0], ty)]
         sub.declare("declare i32 @omp_get_thread_num()")
         sub.declare("declare i32 @omp_get_num_threads()")
         tid = sub.cast_to((sub.op("call i32 @omp_get_thread_num()"), "int32"), ivd)[0]
         nt = sub.cast_to((sub.op("call i32 @omp_get_num_threads()"), "int32"), ivd)[0]
-        lo_s, ext_s = loaded[0], loaded[1]
+        lo_s, ext_s = "%c0", "%c1"
         t1 = sub.op(f"add {ty} {ext_s}, {nt}")
         t2 = sub.op(f"sub {ty} {t1}, 1")
         chunk = sub.op(f"sdiv {ty} {t2}, {nt}")
@@ -362,7 +338,46 @@ class _Fn(ExprRenderer):
         end = sub.op(f"call {ty} @llvm.smin.{T.suffix(ivd)}({ty} {e1}, {ty} {full_end})")
         sub.serial_loop(s.loop_var, begin, end, s.body, None)
         sub.emit("ret void")
+        caps = sub.captures
+        # NOTE: pointer parameters of the body are ``noalias`` (as the kernel's are); values
+        # loaded from the context struct would lose that and block register promotion.
+        params = ", ".join(f"{t}{' noalias' if t == 'ptr' else ''} %c{i}"
+                           for i, (_, t) in enumerate(caps))
+        sub.header = f"define internal void {body_name}({params}) #0 {{"
         self.mod.functions.append(sub.text())
+
+        sty = "{" + ", ".join(t for _, t in caps) + "}"
+        ctx = self.entry_alloca(sty, 16)
+        for i, (val, t) in enumerate(caps):
+            p = self.op(f"getelementptr inbounds {sty}, ptr {ctx}, i32 0, i32 {i}")
+            self.emit(f"store {t} {val}, ptr {p}")
+        nth = self.op(f"load i32, ptr {_quote(self.mod.entry + '.__nthreads')}")
+        self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
+        self.emit(f"call void @GOMP_parallel(ptr {fname}, ptr {ctx}, i32 {nth}, i32 0)")
+        wrap = [f"define internal void {fname}(ptr noalias %ctx) #0 {{", "entry:"]
+        for i, (_, t) in enumerate(caps):
+            wrap.append(f"  %p{i} = getelementptr inbounds {sty}, ptr %ctx, i32 0, i32 {i}")
+            wrap.append(f"  %v{i} = load {t}, ptr %p{i}")
+        wrap.append(f"  call void {body_name}("
+                    + ", ".join(f"{t} %v{i}" for i, (_, t) in enumerate(caps)) + ")")
+        wrap += ["  ret void", "}"]
+        self.mod.functions.append("\n".join(wrap))
+
+    def _capture(self, value: str, ty: str) -> str:
+        self.captures.append((value, ty))
+        return f"%c{len(self.captures) - 1}"
+
+    def expr_Var(self, e: Var) -> V:
+        v = self.env.get(e)
+        if v is None and self.parent is not None:
+            pv = self.parent.env.get(e)
+            if pv is None:
+                pv = self.parent.expr_Var(e)  # raises for a free variable
+            v = (self._capture(pv[0], T.ll_type(pv[1])), pv[1])
+            self.env[e] = v
+        if v is None:
+            return super().expr_Var(e)
+        return v
 
 
 def _iv_dtype(var: Var) -> str:
