@@ -31,7 +31,9 @@ class LocalRunner(Runner):
     """Time candidates on this machine in one persistent measurement process.
 
     Candidates run one at a time (never concurrently with builds: the measure batch builds all,
-    then runs all). The process is restarted when a kernel crashes (``RUNTIME_DEVICE``) or runs
+    then runs all). The first call of a candidate checks its outputs and probes its speed: when
+    the ``number x repeat`` timed calls clearly cannot finish within ``timeout``, the candidate is
+    reported as ``RUN_TIMEOUT`` without waiting the timeout out. The process is restarted when a kernel crashes (``RUNTIME_DEVICE``) or runs
     past ``timeout`` (``RUN_TIMEOUT``). Inputs are random arrays generated once per task from
     ``seed`` (or ``ref_input`` when set); with ``check_correctness`` every candidate's outputs are
     compared with a reference computed once per task (the task's outputs built with the naive
@@ -74,6 +76,8 @@ class LocalRunner(Runner):
         self._setup: dict | None = None
         self._token = ""
         self.note = ""
+        #: Seconds spent preparing inputs and the reference outputs (once per task).
+        self.setup_time = 0.0
 
     # ---- ref_input (as TVM) -------------------------------------------------------------------
     @property
@@ -112,6 +116,7 @@ class LocalRunner(Runner):
         state = pool.worker_state(0)
         if self._setup is None:
             assert self._ref is not None
+            t0 = time.perf_counter()
             out = pool.call(0, prepare_run, (self._ref, self.seed,
                                              self._ref_input if self._user_ref_input else None,
                                              self.check_correctness), _SETUP_TIMEOUT)
@@ -119,6 +124,7 @@ class LocalRunner(Runner):
                 raise RuntimeError(f"LocalRunner could not set up task {self._ref.name}: "
                                    f"{out.status} {out.error_type} {out.message}\n{out.traceback}")
             self._setup = out.value
+            self.setup_time += time.perf_counter() - t0
             self.note = self._setup["note"]
             if self.check_correctness:
                 logger.info("LocalRunner %s: %s", self._ref.name, self.note)
@@ -155,7 +161,7 @@ class LocalRunner(Runner):
         t0 = time.perf_counter()
         out = self._get_pool().call(0, run_candidate, (
             self._token, br.artifact, self.number, self.repeat, self.min_repeat_ms,
-            self.enable_cpu_cache_flush, check, self.rtol, self.atol), self.timeout)
+            self.enable_cpu_cache_flush, check, self.rtol, self.atol, self.timeout), self.timeout)
         run_time = time.perf_counter() - t0
         now = time.time()
         if out.status == "timeout":
@@ -171,6 +177,9 @@ class LocalRunner(Runner):
                                 f"{out.error_type}: {out.message[:1024]}\n{out.traceback}",
                                 br.time_cost + run_time, now)
         code, costs, detail = out.value
+        if code == MeasureErrorNo.RUN_TIMEOUT:
+            return error_result(code, f"config {inp.config.index}: {detail}",
+                                br.time_cost + run_time, now)
         if code != MeasureErrorNo.NO_ERROR:
             return error_result(code, detail, br.time_cost + run_time, now)
         if len(costs) > 2:

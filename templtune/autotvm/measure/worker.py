@@ -300,26 +300,40 @@ def has_run_state(token: str) -> bool:
 
 
 def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_repeat_ms: float,
-                  flush: bool, check: bool, rtol: float, atol: float) -> tuple:
+                  flush: bool, check: bool, rtol: float, atol: float,
+                  timeout: float | None = None) -> tuple:
     """Load, check and time one built candidate.
+
+    The first call checks the outputs (when ``check``) and serves as a probe: if it shows that
+    the timing rounds cannot finish within ``timeout``, the candidate is reported as
+    ``RUN_TIMEOUT`` at once instead of after waiting for the timeout (templtune shortcut).
 
     Returns ``(error_no, costs, detail)``.
     """
     import templtune
     from templtune.runtime import load_module
 
+    t_start = time.perf_counter()
     st = _RUN[token]
     module = load_module(artifact)
     dev = templtune.cuda() if st.device == "cuda" else templtune.cpu()
     arrays = [a.copy() for a in st.inputs]
+    t0 = time.perf_counter()
+    module(*arrays)
+    first = time.perf_counter() - t0
     if check and st.reference is not None:
-        module(*arrays)
         for pos, ref in zip(st.outputs, st.reference):
             got = np.asarray(arrays[pos])
             if not _close(got, ref, rtol, atol):
                 err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
                 return (int(MeasureErrorNo.WRONG_ANSWER), (),
                         f"output {pos} differs from the reference (max abs error {err:.3g})")
+    if timeout is not None:
+        predicted = first * (1 + number * repeat) + repeat * min_repeat_ms / 1e3
+        if time.perf_counter() - t_start + predicted > timeout:
+            return (int(MeasureErrorNo.RUN_TIMEOUT), (),
+                    f"one call takes {first:.3g} s: {number}x{repeat} timed calls cannot finish "
+                    f"within the {timeout} s timeout")
     kwargs: dict[str, Any] = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
     if flush:
         kwargs["enable_cpu_cache_flush"] = True
