@@ -63,6 +63,9 @@ def same(a, b) -> bool:
         (binary(BinOpKind.MIN, X + 1, X), X),
         ((II * 16 + J * 2) // 4, II * 4 + J // 2),
         (((II * 8 + J) // 4) // 2, II),
+        ((X * 4 + II) // 8, X // 2),
+        ((X * 4 + II) % 8, (X % 2) * 4 + II),
+        ((X * 6 + 1) // 12, X // 2),
     ],
 )
 def test_rules(expr, expected):

@@ -234,7 +234,13 @@ class Simplifier(LinearForms, Mutator):
                 return self.from_lin(q, dtype)
             if not r.terms:
                 return self.from_lin(q, dtype)
-            rest = BinOp(BinOpKind.FLOORDIV, self.from_lin(r, dtype), IntImm(dtype, c), dtype)
+            sp = self._split_small(r, c)
+            if sp is not None:  # (g*A + B) // (g*c') == A // c' when 0 <= B < g
+                g2, big, _ = sp
+                rest = self._divmod(op, self.from_lin(big, dtype), c // g2, dtype)
+            else:
+                rest = BinOp(BinOpKind.FLOORDIV, self.from_lin(r, dtype), IntImm(dtype, c),
+                             dtype)
             return self.from_lin(q.add(self.lin(rest)), dtype)
         # floormod: terms with coefficients divisible by c vanish; if the rest lies in one
         # period it is the answer, otherwise coefficients and constant reduce modulo c
@@ -255,11 +261,34 @@ class Simplifier(LinearForms, Mutator):
         lo, hi = self.lin_bound(r)
         if not math.isinf(lo) and not math.isinf(hi) and lo // c == hi // c:
             return self.from_lin(r.add(Lin(-int(lo // c) * c)), dtype)
+        sp = self._split_small(r, c)
+        if sp is not None:  # (g*A + B) % (g*c') == g*(A % c') + B when 0 <= B < g
+            g2, big, small = sp
+            m = self._divmod(op, self.from_lin(big, dtype), c // g2, dtype)
+            return self.from_lin(self.lin(m).scale(g2).add(small), dtype)
         if g > 1:  # (g*A) % (g*B) == g * (A % B)
             inner = Lin(r.const // g, {k: [x, co // g] for k, (x, co) in r.terms.items()})
             m = self._divmod(op, self.from_lin(inner, dtype), c // g, dtype)
             return self.from_lin(self.lin(m).scale(g), dtype)
         return BinOp(BinOpKind.FLOORMOD, self.from_lin(r, dtype), IntImm(dtype, c), dtype)
+
+    def _split_small(self, ln: Lin, c: int) -> tuple[int, Lin, Lin] | None:
+        """Find ``g | c`` (1 < g < c) with ``ln == g*big + small`` and ``0 <= small < g``."""
+        cands = sorted({math.gcd(c, co) for _, co in ln.terms.values()} - {1, c}, reverse=True)
+        for g in cands:
+            big = Lin(ln.const // g)
+            small = Lin(ln.const % g)
+            for k, (x, co) in ln.terms.items():
+                if co % g == 0:
+                    big.terms[k] = [x, co // g]
+                else:
+                    small.terms[k] = [x, co]
+            if not big.terms:
+                continue
+            lo, hi = self.lin_bound(small)
+            if lo >= 0 and hi <= g - 1:
+                return g, big, small
+        return None
 
     def _minmax(self, op: BinOpKind, a: PrimExpr, b: PrimExpr, dtype: str) -> PrimExpr:
         if self.key(a) == self.key(b):
