@@ -1,0 +1,96 @@
+"""Helpers shared by the x86 templates: knob filters, fallback choices, padding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from templtune import te
+
+#: float32 lanes of one AVX-512 register; register blocking is counted in these.
+VEC = 16
+#: accumulator registers a register tile may use (32 zmm minus operands).
+MAX_ACC_REGS = 24
+
+
+def vec_regs(lanes: int) -> int:
+    """Vector registers one row of ``lanes`` float32 accumulators occupies."""
+    return -(-lanes // VEC)
+
+
+def divisor_at_most(n: int, bound: int) -> int:
+    """The largest divisor of ``n`` that is ``<= bound`` (at least 1)."""
+    return max(d for d in range(1, min(n, max(bound, 1)) + 1) if n % d == 0)
+
+
+def vector_divisor(n: int, cap: int = 64) -> int:
+    """A good vector width dividing ``n``: the largest multiple of 16 (then 8) ``<= cap``
+    dividing ``n``, else the largest divisor ``<= cap``."""
+    for step in (VEC, 8):
+        best = [d for d in range(step, cap + 1, step) if n % d == 0]
+        if best:
+            # NOTE: 32 lanes (two registers per row) is the sweet spot of the GEMM recipe.
+            return 32 if 32 in best else best[-1]
+    return divisor_at_most(n, cap)
+
+
+def lane_filter(n: int, cap: int = 64) -> Any:
+    """A ``define_split`` filter keeping inner sizes that are multiples of 8 (or, when ``n`` has
+    none, any size) up to ``cap``."""
+    has_mult8 = any(n % d == 0 for d in range(8, cap + 1, 8))
+
+    def keep(e: Any) -> bool:
+        inner = int(e.size[-1])
+        if inner > cap:
+            return False
+        return inner % 8 == 0 if has_mult8 else True
+
+    return keep
+
+
+def max_inner(cap: int) -> Any:
+    """A ``define_split`` filter keeping inner sizes ``<= cap``."""
+    return lambda e: int(e.size[-1]) <= cap
+
+
+def pad_nchw(data: te.Tensor, pads: Sequence[int], name: str = "data_pad") -> te.Tensor:
+    """Zero-pad the last two axes of a 4-D tensor by ``(top, left, bottom, right)``."""
+    pt, pl, pb, pr = pads
+    n, c, h, w = (int(x) for x in data.shape)
+    if not any(pads):
+        return data
+    return te.compute(
+        (n, c, h + pt + pb, w + pl + pr),
+        lambda a, b, y, x: te.if_then_else(
+            te.all(y >= pt, y < h + pt, x >= pl, x < w + pl),
+            data[a, b, y - pt, x - pl], te.const(0.0, data.dtype)),
+        name=name)
+
+
+def pad_tuple(padding: Any) -> tuple[int, int, int, int]:
+    """``p``, ``(ph, pw)`` or ``(top, left, bottom, right)`` -> a 4-tuple."""
+    if isinstance(padding, int):
+        return (padding,) * 4
+    p = [int(x) for x in padding]
+    if len(p) == 2:
+        return (p[0], p[1], p[0], p[1])
+    if len(p) == 4:
+        return (p[0], p[1], p[2], p[3])
+    raise ValueError(f"padding must be an int, (h, w) or (top, left, bottom, right); got {padding}")
+
+
+def stride_pair(stride: Any) -> tuple[int, int]:
+    """``s`` or ``(sh, sw)`` -> a pair."""
+    if isinstance(stride, int):
+        return stride, stride
+    s = [int(x) for x in stride]
+    if len(s) != 2:
+        raise ValueError(f"stride must be an int or (sh, sw); got {stride}")
+    return s[0], s[1]
+
+
+def check_positive(**dims: int) -> None:
+    """Raise ``ValueError`` naming the first non-positive dimension."""
+    for k, v in dims.items():
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{k} must be a positive integer, got {v!r}")

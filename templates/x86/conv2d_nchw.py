@@ -1,0 +1,137 @@
+"""x86 direct ``conv2d_nchw`` template (spatial pack, NCHWc-style blocking inside the kernel).
+
+Inputs are NCHW data and an OIHW kernel, the output is NCHW. Inside the kernel:
+
+* ``data_pad`` (materialized, parallel over channels) when there is padding;
+* ``kernel_vec[CO/bn, CI, KH, KW, bn]``: the kernel packed so ``bn`` output channels are
+  contiguous (one vector load per tap);
+* ``conv[N, CO/bn, OH, OW, bn]``: each ``oh_bn x ow_bn x bn`` output block accumulates in a
+  register-resident write cache over ``(ci_o, kh, kw, ci_i)``; the block's rows and columns are
+  unrolled and ``bn`` is vectorized; the fused ``(n, co_o, oh_o)`` loop runs in parallel;
+* ``output``: unpacked back to NCHW (parallel over ``(n, co)``).
+
+Knobs: ``tile_oc`` ``[co_o, bn]``, ``tile_oh`` ``[oh_o, oh_bn]`` (``oh_bn <= 4``), ``tile_ow``
+``[ow_o, ow_bn]`` (``ow_bn <= 32``), ``tile_ic`` ``[ci_o, ci_i]`` (``ci_i <= 64``),
+``unroll_kw`` (unroll the kernel-width loop). ``multi_filter`` keeps blocks whose accumulators
+fit in the 32 vector registers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te
+
+from ._common import (
+    MAX_ACC_REGS,
+    check_positive,
+    divisor_at_most,
+    lane_filter,
+    max_inner,
+    pad_nchw,
+    pad_tuple,
+    stride_pair,
+    vec_regs,
+    vector_divisor,
+)
+
+
+def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
+    """Output extent of a convolution along one axis."""
+    return (size + lo + hi - k) // s + 1
+
+
+def _define(cfg: Any, co: int, oh: int, ow: int, ci: int) -> None:
+    cfg.define_split("tile_oc", co, num_outputs=2, filter=lane_filter(co))
+    cfg.define_split("tile_oh", oh, num_outputs=2, filter=max_inner(4))
+    cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
+    cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.multi_filter(lambda e: 2 <= e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
+                     * vec_regs(e["tile_oc"].size[-1]) <= MAX_ACC_REGS
+                     or e["tile_oh"].size[-1] * e["tile_ow"].size[-1] == oh * ow)
+    if cfg.is_fallback:
+        bn = vector_divisor(co, 32)
+        regs = vec_regs(bn)
+        ow_bn = divisor_at_most(ow, max(1, 16 // regs))
+        oh_bn = divisor_at_most(oh, max(1, 16 // regs // ow_bn))
+        cfg.fallback_split("tile_oc", [-1, bn])
+        cfg.fallback_split("tile_oh", [-1, oh_bn])
+        cfg.fallback_split("tile_ow", [-1, ow_bn])
+        cfg.fallback_split("tile_ic", [-1, divisor_at_most(ci, 16)])
+
+
+def conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+                padding: Any) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, kernel, output])`` for the current config.
+
+    Arguments follow the seed tutorial: batch, input height/width, output and input channels,
+    kernel height/width, stride and padding (int, pair or 4-tuple).
+    """
+    check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
+    sh, sw = stride_pair(stride)
+    pads = pad_tuple(padding)
+    oh = out_size(H, KH, pads[0], pads[2], sh)
+    ow = out_size(W, KW, pads[1], pads[3], sw)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"conv2d_nchw: empty output ({oh}x{ow}) for a {H}x{W} input")
+    cfg = autotvm.get_config()
+    _define(cfg, CO, oh, ow, CI)
+    cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
+    bn = cfg["tile_oc"].size[-1]
+    oh_bn = cfg["tile_oh"].size[-1]
+    ow_bn = cfg["tile_ow"].size[-1]
+    ci_i = cfg["tile_ic"].size[-1]
+
+    data = te.placeholder((N, CI, H, W), name="data")
+    kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
+    dpad = pad_nchw(data, pads)
+    kvec = te.compute((CO // bn, CI, KH, KW, bn),
+                      lambda o, c, y, x, v: kernel[o * bn + v, c, y, x], name="kernel_vec")
+    rc = te.reduce_axis((0, CI), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    conv = te.compute(
+        (N, CO // bn, oh, ow, bn),
+        lambda n, o, y, x, v: te.sum(dpad[n, rc, y * sh + ry, x * sw + rx]
+                                     * kvec[o, rc, ry, rx, v], axis=[rc, ry, rx]),
+        name="conv")
+    output = te.compute((N, CO, oh, ow), lambda n, c, y, x: conv[n, c // bn, y, x, c % bn],
+                        name="output")
+    s = te.create_schedule(output.op)
+
+    if dpad is not data:
+        pn, pc, _, _ = s[dpad].op.axis
+        s[dpad].parallel(s[dpad].fuse(pn, pc))
+    # NOTE: read the OIHW kernel contiguously (v outside c, y, x); the strided writes of one
+    # output-channel block stay in L2. Vectorizing v instead gathers one cache line per lane.
+    o, c, y, x, v = s[kvec].op.axis
+    s[kvec].reorder(o, v, c, y, x)
+    s[kvec].parallel(o)
+
+    acc = s.cache_write(conv, "global")
+    n, o, y, x, v = s[conv].op.axis
+    yo, yi = s[conv].split(y, factor=oh_bn)
+    xo, xi = s[conv].split(x, factor=ow_bn)
+    s[conv].reorder(n, o, yo, xo, yi, xi, v)
+    par = s[conv].fuse(n, o, yo)
+    s[conv].parallel(par)
+    s[conv].vectorize(v)
+    s[acc].compute_at(s[conv], xo)
+    _, _, ay, ax, av = s[acc].op.axis
+    arc, ary, arx = s[acc].op.reduce_axis
+    rco, rci = s[acc].split(arc, factor=ci_i)
+    s[acc].reorder(rco, ary, arx, rci, ay, ax, av)
+    s[acc].unroll(ay)
+    s[acc].unroll(ax)
+    if cfg["unroll_kw"].val:
+        s[acc].unroll(arx)
+    s[acc].vectorize(av)
+
+    n, c, y, x = s[output].op.axis
+    s[output].parallel(s[output].fuse(n, c))
+    return s, [data, kernel, output]
+
+
+autotvm.template("conv2d_nchw.x86")(conv2d_nchw)
+autotvm.template("conv2d_nchw")(conv2d_nchw)

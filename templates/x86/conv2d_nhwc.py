@@ -1,0 +1,89 @@
+"""x86 direct ``conv2d_nhwc`` template (NHWC data, HWIO kernel, NHWC output).
+
+Output channels are innermost in both the kernel and the output, so no packing is needed: each
+``oh_bn x ow_bn x bn`` output block accumulates in a register-resident write cache over
+``(ci_o, kh, kw, ci_i)`` with ``bn`` channels vectorized (one vector load of the kernel per
+tap, one broadcast of the input), rows and columns unrolled; the fused
+``(n, oh_o, co_o)`` loop runs in parallel. The padded input is materialized when there is
+padding.
+
+Knobs: ``tile_oc`` ``[co_o, bn]``, ``tile_oh`` ``[oh_o, oh_bn]``, ``tile_ow`` ``[ow_o, ow_bn]``,
+``tile_ic`` ``[ci_o, ci_i]``, ``unroll_kw``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te
+
+from ._common import check_positive, pad_tuple, stride_pair
+from .conv2d_nchw import _define, out_size
+
+
+def conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+                padding: Any) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, kernel, output])`` for the current config
+    (arguments as :func:`conv2d_nchw`; ``data`` is NHWC, ``kernel`` HWIO)."""
+    check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
+    sh, sw = stride_pair(stride)
+    pt, pl, pb, pr = pad_tuple(padding)
+    oh = out_size(H, KH, pt, pb, sh)
+    ow = out_size(W, KW, pl, pr, sw)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"conv2d_nhwc: empty output ({oh}x{ow}) for a {H}x{W} input")
+    cfg = autotvm.get_config()
+    _define(cfg, CO, oh, ow, CI)
+    cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
+    bn = cfg["tile_oc"].size[-1]
+    oh_bn = cfg["tile_oh"].size[-1]
+    ow_bn = cfg["tile_ow"].size[-1]
+    ci_i = cfg["tile_ic"].size[-1]
+
+    data = te.placeholder((N, H, W, CI), name="data")
+    kernel = te.placeholder((KH, KW, CI, CO), name="kernel")
+    if pt or pl or pb or pr:
+        dpad = te.compute(
+            (N, H + pt + pb, W + pl + pr, CI),
+            lambda n, y, x, c: te.if_then_else(
+                te.all(y >= pt, y < H + pt, x >= pl, x < W + pl),
+                data[n, y - pt, x - pl, c], te.const(0.0, "float32")),
+            name="data_pad")
+    else:
+        dpad = data
+    rc = te.reduce_axis((0, CI), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    out = te.compute(
+        (N, oh, ow, CO),
+        lambda n, y, x, f: te.sum(dpad[n, y * sh + ry, x * sw + rx, rc] * kernel[ry, rx, rc, f],
+                                  axis=[rc, ry, rx]),
+        name="output")
+    s = te.create_schedule(out.op)
+    if dpad is not data:
+        pn, py, _, _ = s[dpad].op.axis
+        s[dpad].parallel(s[dpad].fuse(pn, py))
+
+    acc = s.cache_write(out, "global")
+    n, y, x, f = s[out].op.axis
+    yo, yi = s[out].split(y, factor=oh_bn)
+    xo, xi = s[out].split(x, factor=ow_bn)
+    fo, fi = s[out].split(f, factor=bn)
+    s[out].reorder(n, yo, fo, xo, yi, xi, fi)
+    s[out].parallel(s[out].fuse(n, yo, fo))
+    s[out].vectorize(fi)
+    s[acc].compute_at(s[out], xo)
+    _, ay, ax, af = s[acc].op.axis
+    arc, ary, arx = s[acc].op.reduce_axis
+    rco, rci = s[acc].split(arc, factor=ci_i)
+    s[acc].reorder(rco, ary, arx, rci, ay, ax, af)
+    s[acc].unroll(ay)
+    s[acc].unroll(ax)
+    if cfg["unroll_kw"].val:
+        s[acc].unroll(arx)
+    s[acc].vectorize(af)
+    return s, [data, kernel, out]
+
+
+autotvm.template("conv2d_nhwc.x86")(conv2d_nhwc)
+autotvm.template("conv2d_nhwc")(conv2d_nhwc)

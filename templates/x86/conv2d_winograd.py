@@ -1,0 +1,184 @@
+"""x86 Winograd ``conv2d`` template, F(m x m, 3 x 3) with ``m`` (2 or 4) a knob.
+
+NCHW data, OIHW kernel (or, with ``pre_transformed=m``, the kernel already transformed for
+F(m x m) to ``[alpha, alpha, CI, CO]`` by ``topi.nn.conv2d_winograd_weight_transform``), NCHW
+output; stride 1. Stages:
+
+* ``data_pad``: zero padding, extended so the last (partial) output tile reads inside it;
+* ``data_pack[eps, nu, c, p] = (B^T d B)`` of each ``alpha x alpha`` input tile ``p``;
+* ``kernel_pack[eps, nu, c, k] = (G g G^T)`` unless pre-transformed;
+* ``bgemm[eps, nu, p, k] = sum_c data_pack * kernel_pack``: ``alpha^2`` independent GEMMs,
+  scheduled like the dense template (``tp x bn`` register blocks in a write cache, ``bn``
+  output channels vectorized, fused ``(eps, nu, k_o)`` parallel);
+* ``inverse[p, vh, vw, k] = (A^T M A)``, vectorized over ``k``; ``output`` unpacks to NCHW.
+
+Knobs: ``tile_size`` (``m``), ``tile_k`` ``[k_o, bn]``, ``tile_c`` ``[c_o, c_i]`` (``c_i <= 8``,
+unrolled), ``tile_p`` (the register block over tiles; the largest divisor of the tile count not
+above it is used, because the tile count depends on ``m``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te
+from templtune.topi.nn.winograd import winograd_transform_matrices
+from templtune.topi.utils import const_matrix
+
+from ._common import (
+    MAX_ACC_REGS,
+    check_positive,
+    divisor_at_most,
+    lane_filter,
+    max_inner,
+    pad_tuple,
+    stride_pair,
+    vec_regs,
+    vector_divisor,
+)
+from .conv2d_nchw import out_size
+
+TILE_P = [1, 2, 4, 6, 8, 12]
+
+
+def _define(cfg: Any, co: int, ci: int, sizes: list[int]) -> None:
+    cfg.define_knob("tile_size", sizes)
+    cfg.define_split("tile_k", co, num_outputs=2, filter=lane_filter(co))
+    cfg.define_split("tile_c", ci, num_outputs=2, filter=max_inner(8))
+    cfg.define_knob("tile_p", TILE_P)
+    cfg.multi_filter(lambda e: e["tile_p"].val * vec_regs(e["tile_k"].size[-1]) <= MAX_ACC_REGS)
+    if cfg.is_fallback:
+        bn = vector_divisor(co, 32)
+        cfg.fallback_split("tile_k", [-1, bn])
+        cfg.fallback_split("tile_c", [-1, 4])
+        cfg["tile_size"] = _other(4 if 4 in sizes else sizes[0])
+        cfg["tile_p"] = _other(8 if bn <= 16 else 6)
+
+
+def _other(v: Any) -> Any:
+    from templtune.autotvm.task.space import OtherOptionEntity
+
+    return OtherOptionEntity(v)
+
+
+def conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+                    padding: Any, pre_transformed: int = 0) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, kernel, output])`` for the current config.
+
+    Arguments as :func:`conv2d_nchw` (stride must be 1, the kernel square); ``pre_transformed``
+    is 0 for an OIHW kernel or the tile size ``m`` the kernel was transformed for.
+    """
+    check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
+    if stride_pair(stride) != (1, 1):
+        raise ValueError(f"conv2d_winograd needs stride 1, got {stride}")
+    if KH != KW:
+        raise ValueError(f"conv2d_winograd needs a square kernel, got {KH}x{KW}")
+    if pre_transformed not in (0, 2, 4):
+        raise ValueError(f"pre_transformed must be 0, 2 or 4, got {pre_transformed}")
+    pt, pl, pb, pr = pad_tuple(padding)
+    oh = out_size(H, KH, pt, pb, 1)
+    ow = out_size(W, KW, pl, pr, 1)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"conv2d_winograd: empty output ({oh}x{ow}) for a {H}x{W} input")
+    cfg = autotvm.get_config()
+    _define(cfg, CO, CI, [pre_transformed] if pre_transformed else [2, 4])
+    cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
+    m = cfg["tile_size"].val
+    r = KH
+    alpha = m + r - 1
+    nh, nw = -(-oh // m), -(-ow // m)
+    P = N * nh * nw
+    bn = cfg["tile_k"].size[-1]
+    c_i = cfg["tile_c"].size[-1]
+    tp = divisor_at_most(P, cfg["tile_p"].val)
+
+    data = te.placeholder((N, CI, H, W), name="data")
+    if pre_transformed:
+        kernel = te.placeholder((alpha, alpha, CI, CO), name="kernel")
+    else:
+        kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
+    a_np, b_np, g_np = winograd_transform_matrices(m, r, "float32")
+    A = const_matrix(a_np, "A")
+    B = const_matrix(b_np, "B")
+    ph, pw = (nh - 1) * m + alpha, (nw - 1) * m + alpha
+    dpad = te.compute(
+        (N, CI, ph, pw),
+        lambda n, c, y, x: te.if_then_else(
+            te.all(y >= pt, y < H + pt, x >= pl, x < W + pl),
+            data[n, c, y - pt, x - pl], te.const(0.0, "float32")),
+        name="data_pad")
+    ra = te.reduce_axis((0, alpha), name="ra")
+    rb = te.reduce_axis((0, alpha), name="rb")
+    data_pack = te.compute(
+        (alpha, alpha, CI, P),
+        lambda e, u, c, p: te.sum(
+            dpad[p // (nh * nw), c, (p // nw) % nh * m + ra, p % nw * m + rb]
+            * B[ra, e] * B[rb, u], axis=[ra, rb]),
+        name="data_pack")
+    if pre_transformed:
+        kernel_pack = kernel
+    else:
+        G = const_matrix(g_np, "G")
+        ky = te.reduce_axis((0, r), name="ky")
+        kx = te.reduce_axis((0, r), name="kx")
+        kernel_pack = te.compute(
+            (alpha, alpha, CI, CO),
+            lambda e, u, c, k: te.sum(kernel[k, c, ky, kx] * G[e, ky] * G[u, kx], axis=[ky, kx]),
+            name="kernel_pack")
+    rc = te.reduce_axis((0, CI), name="rc")
+    bgemm = te.compute(
+        (alpha, alpha, P, CO),
+        lambda e, u, p, k: te.sum(data_pack[e, u, rc, p] * kernel_pack[e, u, rc, k], axis=rc),
+        name="bgemm")
+    ia = te.reduce_axis((0, alpha), name="ia")
+    ib = te.reduce_axis((0, alpha), name="ib")
+    inverse = te.compute(
+        (P, m, m, CO),
+        lambda p, vh, vw, k: te.sum(bgemm[ia, ib, p, k] * A[ia, vh] * A[ib, vw], axis=[ia, ib]),
+        name="inverse")
+    output = te.compute(
+        (N, CO, oh, ow),
+        lambda n, k, y, x: inverse[n * (nh * nw) + (y // m) * nw + x // m, y % m, x % m, k],
+        name="output")
+    s = te.create_schedule(output.op)
+
+    pn, pc, _, _ = s[dpad].op.axis
+    s[dpad].parallel(s[dpad].fuse(pn, pc))
+    e, u, c, p = s[data_pack].op.axis
+    dra, drb = s[data_pack].op.reduce_axis
+    s[data_pack].reorder(c, p, e, u, dra, drb)
+    s[data_pack].parallel(c)
+    if not pre_transformed:
+        e, u, c, k = s[kernel_pack].op.axis
+        s[kernel_pack].parallel(c)
+
+    acc = s.cache_write(bgemm, "global")
+    e, u, p, k = s[bgemm].op.axis
+    po, pi = s[bgemm].split(p, factor=tp)
+    ko, ki = s[bgemm].split(k, factor=bn)
+    s[bgemm].reorder(e, u, ko, po, pi, ki)
+    s[bgemm].parallel(s[bgemm].fuse(e, u, ko))
+    s[bgemm].vectorize(ki)
+    s[acc].compute_at(s[bgemm], po)
+    _, _, ap, ak = s[acc].op.axis
+    (arc,) = s[acc].op.reduce_axis
+    rco, rci = s[acc].split(arc, factor=c_i)
+    s[acc].reorder(rco, rci, ap, ak)
+    s[acc].unroll(rci)
+    s[acc].unroll(ap)
+    s[acc].vectorize(ak)
+
+    p, vh, vw, k = s[inverse].op.axis
+    iia, iib = s[inverse].op.reduce_axis
+    iko, iki = s[inverse].split(k, factor=bn)
+    s[inverse].reorder(p, iko, vh, vw, iia, iib, iki)
+    s[inverse].parallel(s[inverse].fuse(p, iko))
+    s[inverse].vectorize(iki)
+
+    n, k, _, _ = s[output].op.axis
+    s[output].parallel(s[output].fuse(n, k))
+    return s, [data, kernel, output]
+
+
+autotvm.template("conv2d_winograd.x86")(conv2d_winograd)
+autotvm.template("conv2d_winograd")(conv2d_winograd)

@@ -1,0 +1,87 @@
+"""x86 ``dense`` template: ``out[m, n] = sum_k data[m, k] * weight[n, k]``.
+
+The weight is packed inside the kernel to ``[N / bn, K, bn]`` (vector loads along ``n``); the
+output is tiled ``mb x bn`` with a register-resident accumulator (write cache) per tile, whose
+rows are blocked by ``rb`` (unrolled) over an unrolled ``ku`` step of ``k``; ``bn`` is the
+vectorized axis and the fused (row tile, column tile) loop runs in parallel. With batch 1 the
+column tiles carry the parallelism.
+
+Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
+of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te
+
+from ._common import (
+    MAX_ACC_REGS,
+    check_positive,
+    divisor_at_most,
+    lane_filter,
+    max_inner,
+    vec_regs,
+    vector_divisor,
+)
+
+
+def _define(cfg: Any, m: int, n: int, k: int) -> None:
+    cfg.define_split("tile_y", m, num_outputs=3,
+                     filter=lambda e: e.size[-1] <= 8 and e.size[-1] * e.size[-2] <= 256)
+    cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
+    cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
+    cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1])
+                     <= MAX_ACC_REGS)
+    if cfg.is_fallback:
+        bn = vector_divisor(n)
+        rb = divisor_at_most(m, max(1, MAX_ACC_REGS // 2 // vec_regs(bn)))
+        cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
+        cfg.fallback_split("tile_x", [-1, bn])
+        cfg.fallback_split("tile_k", [-1, 4])
+
+
+def dense(M: int, N: int, K: int) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, weight, out])`` for the current config."""
+    check_positive(M=M, N=N, K=K)
+    cfg = autotvm.get_config()
+    _define(cfg, M, N, K)
+    cfg.add_flop(2.0 * M * N * K)
+    _, mb, rb = cfg["tile_y"].size
+    bn = cfg["tile_x"].size[-1]
+    ku = cfg["tile_k"].size[-1]
+
+    data = te.placeholder((M, K), name="data")
+    weight = te.placeholder((N, K), name="weight")
+    kr = te.reduce_axis((0, K), name="k")
+    packed = te.compute((N // bn, K, bn), lambda x, y, z: weight[x * bn + z, y], name="weight_pack")
+    out = te.compute((M, N), lambda i, j: te.sum(data[i, kr] * packed[j // bn, kr, j % bn],
+                                                 axis=kr), name="dense")
+    s = te.create_schedule(out.op)
+    acc = s.cache_write(out, "global")
+    y, x = s[out].op.axis
+    yo, yi = s[out].split(y, factor=mb * rb)
+    xo, xi = s[out].split(x, factor=bn)
+    s[out].reorder(yo, xo, yi, xi)
+    fused = s[out].fuse(yo, xo)
+    s[out].parallel(fused)
+    s[out].vectorize(xi)
+    s[acc].compute_at(s[out], fused)
+    ay, ax = s[acc].op.axis
+    (ak,) = s[acc].op.reduce_axis
+    ko, ki = s[acc].split(ak, factor=ku)
+    ayo, ayi = s[acc].split(ay, factor=rb)
+    s[acc].reorder(ayo, ko, ki, ayi, ax)
+    s[acc].unroll(ki)
+    s[acc].unroll(ayi)
+    s[acc].vectorize(ax)
+    px, py, pz = s[packed].op.axis
+    s[packed].reorder(px, py, pz)
+    s[packed].parallel(px)
+    s[packed].vectorize(pz)
+    return s, [data, weight, out]
+
+
+autotvm.template("dense.x86")(dense)
+autotvm.template("dense")(dense)
