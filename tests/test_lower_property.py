@@ -177,3 +177,56 @@ def test_rfactor_random(data):
         s[rf].compute_at(s[B], s[B].leaf_iter_vars[0])
     a = np.random.default_rng(3).random((3, 11)).astype("float32")
     _run(s, [A, B], [a], 2 * a.sum(1))
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), n=st.integers(2, 12), m=st.integers(2, 12), k=st.integers(1, 9))
+def test_gpu_style_random_tiling(data, n, m, k):
+    """Block/thread binding, shared + local caches with cooperative fetch; checked serially and,
+    when the CUDA emulator is present, under GPU semantics with race detection."""
+    A = te.placeholder((n, k), name="A")
+    B = te.placeholder((k, m), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    s = te.create_schedule(C.op)
+    AA = s.cache_read(A, "shared", [C])
+    BB = s.cache_read(B, "shared", [C])
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    ty_n, tx_n = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4))
+    bi, i = s[C].split(i, factor=data.draw(st.integers(1, 6)))
+    ti, ii = s[C].split(i, nparts=ty_n)
+    bj, j = s[C].split(j, factor=data.draw(st.integers(1, 6)))
+    tj, jj = s[C].split(j, nparts=tx_n)
+    s[C].reorder(bi, bj, ti, tj, ii, jj)
+    ty, tx = te.thread_axis("threadIdx.y"), te.thread_axis("threadIdx.x")
+    s[C].bind(bi, te.thread_axis("blockIdx.y"))
+    s[C].bind(bj, te.thread_axis("blockIdx.x"))
+    s[C].bind(ti, ty)
+    s[C].bind(tj, tx)
+    s[CL].compute_at(s[C], tj)
+    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=data.draw(st.integers(1, 4)))
+    s[CL].reorder(ko, ki, *s[CL].op.axis)
+    if data.draw(st.booleans()):
+        s[CL].unroll(ki)
+    for X in (AA, BB):
+        s[X].compute_at(s[CL], ko)
+        fused = s[X].fuse(*s[X].op.axis)
+        a1, fused = s[X].split(fused, nparts=ty_n)
+        a2, fused = s[X].split(fused, nparts=tx_n)
+        s[X].bind(a1, ty)
+        s[X].bind(a2, tx)
+    rng = np.random.default_rng(4)
+    a, b = _rand(rng, (n, k)), _rand(rng, (k, m))
+    f = templtune.lower(s, [A, B, C])
+    out = np.zeros((n, m), "float32")
+    run(f, a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-5)
+    try:
+        from templtune.codegen.cuda.emulate import emulate
+    except ImportError:  # pragma: no cover - CUDA backend not present
+        return
+    out2 = np.zeros((n, m), "float32")
+    emulate(f, a, b, out2)
+    np.testing.assert_allclose(out2, a @ b, rtol=1e-4, atol=1e-5)

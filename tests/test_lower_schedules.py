@@ -42,12 +42,26 @@ def _has_threads(f) -> bool:
     return any(isinstance(n, For) and n.kind is ForKind.THREAD_BINDING for n in post_order(f.body))
 
 
-def execute(f, *arrays: np.ndarray) -> None:
-    """Run ``f`` with the interpreter (writing ``arrays``); for CPU functions also build it with
-    the LLVM backend and check that it computes the same."""
+def emulate_gpu(f, *arrays: np.ndarray) -> bool:
+    """Run ``f`` under GPU semantics (threads in lockstep, race detection) with the CUDA
+    emulator when it is available; False when it is not."""
+    try:
+        from templtune.codegen.cuda.emulate import emulate
+    except ImportError:  # pragma: no cover - CUDA backend not present
+        return False
+    emulate(f, *arrays)
+    return True
+
+
+def execute(f, *arrays: np.ndarray, gpu: bool = True) -> None:
+    """Run ``f`` with the interpreter (writing ``arrays``); also build CPU functions with the
+    LLVM backend and run GPU functions in the CUDA emulator, checking they compute the same."""
     copies = [a.copy() for a in arrays]
     run(f, *arrays)
     if _has_threads(f):
+        if gpu and emulate_gpu(f, *copies):
+            for x, y in zip(arrays, copies):
+                np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
         return
     try:
         mod = templtune.build(f, target="llvm")
@@ -442,7 +456,8 @@ def test_rfactor_cross_thread_bind():
     s[B].bind(s[B].op.axis[0], te.thread_axis("blockIdx.x"))
     f = templtune.lower(s, [A, B])
     a, b = _rand(4, 32), np.zeros(4, "float32")
-    run(f, a, b)
+    # NOTE: serial semantics only: a cross-thread reduction is not lowered to an allreduce
+    execute(f, a, b, gpu=False)
     np.testing.assert_allclose(b, a.sum(1), rtol=1e-5)
 
 

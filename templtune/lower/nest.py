@@ -232,7 +232,13 @@ class NestBuilder:
         vmap = {r.var: info.root_val[r] for r in info.roots}
         conv = _ToIR(self, vmap)
         out_idx = [info.root_val[a] for a in op.axis]
-        conds = [(c, self._level(c, pos_of)) for c in self._guards(info)]
+        # NOTE: a guard never wraps stages attached inside this nest: their loops may be bound
+        # to threads that must all take part (cooperative fetches), and they carry their own
+        # guards. So a guard sinks below the deepest attach point.
+        floor = max((p for p, lv in enumerate(leaves) if (id(info), lv) in self._attached),
+                    default=-1)
+        raw = [(c, self._level(c, pos_of)) for c in self._guards(info)]
+        conds = [(c, max(lv, floor)) for c, lv in raw]
         init: Stmt | None = None
         if isinstance(info.body[0], Reduce):
             red: Reduce = info.body[0]  # type: ignore[assignment]
@@ -251,7 +257,9 @@ class NestBuilder:
                           if lv.iter_type is IterKind.REDUCE), n)
             ident = red.init[0] if red.init else red.combiner.identity[0]
             init = self._init_nest(info, first, st, out_idx, conv.visit(ident),
-                                   [(c, lv) for c, lv in conds if lv >= first], pos_of)
+                                   [(c, lv if lv >= first else -1)
+                                    for (c, lv), (_, adj) in zip(raw, conds) if adj >= first],
+                                   pos_of)
         else:
             first = -2
             main = seq(*[Store(self.storage(op.output(k)).buffer,
@@ -297,6 +305,9 @@ class NestBuilder:
                 body = IfThenElse(_likely(_and_all(here)), body)
             v = info.loop_var[lv]
             body = self._loop(info, lv, sub.get(v, v) if isinstance(v, Var) else v, body)
+        top = [c for c, lvl in conds if lvl == -1]
+        if top:
+            body = IfThenElse(_likely(_and_all(top)), body)
         return body
 
     def _with_attached(self, info: StageBound, lv: IterVar, rest: Stmt) -> Stmt:
