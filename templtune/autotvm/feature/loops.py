@@ -32,7 +32,18 @@ from templtune.lower.ir import (
     SeqStmt,
     Store,
 )
-from templtune.te.expr import BinOp, BinOpKind, Cast, FloatImm, IntImm, PrimExpr, Var
+from templtune.te.expr import (
+    BinOp,
+    BinOpKind,
+    Call,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimExpr,
+    Select,
+    Var,
+)
 from templtune.te.functor import children
 
 # NOTE: the order of this table is the order of the 11-way one-hot in the itervar features.
@@ -119,58 +130,76 @@ def const_upper(e: PrimExpr) -> int | None:
     return None
 
 
-def _vars_of(e: Any, lets: dict[Var, frozenset[Var]]) -> frozenset[Var]:
-    out: set[Var] = set()
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Var):
-            out.add(n)
-            out.update(lets.get(n, ()))
-        else:
-            stack.extend(children(n))
-    return frozenset(out)
+_KIDS: dict[type, Any] = {
+    BinOp: lambda n: (n.a, n.b),
+    Var: lambda n: (),
+    IntImm: lambda n: (),
+    FloatImm: lambda n: (),
+    Cast: lambda n: (n.value,),
+    Broadcast: lambda n: (n.value,),
+    Ramp: lambda n: (n.base, n.stride),
+    Not: lambda n: (n.a,),
+    Select: lambda n: (n.cond, n.true_value, n.false_value),
+    Call: lambda n: n.args,
+    Load: lambda n: (n.index,) if n.predicate is None else (n.index, n.predicate),
+}
 
 
-def linear_coeff(e: PrimExpr, v: Var, lets: dict[Var, PrimExpr]) -> int | None:
-    """The integer coefficient of ``v`` in ``e`` when ``e`` is affine in ``v``; ``None`` when
-    ``v`` enters non-linearly (division, modulo, products of variables, ...)."""
-    if isinstance(e, Var):
-        if e is v:
-            return 1
-        bound = lets.get(e)
-        return 0 if bound is None else linear_coeff(bound, v, lets)
-    if isinstance(e, (IntImm, FloatImm)):
-        return 0
-    if isinstance(e, (Cast,)):
-        return linear_coeff(e.value, v, lets)
-    if isinstance(e, Ramp):
-        return linear_coeff(e.base, v, lets)
-    if isinstance(e, Broadcast):
-        return linear_coeff(e.value, v, lets)
-    if isinstance(e, BinOp):
-        ca, cb = linear_coeff(e.a, v, lets), linear_coeff(e.b, v, lets)
-        if e.op is BinOpKind.ADD and ca is not None and cb is not None:
-            return ca + cb
-        if e.op is BinOpKind.SUB and ca is not None and cb is not None:
-            return ca - cb
+def kids(n: Any) -> tuple[Any, ...]:
+    """Children of an expression node (fast paths for the common node types)."""
+    f = _KIDS.get(type(n))
+    return f(n) if f is not None else tuple(children(n))
+
+
+Form = tuple[dict[Var, int], frozenset[Var]]
+_EMPTY: Form = ({}, frozenset())
+
+
+def linear_form(e: Any, lets: dict[Var, Form]) -> Form:
+    """``(coefficients, nonlinear)``: the integer coefficient of every variable that enters
+    ``e`` linearly, and the set of variables that enter non-linearly (division, modulo,
+    products of variables, calls, ...). Let-bound variables are replaced by their forms."""
+    t = type(e)
+    if t is Var:
+        f = lets.get(e)
+        return f if f is not None else ({e: 1}, frozenset())
+    if t is IntImm or t is FloatImm:
+        return _EMPTY
+    if t is Cast or t is Broadcast:
+        return linear_form(e.value, lets)
+    if t is Ramp:
+        return linear_form(e.base, lets)
+    if t is BinOp:
+        (ca, na), (cb, nb) = linear_form(e.a, lets), linear_form(e.b, lets)
+        if e.op is BinOpKind.ADD or e.op is BinOpKind.SUB:
+            sign = 1 if e.op is BinOpKind.ADD else -1
+            out = dict(ca)
+            for v, c in cb.items():
+                out[v] = out.get(v, 0) + sign * c
+            return out, na | nb
         if e.op is BinOpKind.MUL:
-            if ca == 0 and cb == 0:
-                return 0
-            ka, kb = const_upper(e.a), const_upper(e.b)
-            if ca is not None and kb is not None and cb == 0:
-                return ca * kb
-            if cb is not None and ka is not None and ca == 0:
-                return cb * ka
-            return None
-        if ca == 0 and cb == 0:
-            return 0
-        return None
-    # Any other node: linear only if ``v`` is absent.
-    for c in children(e):
-        if linear_coeff(c, v, lets) != 0:
-            return None
-    return 0
+            if not ca and not na:
+                k = const_upper(e.a)
+                if k is not None:
+                    return {v: c * k for v, c in cb.items()}, nb
+            if not cb and not nb:
+                k = const_upper(e.b)
+                if k is not None:
+                    return {v: c * k for v, c in ca.items()}, na
+        return {}, na | nb | frozenset(ca) | frozenset(cb)
+    allv: set[Var] = set()
+    for c in kids(e):
+        cf, nf = linear_form(c, lets)
+        allv.update(cf)
+        allv.update(nf)
+    return ({}, frozenset(allv)) if allv else _EMPTY
+
+
+def linear_coeff(e: PrimExpr, v: Var, lets: dict[Var, Form] | None = None) -> int | None:
+    """The integer coefficient of ``v`` in ``e`` when ``e`` is affine in ``v``; ``None`` when
+    ``v`` enters non-linearly."""
+    coeffs, nonlinear = linear_form(e, lets or {})
+    return None if v in nonlinear else coeffs.get(v, 0)
 
 
 class _Walker:
@@ -180,8 +209,7 @@ class _Walker:
         self.accesses: list[AccessInfo] = []
         self.ops: list[OpInfo] = []
         self.stack: list[LoopInfo] = []
-        self.let_vars: dict[Var, frozenset[Var]] = {}
-        self.let_vals: dict[Var, PrimExpr] = {}
+        self.let_forms: dict[Var, Form] = {}
         self.access_ct: dict[str, int] = {}
 
     # ------------------------------------------------------------------ statements
@@ -199,8 +227,7 @@ class _Walker:
                 self.stmt(x)
         elif isinstance(s, LetStmt):
             self.expr(s.value)
-            self.let_vars[s.var] = _vars_of(s.value, self.let_vars)
-            self.let_vals[s.var] = s.value
+            self.let_forms[s.var] = linear_form(s.value, self.let_forms)
             self.stmt(s.body)
         elif isinstance(s, IfThenElse):
             self.expr(s.condition)
@@ -258,18 +285,18 @@ class _Walker:
                 kind = _OP_KIND.get(n.op)
                 if kind is not None:
                     self.ops.append(OpInfo(kind, dt.lanes(n.dtype), tuple(self.stack)))
-            todo.extend(reversed(list(children(n))))
+            todo.extend(reversed(kids(n)))
 
     def access(self, buf: Any, index: PrimExpr, is_store: bool) -> None:
         k = self.access_ct.get(buf.name, 0)
         self.access_ct[buf.name] = k + 1
         loops = tuple(self.stack)
-        vs = _vars_of(index, self.let_vars)
-        strides: dict[Var, int] = {}
-        for lp in loops:
-            if lp.var in vs:
-                c = linear_coeff(index, lp.var, self.let_vals)
-                strides[lp.var] = c if c is not None else 0
+        coeffs, nonlinear = linear_form(index, self.let_forms)
+        vs = frozenset(v for v, c in coeffs.items() if c != 0) | nonlinear
+        # NOTE: a variable entering non-linearly has no single stride; it counts as touched
+        # (count/reuse) with stride 0.
+        strides = {lp.var: (0 if lp.var in nonlinear else coeffs[lp.var])
+                   for lp in loops if lp.var in vs}
         self.accesses.append(
             AccessInfo(f"{buf.name}_{k}", buf.name, buf.scope, is_store, loops, vs, strides))
 
