@@ -208,3 +208,13 @@ def test_sigkill_then_resume(tmp_path, name):
     indices = [inp.config.index for inp, _ in after]
     assert indices[: len(before)] == done_before  # no completed record lost
     assert len(indices) == len(set(indices)) == 40  # none measured twice, budget respected
+
+
+def test_in_tuning_switch():
+    from templtune.autotvm import env
+
+    seen = []
+    RandomTuner(_task(), seed=0).tune(
+        n_trial=4, measure_option=_opt(n_parallel=2),
+        callbacks=[lambda *a: seen.append(env.current().in_tuning)])
+    assert seen == [True, True] and not env.current().in_tuning

@@ -57,7 +57,10 @@ class LocalBuilder(Builder):
             raise RuntimeError("LocalBuilder.build called before set_task")
         refs = [self._ref if inp.task is self.task else task_ref(inp.task)
                 for inp in measure_inputs]
-        jobs = [(ref, int(inp.config.index), self.build_kwargs)
+        from templtune.autotvm.env import snapshot
+
+        env = snapshot()
+        jobs = [(ref, int(inp.config.index), self.build_kwargs, env)
                 for ref, inp in zip(refs, measure_inputs)]
         outcomes = self._get_pool().map(build_candidate, jobs, timeout=self.timeout)
         results = []

@@ -121,14 +121,19 @@ def _is_device(target: Any) -> bool:
     return str(name if name is not None else target).split()[0] in ("cuda", "nvptx", "rocm")
 
 
-def build_candidate(ref: TaskRef, index: int, build_kwargs: dict) -> tuple:
-    """Instantiate config ``index`` of the task and build it.
+def build_candidate(ref: TaskRef, index: int, build_kwargs: dict, env: Any = None) -> tuple:
+    """Instantiate config ``index`` of the task and build it (under the parent's AutoTVM
+    switches ``env``, a :func:`templtune.autotvm.env.snapshot`).
 
     Returns ``(error_no, artifact_bytes_or_None, error_detail, seconds)``; never raises for a bad
     candidate. Error codes are chosen by exception type.
     """
     t0 = time.perf_counter()
     target = ref.target
+    if env is not None:
+        from templtune.autotvm.env import restore
+
+        restore(env)
     try:
         task = get_task(ref)
         target = task.target

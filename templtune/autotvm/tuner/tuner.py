@@ -160,6 +160,9 @@ class Tuner(abc.ABC):
         errors: list[str] = []
         n_errors = 0
         warned = False
+        from ..env import configure, restore
+
+        previous_env = configure(in_tuning=True)
         try:
             while i < n_trial and self.has_next():
                 configs = self.next_batch(min(n_parallel, n_trial - i))
@@ -196,6 +199,7 @@ class Tuner(abc.ABC):
                                    "'templtune.tuner' to see them", error_ct)
                     warned = True
         finally:
+            restore(previous_env)
             close = getattr(measure_batch, "close", None)
             if close is not None:
                 close()
