@@ -148,3 +148,24 @@ def test_serial_fallback_without_gomp():
     f = elementwise(lambda a: a + 1.0, ["float32"], "float32", 16, kind=ForKind.PARALLEL)
     r = render(f, use_gomp=False)
     assert "GOMP_parallel" not in r.ir and not r.parallel
+
+
+def test_guarded_vector_select_masks_untaken_lanes():
+    """Lane-wise if_then_else: lanes that do not take a branch must not load (here they would
+    read 400 MB past the buffer)."""
+    n, lanes = 64, 8
+    a = Buffer("A", (const(n),), "float32")
+    c = Buffer("C", (const(n),), "float32")
+    i = Var("i")
+    idx = Ramp(i * lanes, const(1), lanes)
+    cond = binary(BinOpKind.LT, idx, Broadcast(const(20), lanes))
+    far = binary(BinOpKind.ADD, idx, Select(binary(BinOpKind.GE, idx, Broadcast(const(20), lanes)),
+                                            Broadcast(const(100_000_000), lanes),
+                                            Broadcast(const(0), lanes)))
+    val = Select(cond, Load(a, far) * 2.0, Broadcast(const(-1.0), lanes), guarded=True)
+    mod = build(PrimFunc("vguard", (a, c), For(i, const(0), const(n // lanes), ForKind.SERIAL,
+                                               Store(c, idx, val))))
+    assert "llvm.masked.gather" in mod.get_source()
+    x, out = RNG.random(n, dtype="float32"), np.zeros(n, "float32")
+    mod(x, out)
+    np.testing.assert_allclose(out, np.where(np.arange(n) < 20, x * 2, -1))

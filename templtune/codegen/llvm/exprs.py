@@ -139,6 +139,7 @@ class ExprRenderer:
     cur_block: str
     clamp: str | None = None  # i1 operand: while set, load indices are clamped to 0 when false
     cse: dict[str, str]  # instruction text -> result, for the current basic block
+    vclamp: V | None = None  # <N x i1>: lanes whose vector loads may be performed
 
     # provided by the statement renderer
     def emit(self, line: str) -> None: ...  # pragma: no cover
@@ -341,6 +342,8 @@ class ExprRenderer:
         cond_lanes = dt.lanes(e.cond.dtype)
         if e.guarded and cond_lanes == 1:
             return self._guarded_select(e)
+        if e.guarded:
+            return self._guarded_vector_select(e)
         c = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
         t, f = self.expr(e.true_value), self.expr(e.false_value)
         n = max(lanes, dt.lanes(t[1]), dt.lanes(f[1]))
@@ -352,6 +355,44 @@ class ExprRenderer:
         return self.op(f"select {T.ll_type(c[1])} {c[0]}, {T.ll_type(t[1])} {t[0]}, "
                        f"{T.ll_type(t[1])} {f[0]}"), t[1]
 
+    def _narrow(self, c: str) -> None:
+        """Restrict the clamp context by the scalar i1 ``c``."""
+        self.clamp = c if self.clamp is None else self.op(f"and i1 {self.clamp}, {c}")
+        if self.vclamp is not None:
+            n = dt.lanes(self.vclamp[1])
+            vc = self.broadcast((c, "bool"), n)
+            self.vclamp = (self.op(f"and <{n} x i1> {self.vclamp[0]}, {vc[0]}"), self.vclamp[1])
+
+    def _guarded_vector_select(self, e: Select) -> V:
+        # NOTE: a lane-wise ``if_then_else``: vector loads in each branch are masked by the
+        # lanes that take it; scalar loads are clamped unless some lane takes the branch.
+        if not (_clampable(e.true_value) and _clampable(e.false_value)):
+            raise CodegenError("a vector if_then_else over buffers of unknown size cannot be "
+                               "rendered safely; do not vectorize this loop")
+        n = dt.lanes(e.cond.dtype)
+        bd = dt.with_lanes("bool", n)
+        c = self.cast_to(self.expr(e.cond), bd)[0]
+        nc = self.op(f"xor <{n} x i1> {c}, splat (i1 true)")
+        outer, vouter = self.clamp, self.vclamp
+        name = f"llvm.vector.reduce.or.v{n}i1"
+        self.declare(f"declare i1 @{name}(<{n} x i1>)")
+        vals = []
+        try:
+            for mask in (c, nc):
+                self.clamp, self.vclamp = outer, vouter
+                vm = mask if vouter is None else self.op(f"and <{n} x i1> {vouter[0]}, {mask}")
+                anyl = self.op(f"call i1 @{name}(<{n} x i1> {vm})")
+                self.clamp = anyl if outer is None else self.op(f"and i1 {outer}, {anyl}")
+                self.vclamp = (vm, bd)
+                vals.append(self.expr(e.true_value if mask is c else e.false_value))
+        finally:
+            self.clamp, self.vclamp = outer, vouter
+        t, f = self.broadcast(vals[0], n), self.broadcast(vals[1], n)
+        if f[1] != t[1]:
+            f = self.cast_to(f, t[1])
+        ty = T.ll_type(t[1])
+        return self.op(f"select <{n} x i1> {c}, {ty} {t[0]}, {ty} {f[0]}"), t[1]
+
     def _guarded_select(self, e: Select) -> V:
         # NOTE: ``if_then_else`` must not evaluate the untaken branch (its loads may be out of
         # bounds, e.g. padding). When the only hazards in the taken branch are loads from
@@ -361,15 +402,16 @@ class ExprRenderer:
         # becomes branches joined by a phi.
         c = self.cast_to(self.expr(e.cond), "bool")
         if _clampable(e.true_value) and _clampable(e.false_value):
-            outer = self.clamp
+            outer, vouter = self.clamp, self.vclamp
             nc = self.op(f"xor i1 {c[0]}, true")
             try:
-                self.clamp = c[0] if outer is None else self.op(f"and i1 {outer}, {c[0]}")
+                self._narrow(c[0])
                 t = self.expr(e.true_value)
-                self.clamp = nc if outer is None else self.op(f"and i1 {outer}, {nc}")
+                self.clamp, self.vclamp = outer, vouter
+                self._narrow(nc)
                 f = self.expr(e.false_value)
             finally:
-                self.clamp = outer
+                self.clamp, self.vclamp = outer, vouter
             n = max(dt.lanes(t[1]), dt.lanes(f[1]))
             t, f = self.broadcast(t, n), self.broadcast(f, n)
             if f[1] != t[1]:
@@ -398,7 +440,7 @@ class ExprRenderer:
         base = self.buffer_ptr(buf)
         ety = T.mem_type(dt.element_of(buf.dtype))
         lanes = dt.lanes(index.dtype)
-        if self.clamp is not None:
+        if self.clamp is not None and not (lanes > 1 and self.vclamp is not None):
             return self._clamped_address(base, ety, index, lanes)
         if lanes == 1:
             i = self.expr(index)
@@ -434,8 +476,12 @@ class ExprRenderer:
         ptr, lanes, contiguous = self.address(e.buffer, e.index)
         vd = dt.with_lanes(elem, lanes)
         mty, al = T.mem_type(vd), T.align_of(elem)
-        if e.predicate is not None and lanes > 1:
+        masked = lanes > 1 and (e.predicate is not None or self.vclamp is not None)
+        if masked:
             mask = self._mask(e.predicate, lanes)
+            if self.vclamp is not None:
+                vm = self.broadcast(self.vclamp, lanes)[0]
+                mask = self.op(f"and <{lanes} x i1> {mask}, {vm}")
             kind = "load" if contiguous else "gather"
             pty = "p0" if contiguous else f"v{lanes}p0"
             name = f"llvm.masked.{kind}.{T.suffix(vd) if elem != 'bool' else f'v{lanes}i8'}.{pty}"
