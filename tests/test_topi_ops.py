@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from templtune import te, topi
 from templtune.errors import ExprError
@@ -164,3 +166,65 @@ def test_utils():
     assert get_const_tuple((2, te.const(3), n))[:2] == (2, 3)
     with pytest.raises(ExprError):
         get_const_int(n)
+
+
+# ------------------------------------------------------------------ property tests + oracles
+
+def _naive_conv(a, w, stride, pads, dilation):
+    """Direct 7-loop convolution: the oracle of the oracle."""
+    n, c, h, wd = a.shape
+    o, _, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = stride, dilation, pads
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow))
+    for b in range(n):
+        for f in range(o):
+            for y in range(oh):
+                for x in range(ow):
+                    acc = 0.0
+                    for ch in range(c):
+                        for ky in range(kh):
+                            for kx in range(kw):
+                                iy, ix = y * sh + ky * dh - pt, x * sw + kx * dw - pl
+                                if 0 <= iy < h and 0 <= ix < wd:
+                                    acc += a[b, ch, iy, ix] * w[f, ch, ky, kx]
+                    out[b, f, y, x] = acc
+    return out
+
+
+def test_reference_conv_matches_naive_loops():
+    a, w = rand(1, 2, 6, 7), rand(3, 2, 3, 2)
+    got = ref.conv2d_nchw_python(a, w, (2, 1), (1, 0, 2, 1), (1, 2))
+    np.testing.assert_allclose(got, _naive_conv(a, w, (2, 1), (1, 0, 2, 1), (1, 2)),
+                               rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(3, 9), w=st.integers(3, 9), k=st.integers(1, 3), s=st.integers(1, 3),
+           d=st.integers(1, 2), p=st.tuples(*[st.integers(0, 2)] * 4), seed=st.integers(0, 99))
+def test_conv2d_nchw_random_params(h, w, k, s, d, p, seed):
+    if h + p[0] + p[2] < (k - 1) * d + 1 or w + p[1] + p[3] < (k - 1) * d + 1:
+        return
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (1, 2, h, w)).astype("float32")
+    f = rng.uniform(-1, 1, (2, 2, k, k)).astype("float32")
+    data = te.placeholder(a.shape, name="data")
+    kernel = te.placeholder(f.shape, name="kernel")
+    out = topi.nn.conv2d_nchw(data, kernel, s, p, d)
+    got, = evaluate(out, {data: a, kernel: f})
+    np.testing.assert_allclose(got, _naive_conv(a, f, (s, s), p, (d, d)), rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(2, 9), k=st.integers(1, 3), s=st.integers(1, 3), p=st.integers(0, 1),
+           pool=st.sampled_from(["max", "avg"]), cip=st.booleans(), ceil=st.booleans())
+def test_pool2d_random_params(h, k, s, p, pool, cip, ceil):
+    if p >= k or h + 2 * p < k:
+        return
+    a = rand(1, 2, h, h + 1)
+    data = te.placeholder(a.shape, name="data")
+    out = topi.nn.pool2d(data, k, s, p, pool, ceil_mode=ceil, count_include_pad=cip)
+    got, = evaluate(out, {data: a})
+    want = ref.pool2d_python(a, k, s, p, pool, ceil, cip)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
