@@ -7,13 +7,12 @@ op and the dtype class; the only branching code is for ops whose semantics diffe
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from templtune import dtype as dt
 from templtune.codegen.llvm import types as T
 from templtune.errors import CodegenError
-from templtune.lower.ir import Broadcast, Load, Ramp
+from templtune.lower.ir import Broadcast, Ramp
 from templtune.te.expr import (
     BinOp,
     BinOpKind,
@@ -23,7 +22,6 @@ from templtune.te.expr import (
     IntImm,
     Not,
     PrimExpr,
-    Select,
     Var,
 )
 
@@ -77,55 +75,6 @@ _BITWISE = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
 def _cls(dtype: str) -> str:
     c = dt.parse(dtype).code
     return "f" if c == "float" else "u" if c == "uint" else "s"
-
-
-_EXPR_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _walk(e: PrimExpr) -> list[PrimExpr]:
-    """All expression nodes under ``e`` (a fast walk over expression-valued fields only)."""
-    out: list[PrimExpr] = []
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        cls = type(n)
-        names = _EXPR_FIELDS.get(cls)
-        if names is None:
-            names = tuple(f.name for f in dataclasses.fields(n)
-                          if f.name not in ("dtype", "buffer", "name", "lanes", "op",
-                                            "guarded", "value_index"))
-            _EXPR_FIELDS[cls] = names
-        for name in names:
-            v = getattr(n, name)
-            if isinstance(v, PrimExpr):
-                stack.append(v)
-            elif isinstance(v, tuple):
-                stack.extend(x for x in v if isinstance(x, PrimExpr))
-    return out
-
-
-def _clampable(e: PrimExpr) -> bool:
-    """True when ``e`` can be evaluated speculatively once its load indices are clamped: its
-    loads read buffers with enough constant elements for index 0 (or a vector at 0), and it
-    has no integer division by a non-constant divisor."""
-    for n in _walk(e):
-        if isinstance(n, Load):
-            size = 1
-            for d in n.buffer.shape:
-                if not isinstance(d, IntImm):
-                    return False
-                size *= d.value
-            if size < dt.lanes(n.index.dtype) or n.predicate is not None:
-                return False
-        elif isinstance(n, BinOp) and n.op in (BinOpKind.DIV, BinOpKind.FLOORDIV,
-                                               BinOpKind.FLOORMOD):
-            if not dt.is_float(n.dtype) and not isinstance(n.b, IntImm):
-                return False
-        elif isinstance(n, Select) and n.guarded and not (
-                _clampable(n.true_value) and _clampable(n.false_value)):
-            return False
-    return True
 
 
 _IMPURE = ("load", "call", "alloca", "phi")
@@ -336,200 +285,6 @@ class ExprRenderer:
             return self.op(f"sub {ty} {q}, {one}"), d
         rb = self.op(f"add {ty} {r}, {y}")
         return self.op(f"select {bty} {adj}, {ty} {rb}, {ty} {r}"), d
-
-    def expr_Select(self, e: Select) -> V:
-        lanes = dt.lanes(e.dtype)
-        cond_lanes = dt.lanes(e.cond.dtype)
-        if e.guarded and cond_lanes == 1:
-            return self._guarded_select(e)
-        if e.guarded:
-            return self._guarded_vector_select(e)
-        c = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
-        t, f = self.expr(e.true_value), self.expr(e.false_value)
-        n = max(lanes, dt.lanes(t[1]), dt.lanes(f[1]))
-        t, f = self.broadcast(t, n), self.broadcast(f, n)
-        if f[1] != t[1]:
-            f = self.cast_to(f, t[1])
-        if cond_lanes not in (1, n):
-            c = self.broadcast(c, n)
-        return self.op(f"select {T.ll_type(c[1])} {c[0]}, {T.ll_type(t[1])} {t[0]}, "
-                       f"{T.ll_type(t[1])} {f[0]}"), t[1]
-
-    def _narrow(self, c: str) -> None:
-        """Restrict the clamp context by the scalar i1 ``c``."""
-        self.clamp = c if self.clamp is None else self.op(f"and i1 {self.clamp}, {c}")
-        if self.vclamp is not None:
-            n = dt.lanes(self.vclamp[1])
-            vc = self.broadcast((c, "bool"), n)
-            self.vclamp = (self.op(f"and <{n} x i1> {self.vclamp[0]}, {vc[0]}"), self.vclamp[1])
-
-    def _guarded_vector_select(self, e: Select) -> V:
-        # NOTE: a lane-wise ``if_then_else``: vector loads in each branch are masked by the
-        # lanes that take it; scalar loads are clamped unless some lane takes the branch.
-        if not (_clampable(e.true_value) and _clampable(e.false_value)):
-            raise CodegenError("a vector if_then_else over buffers of unknown size cannot be "
-                               "rendered safely; do not vectorize this loop")
-        n = dt.lanes(e.cond.dtype)
-        bd = dt.with_lanes("bool", n)
-        c = self.cast_to(self.expr(e.cond), bd)[0]
-        nc = self.op(f"xor <{n} x i1> {c}, splat (i1 true)")
-        outer, vouter = self.clamp, self.vclamp
-        name = f"llvm.vector.reduce.or.v{n}i1"
-        self.declare(f"declare i1 @{name}(<{n} x i1>)")
-        vals = []
-        try:
-            for mask in (c, nc):
-                self.clamp, self.vclamp = outer, vouter
-                vm = mask if vouter is None else self.op(f"and <{n} x i1> {vouter[0]}, {mask}")
-                anyl = self.op(f"call i1 @{name}(<{n} x i1> {vm})")
-                self.clamp = anyl if outer is None else self.op(f"and i1 {outer}, {anyl}")
-                self.vclamp = (vm, bd)
-                vals.append(self.expr(e.true_value if mask is c else e.false_value))
-        finally:
-            self.clamp, self.vclamp = outer, vouter
-        t, f = self.broadcast(vals[0], n), self.broadcast(vals[1], n)
-        if f[1] != t[1]:
-            f = self.cast_to(f, t[1])
-        ty = T.ll_type(t[1])
-        return self.op(f"select <{n} x i1> {c}, {ty} {t[0]}, {ty} {f[0]}"), t[1]
-
-    def _guarded_select(self, e: Select) -> V:
-        # NOTE: ``if_then_else`` must not evaluate the untaken branch (its loads may be out of
-        # bounds, e.g. padding). When the only hazards in the taken branch are loads from
-        # buffers of known size, it is rendered branch-free: every load index is clamped to 0
-        # when the condition is false, then a ``select`` picks the value. That keeps padded
-        # loops straight-line (vectorizable, fewer blocks, faster to compile). Otherwise it
-        # becomes branches joined by a phi.
-        c = self.cast_to(self.expr(e.cond), "bool")
-        if _clampable(e.true_value) and _clampable(e.false_value):
-            outer, vouter = self.clamp, self.vclamp
-            nc = self.op(f"xor i1 {c[0]}, true")
-            try:
-                self._narrow(c[0])
-                t = self.expr(e.true_value)
-                self.clamp, self.vclamp = outer, vouter
-                self._narrow(nc)
-                f = self.expr(e.false_value)
-            finally:
-                self.clamp, self.vclamp = outer, vouter
-            n = max(dt.lanes(t[1]), dt.lanes(f[1]))
-            t, f = self.broadcast(t, n), self.broadcast(f, n)
-            if f[1] != t[1]:
-                f = self.cast_to(f, t[1])
-            ty = T.ll_type(t[1])
-            return self.op(f"select i1 {c[0]}, {ty} {t[0]}, {ty} {f[0]}"), t[1]
-        lt, lf, lj = self.new_label("sel_t"), self.new_label("sel_f"), self.new_label("sel_j")
-        self.emit(f"br i1 {c[0]}, label %{lt}, label %{lf}")
-        self.start_block(lt)
-        t = self.expr(e.true_value)
-        t_end = self.cur_block
-        self.emit(f"br label %{lj}")
-        self.start_block(lf)
-        f = self.expr(e.false_value)
-        if f[1] != t[1]:
-            f = self.cast_to(f, t[1])
-        f_end = self.cur_block
-        self.emit(f"br label %{lj}")
-        self.start_block(lj)
-        ty = T.ll_type(t[1])
-        return self.op(f"phi {ty} [{t[0]}, %{t_end}], [{f[0]}, %{f_end}]"), t[1]
-
-    # --------------------------------------------------------------------------- memory
-    def address(self, buf: Buffer, index: PrimExpr) -> tuple[str, int, bool]:
-        """Pointer to ``buf[index]``: (pointer or vector of pointers, lanes, contiguous)."""
-        base = self.buffer_ptr(buf)
-        ety = T.mem_type(dt.element_of(buf.dtype))
-        lanes = dt.lanes(index.dtype)
-        if self.clamp is not None and not (lanes > 1 and self.vclamp is not None):
-            return self._clamped_address(base, ety, index, lanes)
-        if lanes == 1:
-            i = self.expr(index)
-            return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), 1, True
-        if isinstance(index, Ramp) and isinstance(index.stride, IntImm) and index.stride.value == 1:
-            i = self.expr(index.base)
-            return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), lanes, True
-        i = self.expr(index)
-        return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), lanes, False
-
-    def _clamped_address(self, base: str, ety: str, index: PrimExpr,
-                         lanes: int) -> tuple[str, int, bool]:
-        c = self.clamp
-        if lanes > 1 and isinstance(index, Ramp) and isinstance(index.stride, IntImm) \
-                and index.stride.value == 1:
-            i = self.expr(index.base)
-            contiguous = True
-        else:
-            i = self.expr(index)
-            contiguous = lanes == 1
-        ty = T.ll_type(i[1])
-        zero = "zeroinitializer" if dt.lanes(i[1]) > 1 else "0"
-        safe = self.op(f"select i1 {c}, {ty} {i[0]}, {ty} {zero}")
-        return self.op(f"getelementptr inbounds {ety}, ptr {base}, {ty} {safe}"), lanes, contiguous
-
-    def _mask(self, pred: PrimExpr | None, lanes: int) -> str:
-        if pred is None:
-            return "splat (i1 true)" if lanes > 1 else "true"
-        return self.broadcast(self.cast_to(self.expr(pred), dt.with_lanes("bool", dt.lanes(pred.dtype))), lanes)[0]
-
-    def expr_Load(self, e: Load) -> V:
-        elem = dt.element_of(e.buffer.dtype)
-        ptr, lanes, contiguous = self.address(e.buffer, e.index)
-        vd = dt.with_lanes(elem, lanes)
-        mty, al = T.mem_type(vd), T.align_of(elem)
-        masked = lanes > 1 and (e.predicate is not None or self.vclamp is not None)
-        if masked:
-            mask = self._mask(e.predicate, lanes)
-            if self.vclamp is not None:
-                vm = self.broadcast(self.vclamp, lanes)[0]
-                mask = self.op(f"and <{lanes} x i1> {mask}, {vm}")
-            kind = "load" if contiguous else "gather"
-            pty = "p0" if contiguous else f"v{lanes}p0"
-            name = f"llvm.masked.{kind}.{T.suffix(vd) if elem != 'bool' else f'v{lanes}i8'}.{pty}"
-            pt = "ptr" if contiguous else f"<{lanes} x ptr>"
-            self.declare(f"declare {mty} @{name}({pt}, i32, <{lanes} x i1>, {mty})")
-            v = self.op(f"call {mty} @{name}({pt} {ptr}, i32 {al}, <{lanes} x i1> {mask}, "
-                        f"{mty} zeroinitializer)")
-        elif contiguous:
-            v = self.op(f"load {mty}, ptr {ptr}, align {al}")
-        else:
-            name = f"llvm.masked.gather.{T.suffix(vd) if elem != 'bool' else f'v{lanes}i8'}.v{lanes}p0"
-            self.declare(f"declare {mty} @{name}(<{lanes} x ptr>, i32, <{lanes} x i1>, {mty})")
-            v = self.op(f"call {mty} @{name}(<{lanes} x ptr> {ptr}, i32 {al}, "
-                        f"<{lanes} x i1> splat (i1 true), {mty} poison)")
-        if elem == "bool":
-            v = self.op(f"icmp ne {mty} {v}, zeroinitializer")
-        return v, vd
-
-    def store(self, buf: Buffer, index: PrimExpr, value: PrimExpr, pred: PrimExpr | None) -> None:
-        elem = dt.element_of(buf.dtype)
-        v = self.expr(value)
-        ptr, lanes, contiguous = self.address(buf, index)
-        vd = dt.with_lanes(elem, lanes)
-        v = self.broadcast(v, lanes)
-        if v[1] != vd:
-            v = self.cast_to(v, vd)
-        mty, al = T.mem_type(vd), T.align_of(elem)
-        x = v[0]
-        if elem == "bool":
-            x = self.op(f"zext {T.ll_type(vd)} {x} to {mty}")
-        if pred is not None and lanes == 1:
-            c = self.cast_to(self.expr(pred), "bool")
-            ls, lj = self.new_label("st"), self.new_label("st_j")
-            self.emit(f"br i1 {c[0]}, label %{ls}, label %{lj}")
-            self.start_block(ls)
-            self.emit(f"store {mty} {x}, ptr {ptr}, align {al}")
-            self.emit(f"br label %{lj}")
-            self.start_block(lj)
-        elif pred is not None or not contiguous:
-            mask = self._mask(pred, lanes)
-            kind = "store" if contiguous else "scatter"
-            pt = "ptr" if contiguous else f"<{lanes} x ptr>"
-            sfx = T.suffix(vd) if elem != "bool" else f"v{lanes}i8"
-            name = f"llvm.masked.{kind}.{sfx}.{'p0' if contiguous else f'v{lanes}p0'}"
-            self.declare(f"declare void @{name}({mty}, {pt}, i32, <{lanes} x i1>)")
-            self.emit(f"call void @{name}({mty} {x}, {pt} {ptr}, i32 {al}, <{lanes} x i1> {mask})")
-        else:
-            self.emit(f"store {mty} {x}, ptr {ptr}, align {al}")
 
     # ---------------------------------------------------------------------------- calls
     def expr_Call(self, e: Call) -> V:

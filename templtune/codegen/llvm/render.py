@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from templtune import dtype as dt
 from templtune.codegen.llvm import types as T
-from templtune.codegen.llvm.exprs import ExprRenderer, V
+from templtune.codegen.llvm.exprs import V
+from templtune.codegen.llvm.memory import MemoryRenderer
 from templtune.errors import CodegenError
 from templtune.lower.ir import (
     Allocate,
@@ -103,7 +104,7 @@ class _Module:
         return me
 
 
-class _Fn(ExprRenderer):
+class _Fn(MemoryRenderer):
     """Renders the statements of one LLVM function."""
 
     def __init__(self, mod: _Module, header: str, in_parallel: bool,
