@@ -228,3 +228,41 @@ def test_pool2d_random_params(h, k, s, p, pool, cip, ceil):
     got, = evaluate(out, {data: a})
     want = ref.pool2d_python(a, k, s, p, pool, ceil, cip)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("out_size, pool, layout", [((1, 1), "avg", "NCHW"), ((3, 2), "max", "NCHW"),
+                                                    ((2, 3), "avg", "NHWC"), (4, "max", "NCHW")])
+def test_adaptive_and_global_pool(out_size, pool, layout):
+    shape = (2, 3, 7, 5) if layout == "NCHW" else (2, 7, 5, 3)
+    data = te.placeholder(shape, name="data")
+    out = topi.nn.adaptive_pool2d(data, out_size, pool, layout)
+    a = rand(*shape)
+    got, = evaluate(out, {data: a})
+    np.testing.assert_allclose(got, ref.adaptive_pool2d_python(a, out_size, pool, layout),
+                               rtol=1e-5, atol=1e-6)
+    g = topi.nn.global_pool2d(data, pool, layout)
+    got_g, = evaluate(g, {data: a})
+    np.testing.assert_allclose(got_g, ref.adaptive_pool2d_python(a, 1, pool, layout),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bx, by", [(3, 3), (1, 3), (3, 1)])
+def test_batch_matmul_and_flatten(bx, by):
+    x = te.placeholder((bx, 4, 5), name="x")
+    y = te.placeholder((by, 6, 5), name="y")
+    out = topi.nn.batch_matmul(x, y)
+    flat = topi.nn.batch_flatten(x)
+    a, b = rand(bx, 4, 5), rand(by, 6, 5)
+    got, f = evaluate([out, flat], {x: a, y: b})
+    np.testing.assert_allclose(got, ref.batch_matmul_python(a, b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(f, a.reshape(bx, -1))
+
+
+def test_transpose_reshape_unary():
+    x = te.placeholder((2, 3, 4), name="x")
+    a = rand(2, 3, 4)
+    t, r, e = evaluate([topi.transpose(x, (2, 0, 1)), topi.reshape(x, (4, 6)), topi.exp(x)],
+                       {x: a})
+    np.testing.assert_array_equal(t, a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(r, a.reshape(4, 6))
+    np.testing.assert_allclose(e, np.exp(a), rtol=1e-6)

@@ -10,7 +10,7 @@ from templtune.te.expr import PrimExpr
 from templtune.topi.nn.pad import pad
 from templtune.topi.utils import get_const_int, get_const_tuple, get_pad_tuple, pair
 
-__all__ = ["pool2d"]
+__all__ = ["pool2d", "adaptive_pool2d", "global_pool2d"]
 
 
 def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str = "max",
@@ -106,3 +106,69 @@ def _named(fn: Any, names: tuple[str, ...]) -> Any:
     from templtune.topi.utils import axis_names
 
     return axis_names(fn, len(names))
+
+
+def adaptive_pool2d(data: te.Tensor, output_size: Any, pool_type: str = "avg",
+                    layout: str = "NCHW") -> te.Tensor:
+    """Adaptive pooling to ``output_size`` (int or pair): output cell ``o`` of a dimension of
+    extent ``n`` covers ``[floor(o*n/osz), ceil((o+1)*n/osz))``.
+
+    Returns a compute named ``tensor`` (tag ``"adaptive_pool_max"`` / ``"adaptive_pool_avg"``).
+    """
+    if pool_type not in ("max", "avg"):
+        raise ExprError(f"adaptive_pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+    if layout not in ("NCHW", "NHWC") or len(data.shape) != 4:
+        raise ExprError(f"adaptive_pool2d: supports 4-D NCHW / NHWC data, got {layout!r}")
+    hax, wax = (2, 3) if layout == "NCHW" else (1, 2)
+    shape = get_const_tuple(data.shape)
+    in_h, in_w = shape[hax], shape[wax]
+    oh, ow = (get_const_int(x) for x in pair(output_size, "output_size"))
+    if not isinstance(in_h, int) or not isinstance(in_w, int) or oh < 1 or ow < 1:
+        raise ExprError("adaptive_pool2d: needs constant spatial dimensions and output size >= 1")
+
+    def window(n: int, osz: int) -> int:
+        return max(-(-(o + 1) * n // osz) - (o * n) // osz for o in range(osz))
+
+    kh, kw = window(in_h, oh), window(in_w, ow)
+    rh = te.reduce_axis((0, kh), name="rv0")
+    rw = te.reduce_axis((0, kw), name="rv1")
+    out_shape = list(data.shape)
+    out_shape[hax], out_shape[wax] = oh, ow
+
+    def bounds(o: Any, n: int, osz: int) -> tuple[Any, Any]:
+        return (o * n) // osz, ((o + 1) * n + osz - 1) // osz
+
+    def src(i: tuple[Any, ...]) -> tuple[Any, Any]:
+        hs, he = bounds(i[hax], in_h, oh)
+        ws, we = bounds(i[wax], in_w, ow)
+        ind = list(i)
+        ind[hax], ind[wax] = hs + rh, ws + rw
+        return data[tuple(ind)], te.all(hs + rh < he, ws + rw < we)
+
+    if pool_type == "max":
+        def fmax(*i: Any) -> PrimExpr:
+            v, cond = src(i)
+            return te.max(v, axis=[rh, rw], where=cond)
+
+        return te.compute(tuple(out_shape), _named(fmax, ("ax",) * 4), name="tensor",
+                          tag="adaptive_pool_max")
+
+    def fsum(*i: Any) -> PrimExpr:
+        v, cond = src(i)
+        return te.sum(v, axis=[rh, rw], where=cond)
+
+    psum = te.compute(tuple(out_shape), _named(fsum, ("ax",) * 4), name="tensor",
+                      tag="adaptive_pool_sum")
+
+    def favg(*i: Any) -> PrimExpr:
+        hs, he = bounds(i[hax], in_h, oh)
+        ws, we = bounds(i[wax], in_w, ow)
+        return psum[i] / ((he - hs) * (we - ws)).astype(data.dtype)
+
+    return te.compute(tuple(out_shape), _named(favg, ("ax",) * 4), name="tensor",
+                      tag="adaptive_pool_avg")
+
+
+def global_pool2d(data: te.Tensor, pool_type: str = "avg", layout: str = "NCHW") -> te.Tensor:
+    """Pool each channel's whole H x W plane to one value."""
+    return adaptive_pool2d(data, 1, pool_type, layout)

@@ -7,10 +7,17 @@ from templtune.topi.testing.conv import (
     conv2d_nhwc_python,
     depthwise_conv2d_python_nchw,
 )
-from templtune.topi.testing.misc import dense_python, pool2d_python, softmax_python
+from templtune.topi.testing.misc import (
+    adaptive_pool2d_python,
+    batch_matmul_python,
+    dense_python,
+    pool2d_python,
+    softmax_python,
+)
 
 # the Winograd convolution computes a plain convolution
 winograd_python = conv2d_nchw_python
 
 __all__ = ["conv2d_nchw_python", "conv2d_nhwc_python", "depthwise_conv2d_python_nchw",
-           "dense_python", "pool2d_python", "softmax_python", "winograd_python"]
+           "dense_python", "pool2d_python", "softmax_python", "winograd_python",
+           "adaptive_pool2d_python", "batch_matmul_python"]

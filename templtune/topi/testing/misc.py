@@ -9,7 +9,8 @@ import numpy as np
 
 from templtune.topi.testing.conv import _pair, pad_tuple
 
-__all__ = ["dense_python", "pool2d_python", "softmax_python"]
+__all__ = ["dense_python", "pool2d_python", "softmax_python", "adaptive_pool2d_python",
+           "batch_matmul_python"]
 
 
 def dense_python(a_np: np.ndarray, w_np: np.ndarray, bias: np.ndarray | None = None
@@ -63,3 +64,27 @@ def pool2d_python(a_np: np.ndarray, kernel: Any, stride: Any, padding: Any, pool
                 out[:, :, i, j] = total / div
     res = out.astype(a_np.dtype)
     return res if layout == "NCHW" else res.transpose(0, 2, 3, 1)
+
+
+def adaptive_pool2d_python(a_np: np.ndarray, output_size: Any, pool_type: str,
+                           layout: str = "NCHW") -> np.ndarray:
+    """Reference adaptive pooling (windows ``[floor(o*n/osz), ceil((o+1)*n/osz))``)."""
+    x = a_np if layout == "NCHW" else a_np.transpose(0, 3, 1, 2)
+    n, c, h, w = x.shape
+    oh, ow = _pair(output_size)
+    out = np.zeros((n, c, oh, ow), dtype=np.float64)
+    for i in range(oh):
+        hs, he = (i * h) // oh, -(-(i + 1) * h // oh)
+        for j in range(ow):
+            ws, we = (j * w) // ow, -(-(j + 1) * w // ow)
+            win = x[:, :, hs:he, ws:we].astype(np.float64)
+            out[:, :, i, j] = win.max(axis=(2, 3)) if pool_type == "max" else win.mean(
+                axis=(2, 3))
+    res = out.astype(a_np.dtype)
+    return res if layout == "NCHW" else res.transpose(0, 2, 3, 1)
+
+
+def batch_matmul_python(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x @ y.transpose(0, 2, 1)`` with batch-1 broadcasting."""
+    return np.matmul(x.astype(np.float64), y.astype(np.float64).transpose(0, 2, 1)).astype(
+        x.dtype)
