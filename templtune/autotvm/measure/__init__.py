@@ -16,10 +16,11 @@ from .measure import (
     error_result,
     measure_option,
 )
+from .rpc import RPCRunner
 
 __all__ = [
     "MEASURE_ERROR_COST", "Builder", "BuildResult", "FakeBuilder", "FakeRunner", "LocalBuilder",
     "LocalRunner", "MeasureBatch", "MeasureErrorNo", "MeasureInput", "MeasureResult",
-    "ReplayRunner", "Runner", "create_measure_batch", "error_result", "measure_option",
+    "ReplayRunner", "RPCRunner", "Runner", "create_measure_batch", "error_result", "measure_option",
     "seeded_cost",
 ]

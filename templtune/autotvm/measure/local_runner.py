@@ -74,6 +74,7 @@ class LocalRunner(Runner):
         self._pool: WorkerPool | None = None
         self._ref: TaskRef | None = None
         self._setup: dict | None = None
+        self._setup_error: str | None = None
         self._token = ""
         self.note = ""
         #: Seconds spent preparing inputs and the reference outputs (once per task).
@@ -96,12 +97,14 @@ class LocalRunner(Runner):
         self._ref_input = None if val is None else [np.asarray(v) for v in val]
         self._user_ref_input = val is not None
         self._setup = None
+        self._setup_error = None
 
     # ---- runner API ----------------------------------------------------------------------------
     def set_task(self, task: Any) -> None:
         super().set_task(task)
         self._ref = task_ref(task)
         self._setup = None
+        self._setup_error = None
         if not self._user_ref_input:
             self._ref_input = None
 
@@ -110,36 +113,49 @@ class LocalRunner(Runner):
             self._pool = WorkerPool(1, preload=("templtune", "templtune.autotvm.measure.worker"))
         return self._pool
 
-    def _ensure_setup(self) -> None:
-        """Make sure the measurement process holds this task's buffers (after restarts too)."""
+    def _ensure_setup(self) -> str | None:
+        """Make sure the measurement process holds this task's buffers (after restarts too).
+
+        Returns None when ready, else the reason why the task cannot be measured.
+        """
+        if self._setup_error is not None:
+            return self._setup_error
         pool = self._get_pool()
-        state = pool.worker_state(0)
         if self._setup is None:
             assert self._ref is not None
             t0 = time.perf_counter()
-            out = pool.call(0, prepare_run, (self._ref, self.seed,
-                                             self._ref_input if self._user_ref_input else None,
+            user_input = self._ref_input if self._user_ref_input else None
+            out = pool.call(0, prepare_run, (self._ref, self.seed, user_input,
                                              self.check_correctness), _SETUP_TIMEOUT)
-            if out.status != "ok":
-                raise RuntimeError(f"LocalRunner could not set up task {self._ref.name}: "
-                                   f"{out.status} {out.error_type} {out.message}\n{out.traceback}")
-            self._setup = out.value
+            if out.status in ("died", "timeout") and self.check_correctness:
+                # NOTE: the reference computation itself crashed or hung: measure unchecked.
+                logger.warning("LocalRunner %s: computing the reference failed (%s %s); "
+                               "correctness is not checked", self._ref.name, out.status,
+                               out.message)
+                out = pool.call(0, prepare_run, (self._ref, self.seed, user_input, False),
+                                _SETUP_TIMEOUT)
             self.setup_time += time.perf_counter() - t0
+            if out.status != "ok":
+                self._setup_error = (f"LocalRunner could not set up task {self._ref.name}: "
+                                     f"{out.status} {out.error_type} {out.message}\n"
+                                     f"{out.traceback}")
+                return self._setup_error
+            self._setup = out.value
             self.note = self._setup["note"]
             if self.check_correctness:
                 logger.info("LocalRunner %s: %s", self._ref.name, self.note)
             if not self._user_ref_input:
                 self._ref_input = [a.copy() for a in self._setup["inputs"]]
             self._token = uuid.uuid4().hex
-            state.clear()
         state = pool.worker_state(0)
         if state.get("token") != self._token:
             s = self._setup
             out = pool.call(0, load_run_state, (self._token, s["inputs"], s["outputs"],
                                                 s["reference"], s["device"]), _SETUP_TIMEOUT)
             if out.status != "ok":
-                raise RuntimeError(f"LocalRunner could not load task buffers: {out.message}")
+                return f"LocalRunner could not load the task's buffers: {out.message}"
             pool.worker_state(0)["token"] = self._token
+        return None
 
     def run(self, measure_inputs: Sequence[MeasureInput],
             build_results: Sequence[BuildResult]) -> list[MeasureResult]:
@@ -155,7 +171,9 @@ class LocalRunner(Runner):
         return results
 
     def _run_one(self, inp: MeasureInput, br: BuildResult) -> MeasureResult:
-        self._ensure_setup()
+        problem = self._ensure_setup()
+        if problem is not None:
+            return error_result(MeasureErrorNo.RUNTIME_DEVICE, problem, br.time_cost, time.time())
         check = self.check_correctness and self._setup is not None \
             and self._setup["reference"] is not None
         t0 = time.perf_counter()
