@@ -93,7 +93,7 @@ def test_fit_log_and_transfer(cls):
     rng = np.random.default_rng(0)
     recs = records(other, rng.choice(len(other.config_space), 300, replace=False),
                    error_every=10)
-    model = cls(task, feature_type="knob", seed=0)
+    model = cls(task, feature_type="knob", num_threads=1, seed=0)
     base = model.spawn_base_model()
     assert base.extractor is model.extractor
     assert not base.fit_log(recs, plan_size=32, min_seed_records=500)
