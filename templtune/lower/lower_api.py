@@ -57,7 +57,7 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
     br = infer_bound(s)
     params, body = build_nest(s, tensors, br, [a.name for a in args])
     body = vectorize_loops(body)
-    body = unroll_loops(body)
+    body = unroll_loops(body, ranges=br.var_ranges)
     func = PrimFunc(name, tuple(params), body,
                     (("global_symbol", name), ("tir.noalias", True)))
     verify(func)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from templtune import dtype as dt
@@ -165,8 +166,8 @@ def _is_true(c: PrimExpr) -> bool | None:
 class _Cleanup(Mutator):
     """Simplify after substitution; drop ifs whose condition became constant."""
 
-    def __init__(self) -> None:
-        self.simp = Simplifier()
+    def __init__(self, ranges: Mapping[Var, tuple[int, int]] | None = None) -> None:
+        self.simp = Simplifier(ranges)
 
     def visit(self, node: Any) -> Any:
         if isinstance(node, PrimExpr):
@@ -188,8 +189,8 @@ class _Unroller:
     """Returns ``(stmt, steps, blocked)``: ``steps`` counts stores executed, ``blocked`` says the
     statement holds thread-binding loops or allocations, which are never duplicated."""
 
-    def __init__(self) -> None:
-        self.clean = _Cleanup()
+    def __init__(self, ranges: Mapping[Var, tuple[int, int]] | None = None) -> None:
+        self.clean = _Cleanup(ranges)
 
     def run(self, s: Stmt, max_step: int, explicit: bool) -> tuple[Stmt, int, bool]:
         if isinstance(s, SeqStmt):
@@ -233,6 +234,17 @@ class _Unroller:
         return s, 1, False
 
 
-def unroll_loops(s: Stmt, max_step: int = 0, explicit: bool = True) -> Stmt:
-    """Unroll ``UNROLLED`` loops and apply ``auto_unroll_max_step`` pragmas."""
-    return _Unroller().run(s, max_step, explicit)[0]
+def unroll_loops(s: Stmt, max_step: int = 0, explicit: bool = True,
+                 ranges: Mapping[Var, tuple[int, int]] | None = None) -> Stmt:
+    """Unroll ``UNROLLED`` loops and apply ``auto_unroll_max_step`` pragmas.
+
+    Parameters
+    ----------
+    s : Stmt
+        The loop nest.
+    max_step, explicit : int, bool
+        Defaults outside any pragma (TVM's: no auto-unrolling, explicit expansion).
+    ranges : Mapping[Var, (lo, hi)], optional
+        Loop-variable ranges for simplifying the indices of expanded copies.
+    """
+    return _Unroller(ranges).run(s, max_step, explicit)[0]

@@ -64,7 +64,7 @@ def _lines(s: Stmt, ind: int, out: list[str]) -> None:
             _lines(s.body, ind, out)
             return
         for k, val in s.annotations:
-            out.append(f'{pad}// attr [{v.name}] {k} = {val}')
+            out.append(f'{pad}attr [{v.name}] "{k}" = {val};')
         out.append(f"{pad}for ({v.name}: {v.dtype}, {_e(s.min)}, {_e(s.extent)})"
                    f"{_KIND_TEXT[s.kind]} {{")
         _lines(s.body, ind + 1, out)
