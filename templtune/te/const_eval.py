@@ -20,6 +20,7 @@ from templtune.te.expr import (
     Not,
     PrimExpr,
     Select,
+    TensorLoad,
     Var,
 )
 
@@ -54,17 +55,19 @@ _CALLS = {
 }
 
 
-def eval_const(e: Any, env: Mapping[Any, Any] | None = None) -> Any:
+def eval_const(e: Any, env: Mapping[Any, Any] | None = None,
+               tensors: Mapping[Any, Any] | None = None) -> Any:
     """Value of scalar expression ``e`` with variables bound by ``env`` (Var or IterVar -> number).
 
     Integers use exact Python arithmetic with floor semantics for ``//`` and ``%`` (no overflow
-    wrap-around); booleans come back as ``bool``.
+    wrap-around); booleans come back as ``bool``. ``tensors`` (Tensor -> numpy array) gives the
+    values of tensor loads; an out-of-bounds load raises :class:`ExprError`.
     """
     env = {(k.var if isinstance(k, IterVar) else k): v for k, v in (env or {}).items()}
-    return _ev(e, env)
+    return _ev(e, env, tensors or {})
 
 
-def _ev(e: Any, env: Mapping[Var, Any]) -> Any:
+def _ev(e: Any, env: Mapping[Var, Any], tensors: Mapping[Any, Any] | None = None) -> Any:
     if isinstance(e, (int, float, bool)):
         return e
     if isinstance(e, IntImm):
@@ -76,33 +79,40 @@ def _ev(e: Any, env: Mapping[Var, Any]) -> Any:
             raise ExprError(f"variable {e.name} has no value")
         return env[e]
     if isinstance(e, IterVar):
-        return _ev(e.var, env)
+        return _ev(e.var, env, tensors)
     if isinstance(e, BinOp):
         if e.op is BinOpKind.AND:
-            return bool(_ev(e.a, env)) and bool(_ev(e.b, env))
+            return bool(_ev(e.a, env, tensors)) and bool(_ev(e.b, env, tensors))
         if e.op is BinOpKind.OR:
-            return bool(_ev(e.a, env)) or bool(_ev(e.b, env))
-        x, y = _ev(e.a, env), _ev(e.b, env)
+            return bool(_ev(e.a, env, tensors)) or bool(_ev(e.b, env, tensors))
+        x, y = _ev(e.a, env, tensors), _ev(e.b, env, tensors)
         if e.op is BinOpKind.DIV:
             return x / y if dt.is_float(e.dtype) else _trunc_div(int(x), int(y))
         return _BIN[e.op](x, y)
     if isinstance(e, Not):
-        return not _ev(e.a, env)
+        return not _ev(e.a, env, tensors)
     if isinstance(e, Select):
-        c = _ev(e.cond, env)
+        c = _ev(e.cond, env, tensors)
         if e.guarded:
-            return _ev(e.true_value if c else e.false_value, env)
-        t, f = _ev(e.true_value, env), _ev(e.false_value, env)
+            return _ev(e.true_value if c else e.false_value, env, tensors)
+        t, f = _ev(e.true_value, env, tensors), _ev(e.false_value, env, tensors)
         return t if c else f
     if isinstance(e, Cast):
-        v = _ev(e.value, env)
+        v = _ev(e.value, env, tensors)
         if dt.is_bool(e.dtype):
             return bool(v)
         if dt.is_int(e.dtype):
             return math.trunc(v)
         return float(v)
     if isinstance(e, Call) and e.name in _CALLS:
-        return _CALLS[e.name](*(_ev(a, env) for a in e.args))
+        return _CALLS[e.name](*(_ev(a, env, tensors) for a in e.args))
+    if isinstance(e, TensorLoad) and tensors and e.tensor in tensors:
+        arr = tensors[e.tensor]
+        idx = tuple(int(_ev(i, env, tensors)) for i in e.indices)
+        if any(not 0 <= i < n for i, n in zip(idx, arr.shape)):
+            raise ExprError(f"out-of-bounds read {e.tensor.name}{list(idx)}")
+        v = arr[idx].item()
+        return bool(v) if e.dtype == "bool" else v
     if isinstance(e, PrimExpr):
         raise ExprError(f"cannot evaluate {type(e).__name__} {e} to a constant")
     raise ExprError(f"not an expression: {e!r}")
