@@ -1,0 +1,291 @@
+"""Random annotation of sketches (initial population) and mutations for evolution."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .loop_state import ANN_NONE, INLINED, ROOT, SPATIAL, State
+from .transform_step import AnnotationStep, FollowSplitStep, FuseStep, PragmaStep, SplitStep
+
+CPU_UNROLL = (0, 16, 64, 512)
+GPU_UNROLL = (0, 16, 64, 512, 1024)
+
+
+@lru_cache(maxsize=4096)
+def factorizations(extent: int, n: int, max_innermost: int) -> tuple[tuple[int, ...], ...]:
+    """All ``n``-tuples of lengths whose product divides ``extent`` with innermost ≤ max."""
+    out: list[tuple[int, ...]] = []
+
+    def dfs(rem: int, acc: tuple[int, ...]) -> None:
+        if len(acc) == n:
+            if not acc or acc[-1] <= max_innermost:
+                out.append(acc)
+            return
+        for d in range(1, rem + 1):
+            if rem % d == 0:
+                dfs(rem // d, acc + (d,))
+
+    dfs(extent, ())
+    return tuple(out)
+
+
+def _replay(dag: Any, steps: list) -> State:
+    return dag.replay(steps)
+
+
+def fill_tile_size(policy: Any, state: State, rng: np.random.Generator) -> State:
+    steps = list(state.transform_steps)
+    changed = False
+    for k, s in enumerate(steps):
+        if isinstance(s, SplitStep) and any(x is None for x in s.lengths):
+            ext = s.extent
+            if ext is None:
+                # the extent after an earlier length choice: recompute from a replay
+                cur = _replay(policy.dag, steps[:k])
+                ext = cur.stages[s.stage_id].iters[s.iter_id].range
+            if ext is None:
+                raise ValueError("cannot fill a split of unknown extent")
+            cands = factorizations(int(ext), len(s.lengths), policy.params[
+                "max_innermost_split_factor"])
+            pick = cands[int(rng.integers(len(cands)))]
+            steps[k] = SplitStep(s.stage_id, s.iter_id, int(ext), tuple(pick), s.inner_to_outer)
+            changed = True
+    return _replay(policy.dag, steps) if changed else state
+
+
+def _root_compute(state: State, k: int) -> bool:
+    st = state.stages[k]
+    return st.op_type == 1 and st.compute_at == ROOT
+
+
+def annotate_parallel(policy: Any, state: State, rng: np.random.Generator) -> State:
+    limit = 16 * policy.num_cores
+    for k in range(len(state.stages)):
+        if not _root_compute(state, k):
+            continue
+        iters = state.stages[k].iters
+        n, prod = 0, 1
+        for i, it in enumerate(iters):
+            if it.iter_kind != SPATIAL or it.annotation != ANN_NONE:
+                break
+            n += 1
+            prod *= it.range or 1
+            if prod > limit or state.attached_stages(k, i):
+                break
+        if n == 0:
+            continue
+        if n > 1:
+            state = state.fuse(k, list(range(n)))
+        state = state.parallel(k, 0)
+    return state
+
+
+def annotate_vectorize(policy: Any, state: State, rng: np.random.Generator) -> State:
+    from .sketch import is_tiled
+
+    maxv = policy.params["max_vectorize_size"]
+    for k in range(len(state.stages)):
+        st = state.stages[k]
+        if st.op_type == 0 or st.compute_at == INLINED:
+            continue
+        iters = st.iters
+        count, prod = 0, 1
+        for i in range(len(iters) - 1, -1, -1):
+            it = iters[i]
+            if it.iter_kind != SPATIAL or it.annotation != ANN_NONE or it.range is None:
+                break
+            if state.attached_stages(k, i):
+                break
+            prod *= it.range
+            if prod > maxv:
+                break
+            count += 1
+            if is_tiled(state, k):
+                break
+        if count == 0:
+            continue
+        n = 1 if count == 1 else int(rng.integers(1, count))
+        last = len(iters) - 1
+        if n > 1:
+            state = state.fuse(k, list(range(last - n + 1, last + 1)))
+            last = last - n + 1
+        if state.stages[k].iters[last].range and state.stages[k].iters[last].range > 1:
+            state = state.vectorize(k, last)
+    return state
+
+
+def annotate_unroll(policy: Any, state: State, rng: np.random.Generator) -> State:
+    values = GPU_UNROLL if policy.is_gpu else CPU_UNROLL
+    for k in range(len(state.stages)):
+        st = state.stages[k]
+        if st.op_type == 0 or st.compute_at == INLINED or not st.iters:
+            continue
+        if any(it.iter_kind == 1 for it in st.iters):
+            v = values[int(rng.integers(len(values)))]
+            state = state.pragma(k, 0, f"auto_unroll_max_step${v}")
+    return state
+
+
+def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) -> State:
+    """GPU: bind tiled root stages (.0 → blockIdx.x, .1 → vthread, .2 → threadIdx.x) and
+    untiled root stages (fused spatial loops split by the warp size)."""
+    from .sketch import is_tiled
+
+    warp = max(1, policy.task.hardware_params.warp_size)
+    for k in range(len(state.stages) - 1, -1, -1):
+        if not _root_compute(state, k):
+            continue
+        iters = state.stages[k].iters
+        if is_tiled(state, k):
+            pos = 0
+            for level, tag in enumerate(("blockIdx.x", "vthread", "threadIdx.x")):
+                iters = state.stages[k].iters
+                n = 0
+                while pos + n < len(iters) and iters[pos + n].iter_kind == SPATIAL and \
+                        iters[pos + n].name.endswith(f".{level}"):
+                    n += 1
+                if n == 0:
+                    break
+                if n > 1:
+                    state = state.fuse(k, list(range(pos, pos + n)))
+                ext = state.stages[k].iters[pos].range or 1
+                if tag == "vthread" and ext > policy.task.hardware_params.max_vthread_extent:
+                    raise ValueError("vthread extent too large")
+                state = state.bind(k, pos, tag)
+                pos += 1
+        else:
+            n = 0
+            for it in iters:
+                if it.iter_kind != SPATIAL:
+                    break
+                n += 1
+            if n == 0:
+                continue
+            if n > 1:
+                state = state.fuse(k, list(range(n)))
+            ext = state.stages[k].iters[0].range or 1
+            if ext <= warp:
+                state = state.bind(k, 0, "threadIdx.x")
+            else:
+                state = state.split(k, 0, [warp])
+                state = state.bind(k, 0, "blockIdx.x").bind(k, 1, "threadIdx.x")
+    return state
+
+
+def sample_one(policy: Any, sketch: State, rng: np.random.Generator) -> State | None:
+    try:
+        s = fill_tile_size(policy, sketch, rng)
+        if policy.is_gpu:
+            s = annotate_thread_bind(policy, s, rng)
+            s = annotate_unroll(policy, s, rng)
+        else:
+            s = annotate_parallel(policy, s, rng)
+            s = annotate_unroll(policy, s, rng)
+            s = annotate_vectorize(policy, s, rng)
+        return s
+    except (ValueError, KeyError, IndexError, AssertionError) as exc:
+        policy.logger.debug("dropped an invalid sample: %s", exc)
+        return None
+    except Exception as exc:  # noqa: BLE001 - a schedule error is an invalid sample
+        policy.logger.debug("dropped an invalid sample: %s", exc)
+        return None
+
+
+# ---- mutations ----------------------------------------------------------------------------
+
+def mutate_tile_size(policy: Any, state: State, rng: np.random.Generator) -> State | None:
+    steps = list(state.transform_steps)
+    maxi = policy.params["max_innermost_split_factor"]
+    cands = [k for k, s in enumerate(steps) if isinstance(s, SplitStep) and s.extent
+             and all(x is not None for x in s.lengths) and s.lengths[-1] <= maxi
+             and s.extent > 1]
+    if not cands:
+        return None
+    k = cands[int(rng.integers(len(cands)))]
+    s = steps[k]
+    lens = [s.extent // math.prod(s.lengths), *s.lengths]
+    order = rng.permutation(len(lens))
+    for src in order:
+        if lens[src] <= 1:
+            continue
+        dst = (src + 1) % len(lens)
+        divs = [d for d in range(2, lens[src] + 1) if lens[src] % d == 0]
+        if dst == len(lens) - 1:
+            divs = [d for d in divs if lens[dst] * d <= maxi]
+        if not divs:
+            continue
+        d = divs[int(rng.integers(len(divs)))]
+        lens[src] //= d
+        lens[dst] *= d
+        steps[k] = SplitStep(s.stage_id, s.iter_id, s.extent, tuple(lens[1:]), s.inner_to_outer)
+        try:
+            return policy.dag.replay(steps)
+        except Exception:  # noqa: BLE001 - invalid mutation
+            return None
+    return None
+
+
+def mutate_auto_unroll(policy: Any, state: State, rng: np.random.Generator) -> State | None:
+    steps = list(state.transform_steps)
+    cands = [k for k, s in enumerate(steps) if isinstance(s, PragmaStep)
+             and s.pragma_type.startswith("auto_unroll_max_step")]
+    if not cands:
+        return None
+    k = cands[int(rng.integers(len(cands)))]
+    values = GPU_UNROLL if policy.is_gpu else CPU_UNROLL
+    v = values[int(rng.integers(len(values)))]
+    s = steps[k]
+    steps[k] = PragmaStep(s.stage_id, s.iter_id, f"auto_unroll_max_step${v}")
+    return policy.dag.replay(steps)
+
+
+def mutate_parallel(policy: Any, state: State, rng: np.random.Generator) -> State | None:
+    """Change the number of leading iterators fused into a parallel loop (replay; invalid when
+    a later step on that stage depends on the iterator ids)."""
+    steps = list(state.transform_steps)
+    cands = [k for k in range(1, len(steps)) if isinstance(steps[k], AnnotationStep)
+             and steps[k].annotation == 3 and steps[k].iter_id == 0
+             and isinstance(steps[k - 1], FuseStep) and steps[k - 1].fused_ids[0] == 0
+             and steps[k - 1].stage_id == steps[k].stage_id]
+    if not cands:
+        return None
+    k = cands[int(rng.integers(len(cands)))]
+    fu = steps[k - 1]
+    later = [s for s in steps[k + 1:] if getattr(s, "stage_id", None) == fu.stage_id]
+    if any(not isinstance(s, (AnnotationStep, PragmaStep)) for s in later):
+        return None
+    pre = policy.dag.replay(steps[:k - 1])
+    iters = pre.stages[fu.stage_id].iters
+    maxn = 0
+    for it in iters:
+        if it.iter_kind != SPATIAL or it.annotation != ANN_NONE:
+            break
+        maxn += 1
+    if maxn < 2:
+        return None
+    new_n = int(rng.integers(1, maxn + 1))
+    old_n = len(fu.fused_ids)
+    if new_n == old_n:
+        return None
+    shift = (old_n - new_n)
+    new_steps = steps[:k - 1]
+    if new_n > 1:
+        new_steps.append(FuseStep(fu.stage_id, tuple(range(new_n))))
+    new_steps.append(steps[k])
+    for s in steps[k + 1:]:
+        if getattr(s, "stage_id", None) == fu.stage_id and s.iter_id > 0:
+            s = type(s)(*[getattr(s, f) for f in s.__dataclass_fields__])  # copy
+            object.__setattr__(s, "iter_id", s.iter_id + shift)
+        new_steps.append(s)
+    try:
+        return policy.dag.replay(new_steps)
+    except Exception:  # noqa: BLE001 - invalid mutation
+        return None
+
+
+__all__ = ["factorizations", "sample_one", "mutate_tile_size", "mutate_auto_unroll",
+           "mutate_parallel", "FollowSplitStep"]

@@ -1,0 +1,290 @@
+"""SketchPolicy (sketches + random annotation + evolutionary search + ε-greedy), EmptyPolicy,
+PreloadMeasuredStates."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import sys
+from typing import Any
+
+import numpy as np
+
+from .cost_model import RandomModel
+from .init_rules import mutate_auto_unroll, mutate_parallel, mutate_tile_size, sample_one
+from .loop_state import State
+from .sketch import CPU_RULES, GPU_RULES, generate_sketches
+
+logger = logging.getLogger("templtune.auto_scheduler")
+
+# NOTE: TVM's defaults, except the two population sizes: candidates are replayed in Python
+# here, so 2048-state populations would dominate the tuning time (deviation, documented).
+DEFAULT_PARAMS = {
+    "eps_greedy": 0.05,
+    "retry_search_one_round_on_empty": 1,
+    "sample_init_min_population": 50,
+    "sample_init_use_measured_ratio": 0.2,
+    "evolutionary_search_population": 256,
+    "evolutionary_search_num_iters": 4,
+    "evolutionary_search_mutation_prob": 0.85,
+    "cpu_multi_level_tiling_structure": "SSRSRS",
+    "gpu_multi_level_tiling_structure": "SSSRRSRS",
+    "max_innermost_split_factor": 64,
+    "max_vectorize_size": 16,
+    "disable_change_compute_location": 0,
+}
+
+
+def state_key(state: Any) -> str:
+    """De-duplication key: the encoded step list."""
+    return json.dumps([s.encode() for s in state.transform_steps])
+
+
+class PreloadMeasuredStates:
+    """Init-search callback: states measured in ``filename`` are never measured again, and the
+    valid ones seed the evolutionary search."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+
+    def __call__(self, policy: SketchPolicy) -> None:
+        from .measure_record import RecordReader
+
+        kind = str(policy.task.target).split()[0]
+        n = 0
+        for inp, res in RecordReader(self.filename):
+            if inp.task.workload_key != policy.task.workload_key or \
+                    str(inp.task.target).split()[0] != kind:
+                continue
+            try:
+                state = policy.dag.replay(inp.state.transform_steps)
+            except Exception:  # noqa: BLE001 - a record that no longer replays
+                continue
+            key = state_key(state)
+            if key in policy.measured_keys:
+                continue
+            policy.measured_keys.add(key)
+            n += 1
+            if res.error_no == 0:
+                policy.measured_states.append(state)
+                policy.measured_throughputs.append(1.0 / res.mean_cost)
+        logger.info("PreloadMeasuredStates: %d states from %s", n, self.filename)
+
+
+class EmptyPolicy:
+    """Always proposes the init state (for tests)."""
+
+    def __init__(self, task: Any, init_search_callbacks: Any = None) -> None:
+        self.task = task
+
+    def search(self, n_trials: int, early_stopping: int, per_round: int, measurer: Any) -> State:
+        st = self.task.compute_dag.get_init_state()
+        if n_trials > 1:
+            measurer.reset()
+            ct = 0
+            while ct < n_trials:
+                measurer.measure(self.task, self, [st])
+                ct += 1
+        return st
+
+
+class SketchPolicy:
+    """Template-free search: sketches, random annotation, evolution guided by a cost model.
+
+    Parameters
+    ----------
+    task : SearchTask
+    program_cost_model : CostModel
+        ``RandomModel()`` by default.
+    params : dict, optional
+        Overrides of :data:`DEFAULT_PARAMS`.
+    seed : int, optional
+    verbose : int
+    init_search_callbacks : list, optional
+        E.g. ``[PreloadMeasuredStates(log)]``; run before the search starts.
+    """
+
+    logger = logger
+
+    def __init__(self, task: Any, program_cost_model: Any = None, params: dict | None = None,
+                 seed: int | None = None, verbose: int = 1,
+                 init_search_callbacks: Any = None) -> None:
+        self.task = task
+        self.dag = task.compute_dag
+        self.cost_model = program_cost_model or RandomModel(seed)
+        self.params = dict(DEFAULT_PARAMS)
+        self.params.update(params or {})
+        self.seed = seed if seed is not None else random.randint(1, 2**30)
+        self.rng = np.random.default_rng(self.seed)
+        self.verbose = verbose
+        self.is_gpu = task.is_gpu
+        self.num_cores = max(1, task.hardware_params.num_cores)
+        self.structure = self.params["gpu_multi_level_tiling_structure" if self.is_gpu
+                                     else "cpu_multi_level_tiling_structure"]
+        self.measured_keys: set[str] = set()
+        self.measured_states: list[State] = []
+        self.measured_throughputs: list[float] = []
+        self._sketches: list[State] | None = None
+        for cb in init_search_callbacks or []:
+            cb(self)
+
+    # ---- generation ---------------------------------------------------------------------------
+    def generate_sketches(self, print_for_debug: bool = False) -> list[State]:
+        if self._sketches is None:
+            rules = GPU_RULES if self.is_gpu else CPU_RULES
+            self._sketches = generate_sketches(self, self.dag.get_init_state(), rules)
+        if print_for_debug:
+            for s in self._sketches:
+                print(s)
+        return self._sketches
+
+    def sample_initial_population(self, size: int | None = None) -> list[State]:
+        sketches = self.generate_sketches()
+        if not sketches:
+            return []
+        want = size or self.params["sample_init_min_population"]
+        out: list[State] = []
+        keys: set[str] = set()
+        fails = 0
+        while len(out) < want and fails < 5:
+            got = 0
+            for _ in range(max(want, 16)):
+                sk = sketches[int(self.rng.integers(len(sketches)))]
+                s = sample_one(self, sk, self.rng)
+                if s is None:
+                    continue
+                k = state_key(s)
+                if k in keys:
+                    continue
+                keys.add(k)
+                out.append(s)
+                got += 1
+                if len(out) >= want:
+                    break
+            fails = 0 if got else fails + 1
+            if not got:
+                want = max(1, want // 2)
+        return out
+
+    def _mutate(self, s: State) -> State | None:
+        rules = [(mutate_tile_size, 0.90), (mutate_auto_unroll, 0.04 if not self.is_gpu
+                                             else 0.10)]
+        if not self.is_gpu:
+            rules.append((mutate_parallel, 0.01))
+        w = np.array([x[1] for x in rules])
+        f = rules[int(self.rng.choice(len(rules), p=w / w.sum()))][0]
+        try:
+            return f(self, s, self.rng)
+        except Exception:  # noqa: BLE001 - invalid mutation
+            return None
+
+    def evolutionary_search(self, init_population: list[State], out_size: int) -> list[State]:
+        n_iters = self.params["evolutionary_search_num_iters"]
+        if isinstance(self.cost_model, RandomModel):
+            n_iters = min(n_iters, 2)
+        pop_size = self.params["evolutionary_search_population"]
+        heap: dict[str, tuple[float, State]] = {}
+        pop = list(init_population)
+        for it in range(n_iters + 1):
+            if not pop:
+                break
+            scores = np.asarray(self.cost_model.predict(self.task, pop), dtype=np.float64)
+            for s, sc in zip(pop, scores):
+                k = state_key(s)
+                if k in self.measured_keys:
+                    continue
+                if k not in heap or heap[k][0] < sc:
+                    heap[k] = (float(sc), s)
+            if len(heap) > out_size:
+                heap = dict(sorted(heap.items(), key=lambda kv: -kv[1][0])[:out_size])
+            if it == n_iters:
+                break
+            w = np.maximum(scores, 0) + 1e-12
+            p = w / w.sum()
+            nxt: list[State] = []
+            tries = 0
+            while len(nxt) < pop_size and tries < pop_size * 4:
+                tries += 1
+                parent = pop[int(self.rng.choice(len(pop), p=p))]
+                if self.rng.random() < self.params["evolutionary_search_mutation_prob"]:
+                    child = self._mutate(parent)
+                    if child is None:
+                        continue
+                    nxt.append(child)
+                else:
+                    nxt.append(parent)
+            pop = nxt
+        return [s for _, s in sorted(heap.values(), key=lambda x: -x[0])]
+
+    def search_one_round(self, num_random_states: int) -> tuple[list[State], list[State]]:
+        init = self.sample_initial_population()
+        n_meas = min(len(self.measured_states),
+                     int(self.params["sample_init_use_measured_ratio"]
+                         * self.params["evolutionary_search_population"]))
+        if n_meas:
+            order = np.argsort(-np.array(self.measured_throughputs))[:n_meas]
+            init = init + [self.measured_states[i] for i in order]
+        rand = [init[int(self.rng.integers(len(init)))] for _ in range(num_random_states)] \
+            if init else []
+        return self.evolutionary_search(init, 2 * self._per_round), rand
+
+    def _pick(self, best: list[State], rand: list[State], n: int) -> list[State]:
+        num_random = int(self.params["eps_greedy"] * self._per_round)
+        out: list[State] = []
+        bi = ri = 0
+        while len(out) < n and (bi < len(best) or ri < len(rand)):
+            prefer_best = len(out) < self._per_round - num_random
+            if (prefer_best and bi < len(best)) or ri >= len(rand):
+                s = best[bi]
+                bi += 1
+            else:
+                s = rand[ri]
+                ri += 1
+            k = state_key(s)
+            if k in self.measured_keys:
+                continue
+            self.measured_keys.add(k)
+            out.append(s)
+        return out
+
+    def search(self, n_trials: int, early_stopping: int, per_round: int,
+               measurer: Any) -> State | None:
+        """Search, measuring up to ``n_trials`` states; returns the best measured state."""
+        self._per_round = per_round
+        if n_trials <= 1:
+            best, _ = self.search_one_round(0)
+            return best[0] if best else None
+        num_random = int(self.params["eps_greedy"] * per_round)
+        stop = early_stopping if early_stopping >= 0 else 1 << 60
+        measurer.reset()
+        ct, retries = 0, 0
+        inputs: list = []
+        results: list = []
+        key = self.task.workload_key
+        while ct < n_trials:
+            if inputs:
+                self.cost_model.update(inputs, results)
+            best, rand = self.search_one_round(num_random * 3)
+            picked = self._pick(best, rand, min(per_round, n_trials - ct))
+            if not picked:
+                retries += 1
+                if retries > self.params["retry_search_one_round_on_empty"]:
+                    if self.verbose:
+                        print("All candidates in the search space have been measured.")
+                    break
+                continue
+            if self.verbose:
+                sys.stdout.write(f"Measure {len(picked)} states (trials {ct}..)\n")
+            inputs, results = measurer.measure(self.task, self, picked)
+            ct += len(inputs)
+            for inp, res in zip(inputs, results):
+                if res.error_no == 0:
+                    self.measured_states.append(inp.state)
+                    self.measured_throughputs.append(1.0 / res.mean_cost)
+            if key in measurer.has_valid and ct - measurer.best_ct.get(key, ct) > stop:
+                if self.verbose:
+                    print("Stop early since no performance improvement in the last "
+                          f"{stop} measurements")
+                break
+        return measurer.best_state.get(key)
