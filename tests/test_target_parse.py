@@ -82,3 +82,16 @@ def test_build_unknown_or_scoped_target():
         assert build(f).num_threads == 1
     with pytest.raises(TargetError):
         build(f, target="vulkan")
+
+
+def test_build_cuda_target_delegates_to_cuda_backend(monkeypatch):
+    import templtune.codegen.cuda.module as cuda_module
+    from templtune.codegen.llvm.testing import elementwise
+
+    seen = []
+    monkeypatch.setattr(cuda_module, "build_cuda",
+                        lambda func, target: seen.append((func, target)) or "cuda-module")
+    f = elementwise(lambda a: a + 1.0, ["float32"], "float32", 16)
+    with Target("cuda -arch=sm_90"):
+        assert build(f) == "cuda-module"
+    assert seen[0][0] is f and seen[0][1].kind == "cuda" and seen[0][1].arch == "sm_90"
