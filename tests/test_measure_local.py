@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -161,3 +166,91 @@ def test_tune_then_apply_history_best(tmp_path, cls):
     c = np.zeros((N, N), "float32")
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4)
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+from templtune import autotvm, te
+from templtune.autotvm.tuner import RandomTuner
+
+@autotvm.template("sigkill/matmul")
+def mm(n):
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    cfg = autotvm.get_config()
+    y, x = s[C].op.axis
+    cfg.define_split("ty", y, num_outputs=2)
+    cfg.define_split("tx", x, num_outputs=2)
+    cfg["ty"].apply(s, C, y)
+    cfg["tx"].apply(s, C, x)
+    return s, [A, B, C]
+
+task = autotvm.task.create("sigkill/matmul", (16,), "llvm")
+opt = autotvm.measure_option(autotvm.LocalBuilder(n_parallel=2),
+                             autotvm.LocalRunner(number=1, repeat=1, cooldown_interval=0.05))
+tuner = RandomTuner(task, seed=4)
+tuner.tune(n_trial=12, measure_option=opt, callbacks=[autotvm.callback.log_to_file(sys.argv[1])],
+           resume_log=sys.argv[1])
+print(json.dumps(tuner.tune_stats))
+"""
+
+
+def _children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_sigkill_real_tuning_then_resume(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD.format(root=root))
+    log = tmp_path / "t.log"
+    proc = subprocess.Popen([sys.executable, str(script), str(log)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the tuning run finished before it could be killed"
+    workers = _children(proc.pid)
+    assert workers, "measurement workers should be running"
+    proc.kill()
+    proc.wait()
+    for _ in range(100):  # workers must not outlive the tuning process
+        if not any(_alive(w) for w in workers):
+            break
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)
+    before = [inp.config.index for inp, _ in record.load_from_file(log)]
+    assert 4 <= len(before) < 12 and len(set(before)) == len(before)
+    out = subprocess.run([sys.executable, str(script), str(log)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = list(record.load_from_file(log))
+    after = [inp.config.index for inp, _ in recs]
+    assert after[: len(before)] == before
+    assert len(after) == len(set(after)) == 12
+    assert all(res.error_no == 0 for _, res in recs)
