@@ -232,3 +232,12 @@ def test_interval_examples():
     fr = Interval.from_range(Range(const(2), Var("n")))
     assert structural_equal(fr.min, const(2)) or fr.min.value == 2  # type: ignore[union-attr]
     assert eval_interval(X * yi, {yi: rng(0, 8)}).min is None  # unknown sign of x
+
+
+def test_set_range_invalidates_memo():
+    s = Simplifier()
+    e = J // 8
+    assert s.visit(e) is not None and not isinstance(s.visit(e), IntImm)
+    s.set_range(J, rng(0, 8))
+    assert s.visit(J // 8).value == 0  # type: ignore[union-attr]
+    assert s.bound(J) == (0, 7)

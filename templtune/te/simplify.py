@@ -60,6 +60,16 @@ class Simplifier(LinearForms, Mutator):
         self._lins: dict[Any, Lin] = {}
         self._bounds: dict[Any, Bound] = {}
 
+    def set_range(self, var: Var | IterVar, r: Any) -> None:
+        """Add (or change) the range of ``var``. Memo tables are dropped when ``var`` was already
+        seen, so earlier answers computed without the fact never go stale."""
+        v = var.var if isinstance(var, IterVar) else var
+        self.ranges[v] = self._range_bound(r)
+        if v in self._memo or v in self._bounds:
+            self._memo.clear()
+            self._bounds.clear()
+            self._lins.clear()
+
     def _range_bound(self, r: Any) -> Bound:
         if isinstance(r, Range):
             mn, ext = Simplifier().visit(r.min), Simplifier().visit(r.extent)
