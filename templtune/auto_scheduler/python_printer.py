@@ -22,6 +22,7 @@ class _Printer:
         self.declared: set[int] = set()
         self.stage_names = [st.op_name for st in self.cur.stages]
         self.ivars: list[list[str]] = [[] for _ in self.cur.stages]
+        self.redeclare = False
 
     def line(self, s: str) -> None:
         self.lines.append(s)
@@ -41,8 +42,10 @@ class _Printer:
         sv = self.stage_var(k)
         self.ivars[k] = [f"{sv}_{_san(it.name)}" for it in st.iters]
         if st.op_type == 1 and st.iters:
-            self.line(f"{', '.join(self.ivars[k])} = tuple({sv}.op.axis) + "
-                      f"tuple({sv}.op.reduce_axis)")
+            # NOTE: re-declarations after cache_write/rfactor read the stage's current op.
+            op = f"s[{sv}].op" if self.redeclare else f"{sv}.op"
+            self.line(f"{', '.join(self.ivars[k])} = tuple({op}.axis) + "
+                      f"tuple({op}.reduce_axis)")
 
     def split(self, k: int, i: int, lengths: tuple, inner_to_outer: bool) -> None:
         sv, parent = self.stage_var(k), self.iv(k, i)
@@ -146,6 +149,7 @@ def print_python(dag: Any, state: State) -> str:
     p = _Printer(dag, state)
     for k in range(len(p.cur.stages)):
         p.declare(k)
+    p.redeclare = True
     for step in state.transform_steps:
         from .transform_step import STAGE_CHANGING
 

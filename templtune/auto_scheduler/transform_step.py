@@ -386,13 +386,11 @@ def _placement(state: State, sid: int, kind: int, step: Any,
     am = tuple(x for x in state.attach_map if x[0] != sid)
     if target is not None:
         am = tuple(sorted(am + ((sid, target[0], target[1]),)))
-    iters = st.iters
-    if kind != INLINED:
-        # NOTE: extents become unknown until bound inference (as in Ansor).
-        iters = tuple(dataclasses.replace(it, range=None) for it in iters) if kind == ITER \
-            else iters
+    # NOTE: Ansor marks the extents unknown until bound inference; templtune keeps the loop
+    # extents the steps gave (exact for tiled producers) so that annotation rules can use them,
+    # and ``ComputeDAG.infer_bound_from_state`` fills in the inferred ones.
     return with_step(state, step, attach_map=am, stages=replace_stage(
-        state, sid, dataclasses.replace(st, compute_at=kind, iters=iters)))
+        state, sid, dataclasses.replace(st, compute_at=kind)))
 
 
 @dataclass(frozen=True, slots=True)
