@@ -266,3 +266,16 @@ def test_transpose_reshape_unary():
     np.testing.assert_array_equal(t, a.transpose(2, 0, 1))
     np.testing.assert_array_equal(r, a.reshape(4, 6))
     np.testing.assert_allclose(e, np.exp(a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("groups, stride, padding", [(2, 1, 1), (4, 2, 0), (1, 1, 1)])
+def test_group_conv2d(groups, stride, padding):
+    data = te.placeholder((1, 4, 7, 7), name="data")
+    kernel = te.placeholder((8, 4 // groups, 3, 3), name="kernel")
+    out = topi.nn.group_conv2d_nchw(data, kernel, stride, padding, 1, groups)
+    a, w = rand(1, 4, 7, 7), rand(8, 4 // groups, 3, 3)
+    got, = evaluate(out, {data: a, kernel: w})
+    np.testing.assert_allclose(got, ref.conv2d_nchw_python(a, w, stride, padding,
+                                                           groups=groups), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ExprError, match="groups"):
+        topi.nn.group_conv2d_nchw(data, kernel, 1, 1, 1, 3)

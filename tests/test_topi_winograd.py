@@ -90,3 +90,17 @@ def test_pre_transformed_kernel():
     out = topi.nn.conv2d_winograd_nchw(data, packed, 1, tile_size=2, pre_transformed=True)
     got, = evaluate(out, {data: a, packed: kp})
     np.testing.assert_allclose(got, ref.conv2d_nchw_python(a, w, 1, 1), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape, co, padding, tile", [((1, 8, 8, 3), 4, 1, 2),
+                                                      ((2, 7, 9, 2), 3, 1, 4)])
+def test_conv2d_winograd_nhwc(shape, co, padding, tile):
+    data = te.placeholder(shape, name="data")
+    weight = te.placeholder((3, 3, shape[3], co), name="weight")
+    out = topi.nn.conv2d_winograd_nhwc(data, weight, padding, tile_size=tile)
+    assert out.op.name == "conv2d_winograd" and out.op.tag == "conv2d_winograd_nhwc"
+    a = RNG.uniform(-1, 1, shape).astype("float32")
+    w = RNG.uniform(-1, 1, (3, 3, shape[3], co)).astype("float32")
+    got, = evaluate(out, {data: a, weight: w})
+    np.testing.assert_allclose(got, ref.conv2d_nhwc_python(a, w, 1, padding), rtol=1e-3,
+                               atol=1e-4)

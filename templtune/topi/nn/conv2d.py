@@ -10,7 +10,8 @@ from templtune.te.simplify import simplify
 from templtune.topi.nn.pad import pad
 from templtune.topi.utils import get_const_int, get_pad_tuple, pair
 
-__all__ = ["conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "conv_out_size"]
+__all__ = ["conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "group_conv2d_nchw",
+           "conv_out_size"]
 
 
 def conv_out_size(size: Any, k: int, pad_lo: int, pad_hi: int, stride: int, dilation: int
@@ -129,3 +130,35 @@ def depthwise_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padd
             padded[b, c // mult, i * sh + di * dh, j * sw + dj * dw].astype(out_dtype)
             * Filter[c // mult, c % mult, di, dj].astype(out_dtype), axis=[di, dj]),
         name="DepthwiseConv2d", tag="depthwise_conv2d_nchw")
+
+
+def group_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
+                      dilation: Any, groups: int, out_dtype: str | None = None) -> te.Tensor:
+    """Grouped convolution: filter ``[num_filter, in_channel // groups, kh, kw]``; output channel
+    ``ff`` reads input channels of group ``ff // (num_filter // groups)``.
+
+    Returns ``group_conv2d_nchw`` (tag ``"group_conv2d_nchw"``) reading ``pad_temp``.
+    """
+    out_dtype = out_dtype or Input.dtype
+    batch, in_c, in_h, in_w = Input.shape
+    num_f, f_c, kh_e, kw_e = Filter.shape
+    kh, kw = get_const_int(kh_e), get_const_int(kw_e)
+    g = int(groups)
+    ci, co, fc = get_const_int(in_c), get_const_int(num_f), get_const_int(f_c)
+    if g < 1 or ci % g or co % g or fc * g != ci:
+        raise ExprError(f"group_conv2d_nchw: {ci} input / {co} output channels, filter "
+                        f"in-channels {fc}, groups {g} do not fit")
+    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
+    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
+    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    temp = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="pad_temp")
+    rc = te.reduce_axis((0, fc), name="rc")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    per = co // g
+    return te.compute(
+        (batch, num_f, out_h, out_w),
+        lambda nn, ff, yy, xx: te.sum(
+            temp[nn, ff // per * fc + rc, yy * sh + ry * dh, xx * sw + rx * dw].astype(out_dtype)
+            * Filter[ff, rc, ry, rx].astype(out_dtype), axis=[rc, ry, rx]),
+        name="group_conv2d_nchw", tag="group_conv2d_nchw")

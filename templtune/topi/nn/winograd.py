@@ -27,7 +27,7 @@ from templtune.topi.nn.pad import pad
 from templtune.topi.utils import const_matrix, get_const_tuple, get_pad_tuple
 
 __all__ = ["winograd_transform_matrices", "interpolation_points",
-           "conv2d_winograd_weight_transform", "conv2d_winograd_nchw"]
+           "conv2d_winograd_weight_transform", "conv2d_winograd_nchw", "conv2d_winograd_nhwc"]
 
 
 def interpolation_points(count: int) -> list[Fraction]:
@@ -207,3 +207,89 @@ def conv2d_winograd_nchw(data: te.Tensor, kernel: te.Tensor, padding: Any, tile_
         attrs={"tile_size": m})
 
 
+
+
+def conv2d_winograd_nhwc(data: te.Tensor, weight: te.Tensor, padding: Any, tile_size: int = 2,
+                         pre_transformed: bool = False, out_dtype: str | None = None
+                         ) -> te.Tensor:
+    """Stride-1 Winograd convolution in NHWC (the auto-scheduler layout).
+
+    Parameters
+    ----------
+    data : Tensor
+        ``[N, H, W, CI]``.
+    weight : Tensor
+        HWIO ``[r, r, CI, CO]``, or ``[alpha, alpha, CO, CI]`` when ``pre_transformed``.
+
+    Returns
+    -------
+    Tensor
+        ``conv2d_winograd`` (tag ``"conv2d_winograd_nhwc"``) over ``data_pad``, ``input_tile``,
+        ``data_pack``, ``bgemm`` and ``inverse``.
+    """
+    out_dtype = out_dtype or data.dtype
+    n_, h, w, ci = get_const_tuple(data.shape)
+    m = tile_size
+    if pre_transformed:
+        alpha, _, co, kci = get_const_tuple(weight.shape)
+        r = alpha - m + 1
+        kernel_pack = weight
+    else:
+        r, r2, kci, co = get_const_tuple(weight.shape)
+        if r != r2:
+            raise ExprError(f"winograd needs a square kernel, got {r}x{r2}")
+        alpha = _tile(m, r)
+        _, _, g_np = winograd_transform_matrices(m, r, out_dtype)
+        G = const_matrix(g_np, "G", out_dtype)
+        r_kh = te.reduce_axis((0, r), name="r_kh")
+        r_kw = te.reduce_axis((0, r), name="r_kw")
+        kernel_pack = te.compute(
+            (alpha, alpha, co, ci),
+            lambda eps, nu, k, c: te.sum(weight[r_kh, r_kw, c, k] * G[eps, r_kh] * G[nu, r_kw],
+                                         axis=[r_kh, r_kw]),
+            name="kernel_pack")
+    if kci != ci or r < 1:
+        raise ExprError(f"winograd weight shape {get_const_tuple(weight.shape)} does not match "
+                        f"data with {ci} channels and tile_size {m}")
+    pt, pl, pb, pr = get_pad_tuple(padding, (r, r))
+    out_h, out_w = h + pt + pb - r + 1, w + pl + pr - r + 1
+    if out_h <= 0 or out_w <= 0:
+        raise ExprError(f"winograd: empty output for {h}x{w} input and {r}x{r} kernel")
+    nh, nw = -(-out_h // m), -(-out_w // m)
+    p_total = n_ * nh * nw
+    eh = (nh - 1) * m + alpha - (h + pt + pb)
+    ew = (nw - 1) * m + alpha - (w + pl + pr)
+    data_pad = pad(data, (0, pt, pl, 0), (0, pb + eh, pr + ew, 0), name="data_pad")
+    a_np, b_np, _ = winograd_transform_matrices(m, r, out_dtype)
+    A = const_matrix(a_np, "A", out_dtype)
+    B = const_matrix(b_np, "B", out_dtype)
+    input_tile = te.compute(
+        (alpha, alpha, p_total, ci),
+        lambda eps, nu, p, c: data_pad[p // (nh * nw), (p // nw) % nh * m + eps,
+                                       p % nw * m + nu, c],
+        name="input_tile")
+    r_a = te.reduce_axis((0, alpha), name="r_a")
+    r_b = te.reduce_axis((0, alpha), name="r_b")
+    data_pack = te.compute(
+        (alpha, alpha, p_total, ci),
+        lambda eps, nu, p, c: te.sum(input_tile[r_a, r_b, p, c].astype(out_dtype)
+                                     * B[r_a, eps] * B[r_b, nu], axis=[r_a, r_b]),
+        name="data_pack")
+    rc = te.reduce_axis((0, ci), name="ci")
+    bgemm = te.compute(
+        (alpha, alpha, p_total, co),
+        lambda eps, nu, p, k: te.sum(data_pack[eps, nu, p, rc]
+                                     * kernel_pack[eps, nu, k, rc].astype(out_dtype), axis=rc),
+        name="bgemm")
+    r_a2 = te.reduce_axis((0, alpha), name="r_a")
+    r_b2 = te.reduce_axis((0, alpha), name="r_b")
+    inverse = te.compute(
+        (m, m, p_total, co),
+        lambda vh, vw, p, k: te.sum(bgemm[r_a2, r_b2, p, k] * A[r_a2, vh] * A[r_b2, vw],
+                                    axis=[r_a2, r_b2]),
+        name="inverse")
+    return te.compute(
+        (n_, out_h, out_w, co),
+        lambda n, hh, ww, k: inverse[hh % m, ww % m, n * (nh * nw) + (hh // m) * nw + ww // m,
+                                     k],
+        name="conv2d_winograd", tag="conv2d_winograd_nhwc", attrs={"tile_size": m})
