@@ -44,12 +44,13 @@ class RandomIndexSampler:
     def draw(self, excluded: set[int]) -> int | None:
         """One index not in ``excluded`` (the caller adds it there), or None when exhausted."""
         if self._pool is None:
-            for _ in range(64):
+            # NOTE: on a large range, rejection sampling stays cheap even when most indices are
+            # filtered out; enumeration (O(range)) is the last resort once nearly all are taken.
+            tries = 64 if self.end - self.begin <= 100_000 else 20_000
+            for _ in range(tries):
                 i = int(self.rng.integers(self.begin, self.end))
                 if i not in excluded and space_is_valid(self.space, i):
                     return i
-            # NOTE: 64 straight rejections: most of the range is excluded or invalid; enumerate
-            # what is left once (bounded by the range) and serve from a shuffled list.
             pool = [i for i in range(self.begin, self.end)
                     if i not in excluded and space_is_valid(self.space, i)]
             self.rng.shuffle(pool)
@@ -86,8 +87,17 @@ class IndexBaseTuner(Tuner):
                              f"{space.range_length}")
         self.begin_idx, self.end_idx = begin, end
         self.range_length = end - begin
-        self.visited_max = count_valid(space, begin, end)
+        self._visited_max: int | None = None
+        self._exhausted = False
         self._n_in_range = 0
+
+    @property
+    def visited_max(self) -> int:
+        """Number of valid indices in the range (computed on first use: with a multi-filter this
+        evaluates the filter over the whole range)."""
+        if self._visited_max is None:
+            self._visited_max = count_valid(self.space, self.begin_idx, self.end_idx)
+        return self._visited_max
 
     def _in_range(self, i: int) -> bool:
         return self.begin_idx <= i < self.end_idx
@@ -101,13 +111,18 @@ class IndexBaseTuner(Tuner):
                     self._n_in_range += 1
 
     def has_next(self) -> bool:
-        return self._n_in_range < self.visited_max
+        # NOTE: exhaustion is detected by the walk itself, so a multi-filtered space need not be
+        # counted up front (``visited_max`` stays lazy).
+        if self._exhausted or self._n_in_range >= self.range_length:
+            return False
+        return self._visited_max is None or self._n_in_range < self._visited_max
 
     def next_batch(self, batch_size: int) -> list:
         out = []
         while len(out) < batch_size and self.has_next():
             i = self._next_index()
             if i is None:
+                self._exhausted = True
                 break
             self.mark_visited([i])
             out.append(self.space.get(i))
