@@ -149,3 +149,28 @@ def test_load_rejects_garbage():
 
     with pytest.raises(CodegenError, match="magic"):
         load_module(b"not a module")
+
+
+def test_forked_child_after_parallel_use_does_not_hang(tmp_path):
+    script = textwrap.dedent("""
+        import multiprocessing as mp, numpy as np
+        from templtune.build_module import build
+        from templtune.codegen.llvm.testing import matmul
+        def job(_):
+            m = build(matmul(8, 16, 8, lanes=16), target="llvm -num-cores=2")
+            a = np.ones((8, 8), "float32"); b = np.ones((8, 16), "float32")
+            c = np.zeros((8, 16), "float32")
+            m(a, b, c)
+            return float(c[0, 0])
+        if __name__ == "__main__":
+            assert job(0) == 8.0
+            with mp.get_context("fork").Pool(1) as p:
+                print("OK", p.map(job, [0]))
+    """)
+    path = tmp_path / "fork_job.py"
+    path.write_text(script)
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120,
+                         env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1]),
+                              "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "OK [8.0]"

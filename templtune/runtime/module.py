@@ -31,6 +31,25 @@ _CTYPES_INT = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctype
                "uint64": ctypes.c_uint64, "int16": ctypes.c_int16, "int8": ctypes.c_int8}
 
 
+class _ForkGuard:
+    """NOTE: libgomp is not fork-safe: a child forked after its parent ran a parallel region
+    hangs in its first own parallel region. So the process remembers whether it has launched
+    one, and a forked child of such a process runs parallel loops on one thread (warned once).
+    Workers started with ``spawn``/``forkserver`` or as fresh subprocesses are unaffected."""
+
+    gomp_used = False
+    degraded = False
+    warned = False
+
+    @classmethod
+    def after_fork_in_child(cls) -> None:
+        cls.degraded = cls.gomp_used
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ForkGuard.after_fork_in_child)
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileResult:
     """What a time evaluator returns: seconds per call for each repeat (TVM's ProfileResult)."""
@@ -77,7 +96,8 @@ class Module:
         self._ir: str = header.get("ir", "")
         s = header["spec"]
         self._spec = cc.MachineSpec(s["triple"], s["cpu"], s["features"], s["opt_level"])
-        if header.get("parallel"):
+        self._parallel = bool(header.get("parallel"))
+        if self._parallel:
             cc.load_libgomp()
         tm = cc.new_target_machine(self._spec)
         host = llvm.parse_assembly("", context=llvm.create_context())
@@ -183,9 +203,24 @@ class Module:
             out.append(a)
         return out, [bound[n] for n, _ in self._shape_vars]
 
+    def _fork_check(self) -> None:
+        if not self._parallel:
+            return
+        if _ForkGuard.degraded:
+            if self._nthreads.value != 1:
+                self._nthreads.value = 1
+                if not _ForkGuard.warned:
+                    _ForkGuard.warned = True
+                    log.warning("this process was forked after running parallel code; libgomp "
+                                "cannot be used here, parallel loops run on one thread (start "
+                                "workers with 'spawn' or 'forkserver' instead)")
+        else:
+            _ForkGuard.gomp_used = True
+
     def __call__(self, *arrays: Any) -> None:
         """Run the function on ``arrays`` (outputs are written in place)."""
         arrs, svals = self._check(arrays)
+        self._fork_check()
         self._fn(*[a.ctypes.data for a in arrs], *svals)
 
     def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
@@ -215,6 +250,7 @@ class Module:
 
         def evaluator(*arrays: Any) -> ProfileResult:
             arrs, svals = self._check(arrays)
+            self._fork_check()
             slots = (ctypes.c_uint64 * max(1, len(arrs) + len(svals)))(
                 *[a.ctypes.data for a in arrs], *[v & (2**64 - 1) for v in svals])
             self._timer(slots, 1)  # warm-up
