@@ -61,7 +61,7 @@ def _define(cfg: Any, co: int, oh: int, ow: int, ci: int) -> None:
         cfg.fallback_split("tile_ic", [-1, divisor_at_most(ci, 16)])
 
 
-def conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
                 padding: Any) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
@@ -133,5 +133,6 @@ def conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stri
     return s, [data, kernel, output]
 
 
-autotvm.template("conv2d_nchw.x86")(conv2d_nchw)
-autotvm.template("conv2d_nchw")(conv2d_nchw)
+#: the registered templates (call under a dispatch context, e.g. apply_history_best)
+conv2d_nchw = autotvm.template("conv2d_nchw")(_conv2d_nchw)
+conv2d_nchw_x86 = autotvm.template("conv2d_nchw.x86")(_conv2d_nchw)

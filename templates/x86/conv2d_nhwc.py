@@ -21,7 +21,7 @@ from ._common import check_positive, pad_tuple, stride_pair
 from .conv2d_nchw import _define, out_size
 
 
-def conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
                 padding: Any) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config
     (arguments as :func:`conv2d_nchw`; ``data`` is NHWC, ``kernel`` HWIO)."""
@@ -85,5 +85,6 @@ def conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stri
     return s, [data, kernel, out]
 
 
-autotvm.template("conv2d_nhwc.x86")(conv2d_nhwc)
-autotvm.template("conv2d_nhwc")(conv2d_nhwc)
+#: the registered templates (call under a dispatch context, e.g. apply_history_best)
+conv2d_nhwc = autotvm.template("conv2d_nhwc")(_conv2d_nhwc)
+conv2d_nhwc_x86 = autotvm.template("conv2d_nhwc.x86")(_conv2d_nhwc)

@@ -61,7 +61,7 @@ def _other(v: Any) -> Any:
     return OtherOptionEntity(v)
 
 
-def conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
                     padding: Any, pre_transformed: int = 0) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
@@ -180,5 +180,6 @@ def conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, 
     return s, [data, kernel, output]
 
 
-autotvm.template("conv2d_winograd.x86")(conv2d_winograd)
-autotvm.template("conv2d_winograd")(conv2d_winograd)
+#: the registered templates (call under a dispatch context, e.g. apply_history_best)
+conv2d_winograd = autotvm.template("conv2d_winograd")(_conv2d_winograd)
+conv2d_winograd_x86 = autotvm.template("conv2d_winograd.x86")(_conv2d_winograd)

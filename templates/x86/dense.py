@@ -42,7 +42,7 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
         cfg.fallback_split("tile_k", [-1, 4])
 
 
-def dense(M: int, N: int, K: int) -> tuple[Any, list[Any]]:
+def _dense(M: int, N: int, K: int) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, weight, out])`` for the current config."""
     check_positive(M=M, N=N, K=K)
     cfg = autotvm.get_config()
@@ -83,5 +83,6 @@ def dense(M: int, N: int, K: int) -> tuple[Any, list[Any]]:
     return s, [data, weight, out]
 
 
-autotvm.template("dense.x86")(dense)
-autotvm.template("dense")(dense)
+#: the registered templates (call under a dispatch context, e.g. apply_history_best)
+dense = autotvm.template("dense")(_dense)
+dense_x86 = autotvm.template("dense.x86")(_dense)

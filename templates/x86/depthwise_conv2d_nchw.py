@@ -40,7 +40,7 @@ def _define(cfg: Any, oh: int, ow: int, padded: bool) -> None:
         cfg.fallback_split("tile_oh", [-1, divisor_at_most(oh, max(1, 64 // bw))])
 
 
-def depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: int,
+def _depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: int,
                           stride: Any, padding: Any) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, filter, output])`` for the current config.
 
@@ -95,5 +95,6 @@ def depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: i
     return s, [data, filt, out]
 
 
-autotvm.template("depthwise_conv2d_nchw.x86")(depthwise_conv2d_nchw)
-autotvm.template("depthwise_conv2d_nchw")(depthwise_conv2d_nchw)
+#: the registered templates (call under a dispatch context, e.g. apply_history_best)
+depthwise_conv2d_nchw = autotvm.template("depthwise_conv2d_nchw")(_depthwise_conv2d_nchw)
+depthwise_conv2d_nchw_x86 = autotvm.template("depthwise_conv2d_nchw.x86")(_depthwise_conv2d_nchw)

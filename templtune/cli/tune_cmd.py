@@ -1,0 +1,196 @@
+"""``templtune tune``: tune one template workload from the shell.
+
+::
+
+    templtune tune --template conv2d_nchw --args 1,7,7,512,512,3,3,1,1 --target llvm \\
+        --tuner xgb --n-trial 200 --log logs/conv2d.log [--early-stopping N] [--seed S]
+
+Shows the progress bar while tuning and ends with a summary: best config, GFLOPS, trials and
+wall time. The helpers here (argument parsing, task creation, the tuning run) are shared by the
+``space``, ``best`` and ``demo`` commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from templtune.cli.main import CliError, command
+
+logger = logging.getLogger("templtune.cli")
+
+TUNERS = ("xgb", "ga", "random", "gridsearch")
+
+
+def parse_int_list(text: str, what: str = "--args") -> tuple[int, ...]:
+    """``"1,7,7"`` -> ``(1, 7, 7)``; raises :class:`CliError` naming the bad item."""
+    items = [t.strip() for t in str(text).split(",")]
+    if not text or not text.strip() or any(not t for t in items):
+        raise CliError(f"{what}: expected comma-separated integers such as 1,7,7,512, "
+                       f"got {text!r}")
+    out = []
+    for t in items:
+        try:
+            out.append(int(t))
+        except ValueError:
+            raise CliError(f"{what}: {t!r} is not an integer (in {text!r})") from None
+    return tuple(out)
+
+
+def load_templates() -> dict[str, Any]:
+    """Register the packaged templates; returns the catalog (name -> TemplateInfo)."""
+    from templtune.templates import CATALOG, load
+
+    load("x86")
+    return CATALOG
+
+
+def create_task(name: str, args: tuple[int, ...], target: str) -> Any:
+    """Create the task of a packaged template, with one-line errors for bad input."""
+    from templtune import autotvm
+
+    catalog = load_templates()
+    info = catalog.get(name)
+    if info is None:
+        raise CliError(f"unknown template {name!r}; known: {', '.join(sorted(catalog))} "
+                       "(see 'templtune templates')")
+    try:
+        info.check_args(args)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        return autotvm.task.create(name, args, target)
+    except CliError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bad workload/target becomes one line
+        raise CliError(f"cannot create task {name}{args} for target {target!r}: {exc}") from None
+
+
+def make_tuner(kind: str, task: Any, seed: int | None) -> Any:
+    """The tuner named ``kind`` (xgb, ga, random, gridsearch) for ``task``."""
+    from templtune.autotvm import tuner
+
+    if kind == "xgb":
+        return tuner.XGBTuner(task, seed=seed)
+    if kind == "ga":
+        return tuner.GATuner(task, seed=seed)
+    if kind == "random":
+        return tuner.RandomTuner(task, seed=seed)
+    if kind == "gridsearch":
+        return tuner.GridSearchTuner(task, seed=seed)
+    raise CliError(f"unknown tuner {kind!r}; choose one of {', '.join(TUNERS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class TuneSummary:
+    """What a tuning run found."""
+
+    best_config: Any
+    best_gflops: float
+    best_cost_s: float
+    trials: int
+    errors: int
+    wall_s: float
+    log: Path
+
+
+def tune_task(task: Any, *, tuner: str = "xgb", n_trial: int = 200, log: str | os.PathLike,
+              early_stopping: int | None = None, seed: int | None = 0, number: int = 4,
+              repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 20,
+              n_parallel: int | None = None, progress: bool = True) -> TuneSummary:
+    """Tune ``task`` and append its records to ``log`` (folders are created)."""
+    from templtune import autotvm
+
+    if n_trial < 1:
+        raise CliError(f"--n-trial must be at least 1, got {n_trial}")
+    log_path = Path(log)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    option = autotvm.measure_option(
+        builder=autotvm.LocalBuilder(timeout=timeout, n_parallel=n_parallel),
+        runner=autotvm.LocalRunner(timeout=timeout, number=number, repeat=repeat,
+                                   min_repeat_ms=min_repeat_ms))
+    t = make_tuner(tuner, task, seed)
+    n_trial = min(n_trial, len(task.config_space))
+    callbacks = [autotvm.callback.log_to_file(str(log_path))]
+    if progress:
+        callbacks.insert(0, autotvm.callback.progress_bar(n_trial, prefix=f"[{task.name}] "))
+    t0 = time.perf_counter()
+    t.tune(n_trial=n_trial, measure_option=option, early_stopping=early_stopping,
+           callbacks=callbacks)
+    wall = time.perf_counter() - t0
+    stats = getattr(t, "tune_stats", {})
+    pair = getattr(t, "best_measure_pair", None)
+    cost = float(pair[1].mean_cost) if pair else float("nan")
+    return TuneSummary(t.best_config, float(t.best_flops) / 1e9, cost,
+                       int(stats.get("trials", 0)), int(stats.get("errors", 0)), wall, log_path)
+
+
+def print_summary(task: Any, s: TuneSummary) -> None:
+    """The final lines of ``tune`` and ``demo``."""
+    print(f"task:        {task.name}{tuple(task.args)}  ({task.flop / 1e9:.4g} GFLOP)")
+    if s.best_config is None:
+        print(f"trials:      {s.trials} ({s.errors} failed), wall time {s.wall_s:.1f} s")
+        return
+    print(f"best config: {s.best_config}")
+    print(f"best:        {s.best_gflops:.2f} GFLOPS ({s.best_cost_s * 1e3:.4f} ms)")
+    print(f"trials:      {s.trials} ({s.errors} failed), wall time {s.wall_s:.1f} s")
+    print(f"log:         {s.log}")
+
+
+def add_task_arguments(p: argparse.ArgumentParser) -> None:
+    """``--template``, ``--args`` and ``--target``."""
+    p.add_argument("--template", required=True, help="template name (see 'templtune templates')")
+    p.add_argument("--args", required=True,
+                   help="comma-separated integer arguments, e.g. 1,7,7,512,512,3,3,1,1")
+    p.add_argument("--target", default="llvm", help="target string (default llvm)")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    task = create_task(args.template, parse_int_list(args.args), args.target)
+    log = args.log or f"logs/{args.template}.log"
+    summary = tune_task(task, tuner=args.tuner, n_trial=args.n_trial, log=log,
+                        early_stopping=args.early_stopping, seed=args.seed, number=args.number,
+                        repeat=args.repeat, timeout=args.timeout, n_parallel=args.n_parallel,
+                        progress=not args.no_progress)
+    print_summary(task, summary)
+    if summary.best_config is None:
+        raise CliError(f"no trial succeeded ({summary.errors} failed); rerun with -v -v "
+                       "to see why")
+    return 0
+
+
+@command("tune", help="tune a template workload and log the measurements")
+def setup(parser: argparse.ArgumentParser) -> None:
+    add_task_arguments(parser)
+    parser.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy")
+    parser.add_argument("--n-trial", type=positive_int, default=200, help="configs to measure")
+    parser.add_argument("--log", default=None,
+                        help="JSON-lines log to append to (default logs/TEMPLATE.log)")
+    parser.add_argument("--early-stopping", type=positive_int, default=None,
+                        help="stop after this many trials without improvement")
+    parser.add_argument("--seed", type=int, default=0, help="tuner seed (default 0)")
+    parser.add_argument("--number", type=positive_int, default=4,
+                        help="runs per measurement (default 4)")
+    parser.add_argument("--repeat", type=positive_int, default=3,
+                        help="measurements per config (default 3)")
+    parser.add_argument("--timeout", type=float, default=20, help="seconds per build/run")
+    parser.add_argument("--n-parallel", type=positive_int, default=None,
+                        help="parallel builds (default: CPU count)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=cmd_tune)
