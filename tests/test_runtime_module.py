@@ -174,3 +174,12 @@ def test_forked_child_after_parallel_use_does_not_hang(tmp_path):
                               "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "OK [8.0]"
+
+
+def test_module_pickles_as_object_code(vadd):
+    import pickle
+
+    m2 = pickle.loads(pickle.dumps(vadd))
+    a, b, c = _args()
+    m2(a, b, c)
+    np.testing.assert_allclose(c, a + b)

@@ -226,7 +226,8 @@ class Module:
     def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
                        repeat: int = 1, min_repeat_ms: float = 0, enable_cpu_cache_flush: bool =
                        False, cooldown_interval_ms: float = 0,
-                       f_preproc: str = "") -> Callable[..., ProfileResult]:
+                       f_preproc: str = "", limit_zero_time_iterations: int = 100
+                       ) -> Callable[..., ProfileResult]:
         """A callable that times this function on given arguments, as TVM's time evaluator.
 
         One untimed warm-up call, then ``repeat`` rounds of ``number`` calls timed in native
@@ -266,7 +267,7 @@ class Module:
                         n = int(max(min_repeat_ms / (dur_ms / n) + 1, n * 1.618))
                     dur_ms = self._timer(slots, n) * 1e3
                     zeros += dur_ms == 0
-                    if dur_ms >= min_repeat_ms or zeros >= 100:
+                    if dur_ms >= min_repeat_ms or zeros >= limit_zero_time_iterations:
                         break
                 results.append(dur_ms / 1e3 / n)
                 numbers.append(n)
@@ -282,6 +283,10 @@ class Module:
         machine type)."""
         head = json.dumps(self._header, separators=(",", ":")).encode()
         return _MAGIC + struct.pack("<I", len(head)) + head + self._obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickles as its exported object code (no re-optimisation when unpickled)
+        return (load_module, (self.export(),))
 
     def export_library(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`export` bytes to ``path``."""
