@@ -1,7 +1,28 @@
-"""AutoTVM-style tuners: grid search, random search, genetic algorithm (model-based ones join here)."""
+"""AutoTVM-style tuners: grid search, random search, genetic algorithm, and model-based ones
+(``XGBTuner``, ``ModelBasedTuner``; imported lazily so that xgboost loads only when used)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from .ga_tuner import GATuner
 from .index_based import GridSearchTuner, IndexBaseTuner, RandomTuner
 from .tuner import Tuner
 
-__all__ = ["GATuner", "GridSearchTuner", "IndexBaseTuner", "RandomTuner", "Tuner"]
+_LAZY = {
+    "XGBTuner": "templtune.autotvm.tuner.xgboost_tuner",
+    "ModelBasedTuner": "templtune.autotvm.tuner.model_based_tuner",
+    "CostModel": "templtune.autotvm.tuner.model_based_tuner",
+    "ModelOptimizer": "templtune.autotvm.tuner.model_based_tuner",
+    "XGBoostCostModel": "templtune.autotvm.tuner.xgboost_cost_model",
+    "SimulatedAnnealingOptimizer": "templtune.autotvm.tuner.sa_model_optimizer",
+}
+
+__all__ = ["GATuner", "GridSearchTuner", "IndexBaseTuner", "RandomTuner", "Tuner", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
