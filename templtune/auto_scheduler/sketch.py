@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .access import elementwise_match, no_split_iters
+from .access import CONST_TENSOR_ATTR, elementwise_match, no_split_iters
 from .loop_state import INLINED, REDUCTION, SPATIAL, State
 from .transform_step import CacheWriteStep, RfactorStep, SplitStep
 
@@ -184,6 +184,36 @@ def _needs_rfactor(p: Any, s: State, k: int) -> bool:
     return red > 1 and red > p.num_cores
 
 
+def _const_tensor_cond(p: Any, s: State, k: int) -> Cond:
+    if s.stages[k].op_type == 0 or CONST_TENSOR_ATTR not in acc(s, k).attrs:
+        return Cond.SKIP
+    return Cond.APPLY_AND_SKIP_REST
+
+
+def _const_tensor(p: Any, s: State, k: int) -> list[tuple[State, int]]:
+    names = set(acc(s, k).attrs[CONST_TENSOR_ATTR])
+    iters = s.stages[k].iters
+    plan = [(i, it.name in names) for i, it in enumerate(iters)]
+    for i, unroll in reversed(plan):
+        if not unroll:
+            if iters[i].iter_kind != SPATIAL:
+                return []
+            s = s.split(k, i, [None])
+    outer, inner, unrolled = [], [], []
+    pos = 0
+    for _i, unroll in plan:
+        if unroll:
+            unrolled.append(pos)
+            pos += 1
+        else:
+            outer.append(pos)
+            inner.append(pos + 1)
+            pos += 2
+    for u in unrolled:
+        s = s.unroll(k, u)
+    return [(s.reorder(k, outer + inner + unrolled), k - 1)]
+
+
 def _rfactor_cond(p: Any, s: State, k: int) -> Cond:
     if s.stages[k].op_type == 0 or not acc(s, k).has_reduce or has_cache_write(s, k):
         return Cond.SKIP
@@ -273,15 +303,17 @@ def _skip(p: Any, s: State, k: int) -> list[tuple[State, int]]:
 
 
 RULE_ALWAYS_INLINE = SketchRule("AlwaysInline", _always_inline_cond, _always_inline)
+RULE_CONST_TENSOR = SketchRule("SimplifyComputeWithConstTensor", _const_tensor_cond,
+                               _const_tensor)
 RULE_ADD_RFACTOR = SketchRule("AddRfactor", _rfactor_cond, _rfactor)
 RULE_ADD_CACHE_WRITE = SketchRule("AddCacheWrite", _cache_write_cond, _cache_write)
 RULE_MLT_FUSION = SketchRule("MultiLevelTilingWithFusion", _mlt_fusion_cond, _mlt_fusion)
 RULE_MLT = SketchRule("MultiLevelTiling", _mlt_cond, _mlt)
 RULE_SKIP_STAGE = SketchRule("SkipStage", _skip_cond, _skip)
 
-CPU_RULES = (RULE_ALWAYS_INLINE, RULE_ADD_RFACTOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION,
+CPU_RULES = (RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_RFACTOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION,
              RULE_MLT, RULE_SKIP_STAGE)
-GPU_RULES = (RULE_ALWAYS_INLINE, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION, RULE_MLT,
+GPU_RULES = (RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION, RULE_MLT,
              RULE_SKIP_STAGE)
 
 
