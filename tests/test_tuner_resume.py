@@ -218,3 +218,26 @@ def test_in_tuning_switch():
         n_trial=4, measure_option=_opt(n_parallel=2),
         callbacks=[lambda *a: seen.append(env.current().in_tuning)])
     assert seen == [True, True] and not env.current().in_tuning
+
+
+def _tune_in_child(queue):
+    out = {}
+    for cls in (RandomTuner, GridSearchTuner, GATuner):
+        tuner = cls(_task(), seed=0)
+        tuner.tune(n_trial=10, measure_option=_opt())
+        out[cls.__name__] = tuner.best_flops
+    queue.put(out)
+
+
+def test_tuners_in_spawned_process():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_tune_in_child, args=(queue,))
+    proc.start()
+    out = queue.get(timeout=120)
+    proc.join(30)
+    assert proc.exitcode == 0
+    assert set(out) == {"RandomTuner", "GridSearchTuner", "GATuner"}
+    assert all(v > 1 for v in out.values())
