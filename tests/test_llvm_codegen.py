@@ -301,3 +301,36 @@ def test_binop_vector_scalar_mix():
     a, out = _rand("float32"), np.zeros(N, "float32")
     mod(a, out)
     np.testing.assert_allclose(out, a * 3)
+
+
+GOLDEN_VADD4 = """\
+define void @"vadd4"(ptr noalias %arg0, ptr noalias %arg1, ptr noalias %arg2) #0 {
+entry:
+  br label %for_body0
+for_body0:
+  %t1 = phi i64 [0, %entry], [%t9, %for_body0]
+  %t2 = mul nsw i64 %t1, 4
+  %t3 = getelementptr inbounds float, ptr %arg0, i64 %t2
+  %t4 = load <4 x float>, ptr %t3, align 4
+  %t5 = getelementptr inbounds float, ptr %arg1, i64 %t2
+  %t6 = load <4 x float>, ptr %t5, align 4
+  %t7 = fadd contract <4 x float> %t4, %t6
+  %t8 = getelementptr inbounds float, ptr %arg2, i64 %t2
+  store <4 x float> %t7, ptr %t8, align 4
+  %t9 = add nsw i64 %t1, 1
+  %t10 = icmp slt i64 %t9, 2
+  br i1 %t10, label %for_body0, label %for_end0
+for_end0:
+  ret void
+}
+"""
+
+
+def test_golden_llvm_ir_vector_add():
+    """Golden text of the kernel function for a fixed vector-add (rotated loop, 64-bit index,
+    stride-1 vector loads/stores, FMA-contractable add)."""
+    f = elementwise(_op(BinOpKind.ADD), ["float32"] * 2, "float32", 8, lanes=4, name="vadd4")
+    ir = render(f, x86=False).ir
+    start = ir.index('define void @"vadd4"')
+    end = ir.index("}\n", start) + 2
+    assert ir[start:end] == GOLDEN_VADD4

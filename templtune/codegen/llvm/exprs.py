@@ -141,6 +141,16 @@ class ExprRenderer:
             if frm == to:
                 return v
         ft, tt = T.ll_type(frm), T.ll_type(to)
+        if fd.lanes == 1 and fd.code in ("int", "uint") and text.lstrip("-").isdigit():
+            # fold casts of integer literals (loop bounds, index constants)
+            val = int(text)
+            if td.code in ("int", "uint"):
+                val &= (1 << td.bits) - 1
+                if td.code == "int" and val >= 1 << (td.bits - 1):
+                    val -= 1 << td.bits
+                return T.scalar_const(val, to), to
+            if td.code == "float":
+                return T.scalar_const(float(val), to), to
         if td.code == "bool":
             zero = T.const(0, frm)
             cmp = "fcmp une" if fd.code == "float" else "icmp ne"
