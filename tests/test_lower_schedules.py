@@ -536,3 +536,26 @@ def test_thread_axis_with_larger_declared_extent_is_guarded():
     s2[B].bind(B.op.axis[0], te.thread_axis((0, 32), "threadIdx.x"))
     with pytest.raises(LoweringError, match="extent 32 but the axis needs 100"):
         templtune.lower(s2, [A, B])
+
+
+def test_multi_value_reduction_argmax():
+    def fcombine(x, y):
+        better = x[1] >= y[1]
+        return te.select(better, x[0], y[0]), te.select(better, x[1], y[1])
+
+    argmax = te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)),
+                             name="argmax")
+    m, n = 5, 7
+    idx = te.placeholder((m, n), name="idx", dtype="int32")
+    val = te.placeholder((m, n), name="val", dtype="float32")
+    k = te.reduce_axis((0, n), "k")
+    T0, T1 = te.compute((m,), lambda i: argmax((idx[i, k], val[i, k]), axis=k), name="T")
+    s = te.create_schedule(T0.op)
+    s[T0].split(k, 3)
+    f = templtune.lower(s, [idx, val, T0, T1])
+    iv = np.tile(np.arange(n, dtype="int32"), (m, 1))
+    vv = _rand(m, n)
+    o0, o1 = np.zeros(m, "int32"), np.zeros(m, "float32")
+    execute(f, iv, vv, o0, o1)
+    np.testing.assert_array_equal(o0, vv.argmax(1))
+    np.testing.assert_allclose(o1, vv.max(1))

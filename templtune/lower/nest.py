@@ -19,6 +19,7 @@ from templtune.lower.ir import (
     For,
     ForKind,
     IfThenElse,
+    LetStmt,
     Load,
     Stmt,
     Store,
@@ -241,22 +242,34 @@ class NestBuilder:
         conds = [(c, max(lv, floor)) for c, lv in raw]
         init: Stmt | None = None
         if isinstance(info.body[0], Reduce):
-            red: Reduce = info.body[0]  # type: ignore[assignment]
-            if len(red.source) != 1 or op.num_outputs != 1:
-                raise LoweringError(f"stage {op.name}: multi-value reductions are not supported")
-            st = self.storage(op.output(0))
-            idx = self.flat(st, out_idx)
-            lhs = Load(st.buffer, idx)
-            val = substitute(red.combiner.result[0], {red.combiner.lhs[0]: lhs,
-                                                      red.combiner.rhs[0]: conv.visit(
-                                                          red.source[0])})
-            main: Stmt = Store(st.buffer, idx, val)
+            reds: list[Reduce] = list(info.body)  # type: ignore[arg-type]
+            red = reds[0]
+            comb = red.combiner
+            if len(red.source) != op.num_outputs or len(comb.result) != op.num_outputs:
+                raise LoweringError(f"stage {op.name}: a reduction with {len(red.source)} values "
+                                    f"must have as many outputs (has {op.num_outputs})")
+            sts = [self.storage(op.output(k)) for k in range(op.num_outputs)]
+            idxs = [self.flat(st, out_idx) for st in sts]
+            vmap_red: dict[Var, PrimExpr] = {}
+            for k, st in enumerate(sts):
+                vmap_red[comb.lhs[k]] = Load(st.buffer, idxs[k])
+                vmap_red[comb.rhs[k]] = conv.visit(red.source[k])
+            if op.num_outputs == 1:
+                main: Stmt = Store(sts[0].buffer, idxs[0], substitute(comb.result[0], vmap_red))
+            else:
+                # NOTE: all new values are computed before any is stored (argmax reads both)
+                tmps = [Var(f"{op.name}.red{k}", op.output(k).dtype)
+                        for k in range(op.num_outputs)]
+                main = seq(*[Store(st.buffer, i, t) for st, i, t in zip(sts, idxs, tmps)])
+                for k in range(op.num_outputs - 1, -1, -1):
+                    main = LetStmt(tmps[k], substitute(comb.result[k], vmap_red), main)
             if const_int(red.condition) != 1:
                 main = IfThenElse(conv.visit(red.condition), main)
             first = next((i for i, lv in enumerate(leaves)
                           if lv.iter_type is IterKind.REDUCE), n)
-            ident = red.init[0] if red.init else red.combiner.identity[0]
-            init = self._init_nest(info, first, st, out_idx, conv.visit(ident),
+            idents = red.init if red.init else comb.identity
+            init = self._init_nest(info, first,
+                                   [(st, conv.visit(v)) for st, v in zip(sts, idents)], out_idx,
                                    [(c, lv if lv >= first else -1)
                                     for (c, lv), (_, adj) in zip(raw, conds) if adj >= first],
                                    pos_of)
@@ -282,8 +295,8 @@ class NestBuilder:
             body = IfThenElse(_likely(_and_all(top)), body)
         return body
 
-    def _init_nest(self, info: StageBound, first: int, st: _Storage, out_idx: list[PrimExpr],
-                   value: PrimExpr, conds: list[tuple[PrimExpr, int]],
+    def _init_nest(self, info: StageBound, first: int, inits: list[tuple[_Storage, PrimExpr]],
+                   out_idx: list[PrimExpr], conds: list[tuple[PrimExpr, int]],
                    pos_of: dict[Var, int]) -> Stmt:
         leaves = [(p, lv) for p, lv in enumerate(info.leaves)
                   if p >= first and lv.iter_type is not IterKind.REDUCE]
@@ -294,8 +307,8 @@ class NestBuilder:
                 nv = Var(f"{v.name}.init", v.dtype)
                 sub[v] = nv
                 self.simp.ranges[nv] = self.br.var_ranges[v]
-        idx = self.flat(st, [substitute(i, sub) for i in out_idx])
-        body: Stmt = Store(st.buffer, idx, value)
+        idx = [substitute(i, sub) for i in out_idx]
+        body: Stmt = seq(*[Store(st.buffer, self.flat(st, idx), value) for st, value in inits])
         red_vars = {v for v, p in pos_of.items() if info.leaves[p].iter_type is IterKind.REDUCE}
         # NOTE: a guard on a reduction loop (k < K) does not apply to the initialisation
         conds = [(c, lvl) for c, lvl in conds if not (collect_vars(c) & red_vars)]
