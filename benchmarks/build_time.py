@@ -20,6 +20,14 @@ import time
 
 import numpy as np
 
+try:
+    import templtune  # noqa: F401
+except ImportError:  # run from a checkout without installing: use the repository root
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
 import templtune
 from templtune import te, topi
 from templtune.build_module import build_llvm

@@ -18,6 +18,14 @@ import statistics
 import time
 
 import numpy as np
+
+try:
+    import templtune  # noqa: F401
+except ImportError:  # run from a checkout without installing: use the repository root
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from threadpoolctl import threadpool_limits
 
 import templtune
