@@ -66,6 +66,7 @@ def same(a, b) -> bool:
         ((X * 4 + II) // 8, X // 2),
         ((X * 4 + II) % 8, (X % 2) * 4 + II),
         ((X * 6 + 1) // 12, X // 2),
+        (binary(BinOpKind.DIV, II * 8 + J, 8), II),
     ],
 )
 def test_rules(expr, expected):
@@ -111,6 +112,9 @@ def test_point_range_substitutes_and_const_bound():
 def test_division_by_zero_left_alone():
     e = binary(BinOpKind.FLOORDIV, X, 0)
     assert isinstance(simplify(e), BinOp)
+    # truncated division of a possibly negative value is not floor division
+    t = binary(BinOpKind.DIV, X, 8)
+    assert simplify(t, {X: rng(-8, 16)}).op is BinOpKind.DIV  # type: ignore[union-attr]
 
 
 def test_memoized_shared_subtrees_fast():
@@ -138,14 +142,15 @@ def ranges_st(draw):
 def expr_st(depth: int = 3):
     leaf = st.one_of(st.sampled_from(VARS), st.integers(-9, 9).map(const))
     ops = st.sampled_from([BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL, BinOpKind.FLOORDIV,
-                           BinOpKind.FLOORMOD, BinOpKind.MIN, BinOpKind.MAX, BinOpKind.LT])
+                           BinOpKind.FLOORMOD, BinOpKind.MIN, BinOpKind.MAX, BinOpKind.LT,
+                           BinOpKind.DIV])
 
     def extend(children):
         def build(t):
             op, a, b, c = t
             if op is BinOpKind.LT:  # a select on a comparison
                 return Select(binary(BinOpKind.LT, a, b), a, binary(BinOpKind.ADD, b, c))
-            if op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD):
+            if op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD, BinOpKind.DIV):
                 return binary(op, a, c)  # divide by a positive constant
             if op is BinOpKind.MUL:
                 return binary(op, a, c) if isinstance(b, IntImm) else binary(op, a, b)

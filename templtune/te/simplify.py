@@ -181,6 +181,10 @@ class Simplifier(LinearForms, Mutator):
         if op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD) and is_lin_dtype(dtype) \
                 and isinstance(b, IntImm) and b.value > 0:
             return self._divmod(op, a, b.value, dtype)
+        if op is BinOpKind.DIV and is_lin_dtype(dtype) and isinstance(b, IntImm) \
+                and b.value > 0 and self.bound(a)[0] >= 0:
+            # truncated division of a non-negative value is floor division
+            return self._divmod(BinOpKind.FLOORDIV, a, b.value, dtype)
         if op in (BinOpKind.MIN, BinOpKind.MAX):
             return self._minmax(op, a, b, dtype)
         if op in _FLIP:
