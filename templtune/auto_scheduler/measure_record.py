@@ -179,9 +179,12 @@ def load_best_record(filename: str, workload_key: str | None = None, target: Any
     return best
 
 
-def distill_record_file(in_file: str, out_file: str) -> None:
+def distill_record_file(in_file: str, out_file: str | None = None) -> int:
     """Keep the best record per (target, workload key) of ``in_file`` (and ``out_file`` if it
-    exists); rewrite ``out_file``."""
+    exists); rewrite ``out_file`` (default ``<in_file>.best.json``). Returns the number of
+    records written."""
+    in_file = str(in_file)
+    out_file = str(out_file) if out_file else f"{in_file}.best.json"
     recs = list(RecordReader(in_file))
     if os.path.exists(out_file):
         recs = list(RecordReader(out_file)) + recs
@@ -200,6 +203,7 @@ def distill_record_file(in_file: str, out_file: str) -> None:
     with open(out_file, "w", encoding="utf-8") as f:
         for s in lines:
             f.write(s + "\n")
+    return len(lines)
 
 
 def is_auto_scheduler_record_file(filename: str) -> bool:
