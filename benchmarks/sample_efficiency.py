@@ -198,12 +198,17 @@ def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
             feature_type: str, n_workers: int | None) -> dict[str, Any]:
     tuner = make_tuner(tuner_name, task, seed, feature_type, n_workers)
     curve: list[float] = []
+    tic = time.perf_counter()
 
     def record(t: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+        before = len(curve)
         for r in results:
             curve.append(t._flops(r) if r.ok else 0.0)
+        if len(curve) // 25 > before // 25:
+            print(f"    {tuner_name} seed {seed}: {len(curve)} trials, best "
+                      f"{max(curve) / 1e9:.2f} GFLOPS, {time.perf_counter() - tic:.0f} s",
+                      flush=True)
 
-    tic = time.perf_counter()
     tuner.tune(n_trial=n_trial, measure_option=option, callbacks=[record])
     out: dict[str, Any] = {"curve": curve, "seconds": time.perf_counter() - tic}
     if hasattr(tuner, "round_stats"):
