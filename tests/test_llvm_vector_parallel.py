@@ -169,3 +169,23 @@ def test_guarded_vector_select_masks_untaken_lanes():
     x, out = RNG.random(n, dtype="float32"), np.zeros(n, "float32")
     mod(x, out)
     np.testing.assert_allclose(out, np.where(np.arange(n) < 20, x * 2, -1))
+
+
+def test_vector_bool_and_scalar_predicated_load():
+    f = elementwise(lambda a, b: binary(BinOpKind.LT, a, b), ["float32", "float32"], "bool", 64,
+                    lanes=8)
+    mod = build(f)
+    a, b = RNG.random(64, dtype="float32"), RNG.random(64, dtype="float32")
+    out = np.zeros(64, bool)
+    mod(a, b, out)
+    np.testing.assert_array_equal(out, a < b)
+    n = Var("n")
+    x = Buffer("X", (n,), "float32")
+    y = Buffer("Y", (n,), "float32")
+    i = Var("i")
+    far = Load(x, i * 100_000_000, binary(BinOpKind.LT, i, 1))  # predicated: read only if i < 1
+    body = For(i, const(0), n, ForKind.SERIAL, Store(y, i, far + 1.0))
+    m2 = build(PrimFunc("pl", (x, y), body))
+    xv, yv = np.full(8, 5.0, "float32"), np.zeros(8, "float32")
+    m2(xv, yv)
+    np.testing.assert_allclose(yv, [6, 1, 1, 1, 1, 1, 1, 1])

@@ -13,7 +13,7 @@ from templtune.codegen.llvm import types as T
 from templtune.codegen.llvm.exprs import ExprRenderer, V
 from templtune.errors import CodegenError
 from templtune.lower.ir import Buffer, Load, Ramp
-from templtune.te.expr import BinOp, BinOpKind, IntImm, PrimExpr, Select
+from templtune.te.expr import BinOp, BinOpKind, IntImm, PrimExpr, Select, const
 
 _EXPR_FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -203,6 +203,11 @@ class MemoryRenderer(ExprRenderer):
         return self.broadcast(self.cast_to(self.expr(pred), dt.with_lanes("bool", dt.lanes(pred.dtype))), lanes)[0]
 
     def expr_Load(self, e: Load) -> V:
+        if e.predicate is not None and dt.lanes(e.index.dtype) == 1:
+            # a predicated scalar load reads only when the predicate holds (0 otherwise)
+            plain = Load(e.buffer, e.index)
+            return self._guarded_select(Select(e.predicate, plain,
+                                               const(0, e.buffer.dtype), guarded=True))
         elem = dt.element_of(e.buffer.dtype)
         ptr, lanes, contiguous = self.address(e.buffer, e.index)
         vd = dt.with_lanes(elem, lanes)
