@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from templtune import te
 
-#: float32 lanes of one AVX-512 register; register blocking is counted in these.
+#: float32 lanes of one AVX-512 register. Spaces count register blocks in these on every
+#: machine, so a space (and a log's config indices) do not depend on the host.
 VEC = 16
 #: accumulator registers a register tile may use (32 zmm minus operands).
 MAX_ACC_REGS = 24
 
 
-def vec_regs(lanes: int) -> int:
-    """Vector registers one row of ``lanes`` float32 accumulators occupies."""
-    return -(-lanes // VEC)
+def vec_regs(lanes: int, width: int = VEC) -> int:
+    """Vector registers of ``width`` lanes one row of ``lanes`` float32 accumulators uses."""
+    return -(-lanes // width)
+
+
+@functools.lru_cache(maxsize=1)
+def host_vector() -> tuple[int, int]:
+    """``(float32 lanes per register, accumulator registers)`` of the host CPU: ``(16, 24)``
+    with AVX-512, else ``(8, 12)`` (AVX2: 16 registers). Only fallback configs use it."""
+    try:
+        import llvmlite.binding as llvm
+
+        feats = llvm.get_host_cpu_features()
+        has512 = bool(feats.get("avx512f", False))
+    except Exception:  # noqa: BLE001 - unknown host: assume AVX2
+        has512 = False
+    return (16, 24) if has512 else (8, 12)
 
 
 def divisor_at_most(n: int, bound: int) -> int:
@@ -24,13 +40,17 @@ def divisor_at_most(n: int, bound: int) -> int:
 
 
 def vector_divisor(n: int, cap: int = 64) -> int:
-    """A good vector width dividing ``n``: the largest multiple of 16 (then 8) ``<= cap``
-    dividing ``n``, else the largest divisor ``<= cap``."""
+    """A good vector width dividing ``n``: two host registers' worth of lanes if that divides
+    ``n``, else the largest multiple of 16 (then 8) ``<= cap`` dividing ``n``, else the largest
+    divisor ``<= cap``."""
+    lanes, _ = host_vector()
+    # NOTE: two registers per row is the sweet spot of the GEMM recipe (bn=32 on AVX-512).
+    if 2 * lanes <= cap and n % (2 * lanes) == 0:
+        return 2 * lanes
     for step in (VEC, 8):
         best = [d for d in range(step, cap + 1, step) if n % d == 0]
         if best:
-            # NOTE: 32 lanes (two registers per row) is the sweet spot of the GEMM recipe.
-            return 32 if 32 in best else best[-1]
+            return best[-1]
     return divisor_at_most(n, cap)
 
 
@@ -94,3 +114,21 @@ def check_positive(**dims: int) -> None:
     for k, v in dims.items():
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{k} must be a positive integer, got {v!r}")
+
+
+def best_block(co: int, oh: int, ow: int, ow_cap: int = 32, oh_cap: int = 4
+               ) -> tuple[int, int, int]:
+    """A fallback register block ``(bn, oh_bn, ow_bn)``: the most accumulator registers that fit
+    the host's budget, ``bn`` (vector lanes of output channels) dividing ``co``."""
+    lanes, regs = host_vector()
+    bns = [d for d in range(lanes, 4 * lanes + 1, lanes) if co % d == 0] or [vector_divisor(co)]
+    best = (0, 0, 0, 0)
+    for bn in bns:
+        per = vec_regs(bn, lanes)
+        for ow_bn in (d for d in range(1, min(ow, ow_cap) + 1) if ow % d == 0):
+            for oh_bn in (d for d in range(1, min(oh, oh_cap) + 1) if oh % d == 0):
+                used = per * ow_bn * oh_bn
+                if used <= regs and (used, bn, ow_bn) > best[:3]:
+                    best = (used, bn, ow_bn, oh_bn)
+    _, bn, ow_bn, oh_bn = best
+    return bn, oh_bn, ow_bn

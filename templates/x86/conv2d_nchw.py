@@ -24,6 +24,7 @@ from templtune import autotvm, te
 
 from ._common import (
     MAX_ACC_REGS,
+    best_block,
     check_positive,
     divisor_at_most,
     lane_filter,
@@ -32,7 +33,6 @@ from ._common import (
     pad_tuple,
     stride_pair,
     vec_regs,
-    vector_divisor,
 )
 
 
@@ -51,10 +51,7 @@ def _define(cfg: Any, co: int, oh: int, ow: int, ci: int) -> None:
                      * vec_regs(e["tile_oc"].size[-1]) <= MAX_ACC_REGS
                      or e["tile_oh"].size[-1] * e["tile_ow"].size[-1] == oh * ow)
     if cfg.is_fallback:
-        bn = vector_divisor(co, 32)
-        regs = vec_regs(bn)
-        ow_bn = divisor_at_most(ow, max(1, 16 // regs))
-        oh_bn = divisor_at_most(oh, max(1, 16 // regs // ow_bn))
+        bn, oh_bn, ow_bn = best_block(co, oh, ow)
         cfg.fallback_split("tile_oc", [-1, bn])
         cfg.fallback_split("tile_oh", [-1, oh_bn])
         cfg.fallback_split("tile_ow", [-1, ow_bn])

@@ -29,6 +29,7 @@ from ._common import (
     MAX_ACC_REGS,
     check_positive,
     divisor_at_most,
+    host_vector,
     lane_filter,
     max_inner,
     pad_tuple,
@@ -52,7 +53,8 @@ def _define(cfg: Any, co: int, ci: int, sizes: list[int]) -> None:
         cfg.fallback_split("tile_k", [-1, bn])
         cfg.fallback_split("tile_c", [-1, 4])
         cfg["tile_size"] = _other(4 if 4 in sizes else sizes[0])
-        cfg["tile_p"] = _other(8 if bn <= 16 else 6)
+        lanes, regs = host_vector()
+        cfg["tile_p"] = _other(max(v for v in TILE_P if v * vec_regs(bn, lanes) <= regs))
 
 
 def _other(v: Any) -> Any:

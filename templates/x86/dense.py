@@ -20,6 +20,7 @@ from ._common import (
     MAX_ACC_REGS,
     check_positive,
     divisor_at_most,
+    host_vector,
     lane_filter,
     max_inner,
     vec_regs,
@@ -35,8 +36,9 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
     cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1])
                      <= MAX_ACC_REGS)
     if cfg.is_fallback:
+        lanes, regs = host_vector()
         bn = vector_divisor(n)
-        rb = divisor_at_most(m, max(1, MAX_ACC_REGS // 2 // vec_regs(bn)))
+        rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
         cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
         cfg.fallback_split("tile_x", [-1, bn])
         cfg.fallback_split("tile_k", [-1, 4])

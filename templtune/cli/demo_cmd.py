@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from templtune.cli.main import CliError, command
-from templtune.cli.tune_cmd import TUNERS, create_task, positive_int, print_summary, tune_task
+from templtune.cli.tune_cmd import (
+    TUNERS,
+    create_task,
+    parse_int_list,
+    positive_int,
+    print_summary,
+    tune_task,
+)
 
 WORKLOAD = (1, 7, 7, 512, 512, 3, 3, 1, 1)
 
@@ -32,6 +39,12 @@ def im2col_conv(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int) -> 
     cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, ci * kh * kw)
     out = cols @ kernel.reshape(co, -1).T  # (n*oh*ow, co)
     return out.reshape(n, oh, ow, co).transpose(0, 3, 1, 2)
+
+
+def expected_shape(wl: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """NCHW output shape of a conv2d workload ``N,H,W,CO,CI,KH,KW,stride,padding``."""
+    n, h, w, co, _, kh, kw, s, p = wl
+    return n, co, (h + 2 * p - kh) // s + 1, (w + 2 * p - kw) // s + 1
 
 
 def _median_time(fn: Any, rounds: int, number: int) -> float:
@@ -50,9 +63,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from templtune.topi.testing import conv2d_nchw_python
 
     name = args.template
-    wl = WORKLOAD
+    wl = parse_int_list(args.args) if args.args else WORKLOAD
+    if len(wl) != 9:
+        raise CliError(f"--args: the demo takes N,H,W,CO,CI,KH,KW,stride,padding (9 integers), "
+                       f"got {len(wl)}")
     task = create_task(name, wl, "llvm")
-    print(f"tuning {name}{wl} (ResNet last 3x3 layer) with {args.tuner}, "
+    what = " (ResNet last 3x3 layer)" if wl == WORKLOAD else ""
+    print(f"tuning {name}{wl}{what} with {args.tuner}, "
           f"{args.n_trial} trials; log: {args.log}")
     summary = tune_task(task, tuner=args.tuner, n_trial=args.n_trial, log=args.log,
                         early_stopping=args.early_stopping, seed=args.seed,
@@ -73,7 +90,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     data = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     kernel = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
-    out = np.zeros((n, co, h, w), np.float32)
+    out = np.zeros(expected_shape(wl), np.float32)
     mod(data, kernel, out)
     expected = conv2d_nchw_python(data, kernel, stride, pad)
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
@@ -101,6 +118,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--template", choices=("conv2d_nchw", "conv2d_winograd"),
                         default="conv2d_nchw", help="template to tune (default conv2d_nchw)")
+    parser.add_argument("--args", default=None,
+                        help="another conv2d workload N,H,W,CO,CI,KH,KW,stride,padding "
+                             "(default the ResNet layer 1,7,7,512,512,3,3,1,1)")
     parser.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy")
     parser.add_argument("--n-trial", type=positive_int, default=64,
                         help="configs to measure (default 64: a few minutes)")
