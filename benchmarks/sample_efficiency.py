@@ -18,8 +18,9 @@ Usage::
     python benchmarks/sample_efficiency.py --conv-template conv2d_nchw.x86 \\
         --dense-template dense_nopack.x86 --checkpoints 50,100 --seeds 0
 
-Templates default to the first registered template whose name contains "conv2d" / "dense";
-if none is registered, the small x86 templates defined in this file are used.
+Templates default to the project's x86 templates (``conv2d_nchw.x86`` / ``dense.x86``, imported
+from ``templtune.templates.x86``), else to the first registered template whose name contains
+"conv2d" / "dense"; if none is registered, the small templates defined in this file are used.
 """
 
 from __future__ import annotations
@@ -121,9 +122,20 @@ def bench_dense(M, N, K):  # noqa: N803
     return s, [A, B, C]
 
 
+def register_x86_templates() -> None:
+    """Import the project's x86 templates if available (they register on import)."""
+    for mod in ("templtune.templates.x86", "templates.x86"):
+        try:
+            __import__(mod)
+            return
+        except Exception:  # noqa: BLE001, S112 - optional; fall back to this file's templates
+            continue
+
+
 def pick_template(kind: str, explicit: str | None) -> str:
     if explicit:
         return explicit
+    register_x86_templates()
     names = [n for n in TASK_TABLE if kind in n and not n.startswith("sample_efficiency/")]
     x86 = [n for n in names if "x86" in n or "cpu" in n]
     return (x86 or names or [f"sample_efficiency/{'conv2d_nchw' if kind == 'conv2d' else kind}"])[0]
@@ -274,6 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             raise SystemExit(f"unknown workload {wl!r}")
         task = autotvm.task.create(tname, args=args, target=a.target)
+        explicit = a.conv_template if wl == "conv2d" else a.dense_template
+        if not explicit and len(task.config_space) < 2 * n_trial:
+            # NOTE: a space smaller than twice the budget cannot separate the tuners.
+            fallback = f"sample_efficiency/{'conv2d_nchw' if wl == 'conv2d' else 'dense'}"
+            print(f"{wl}: {tname} has only {len(task.config_space)} configs; using {fallback}")
+            tname = fallback
+            task = autotvm.task.create(tname, args=args, target=a.target)
         print(f"{wl}: template {tname}, {len(task.config_space)} configs, "
               f"{(task.flop or 0) / 1e9:.3f} GFLOP")
         cache = _Cache()
