@@ -148,7 +148,7 @@ def build_candidate(ref: TaskRef, index: int, build_kwargs: dict, env: Any = Non
             if not config.valid():
                 raise InstantiationError("; ".join(str(e) for e in config.errors) or "invalid")
             module = templtune.build(s, args, target=target, **build_kwargs)
-        artifact = module.export()
+        artifact = export_module(module)
         return (int(MeasureErrorNo.NO_ERROR), artifact, "", time.perf_counter() - t0)
     except InstantiationError as exc:
         code = MeasureErrorNo.INSTANTIATION_ERROR
@@ -160,6 +160,32 @@ def build_candidate(ref: TaskRef, index: int, build_kwargs: dict, env: Any = Non
         code = MeasureErrorNo.COMPILE_HOST
         detail = _detail(exc)
     return (int(code), None, detail, time.perf_counter() - t0)
+
+
+_PICKLED = b"TEMPLTUNE-PICKLED-MODULE\n"
+
+
+def export_module(module: Any) -> bytes:
+    """Bytes that :func:`load_artifact` turns back into a callable module in another process:
+    ``module.export()`` when the module type has it, else the pickled module (e.g. a CUDA
+    module, which carries its compiled binary)."""
+    export = getattr(module, "export", None)
+    if export is not None:
+        return bytes(export())
+    import pickle
+
+    return _PICKLED + pickle.dumps(module)
+
+
+def load_artifact(artifact: bytes) -> Any:
+    """Inverse of :func:`export_module`."""
+    if artifact.startswith(_PICKLED):
+        import pickle
+
+        return pickle.loads(artifact[len(_PICKLED):])
+    from templtune.runtime import load_module
+
+    return load_module(artifact)
 
 
 class _target_scope:  # noqa: N801 - used like a function
@@ -275,8 +301,11 @@ def _reference_by_build(task: Any, args: list, inputs: list[np.ndarray],
     from templtune.te import create_schedule
 
     s = create_schedule([args[k].op for k in outputs])
-    with _target_scope(task.target):
-        module = templtune.build(s, list(args), target=task.target)
+    # NOTE: the naive schedule has no thread binding, so GPU tasks get their reference on the
+    # host CPU.
+    target = "llvm" if _is_device(task.target) else task.target
+    with _target_scope(templtune.target.Target(str(target))):
+        module = templtune.build(s, list(args), target=target)
     arrays = [a.copy() for a in inputs]
     module(*arrays)
     return [arrays[k] for k in outputs]
@@ -316,11 +345,10 @@ def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_rep
     Returns ``(error_no, costs, detail)``.
     """
     import templtune
-    from templtune.runtime import load_module
 
     t_start = time.perf_counter()
     st = _RUN[token]
-    module = load_module(artifact)
+    module = load_artifact(artifact)
     dev = templtune.cuda() if st.device == "cuda" else templtune.cpu()
     arrays = [a.copy() for a in st.inputs]
     t0 = time.perf_counter()
