@@ -67,15 +67,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--number", type=int, default=3, help="calls per round and side")
+    ap.add_argument("--bn", type=int, default=0, help="tile width (vector lanes); 0: by ISA")
+    ap.add_argument("--rb", type=int, default=0, help="register-block rows; 0: by ISA")
     opts = ap.parse_args()
     n = opts.size
-    # NOTE: 16 lanes = two AVX2 registers per row; with AVX-512 one register holds 16 and a
-    # 32-wide tile keeps the same 8 accumulators.
-    bn = 32 if "+avx512f" in cc.host_spec().features else 16
-    s, args = gemm_schedule(n, n, n, bn=bn)
+    # NOTE: the accumulator block is rb rows x bn lanes. AVX2 (16 ymm registers): 4 x 16 floats
+    # = 8 registers. AVX-512 (32 zmm registers): 8 x 32 floats = 16 registers.
+    avx512 = "+avx512f" in cc.host_spec().features
+    bn = opts.bn or (32 if avx512 else 16)
+    rb = opts.rb or (8 if avx512 else 4)
+    s, args = gemm_schedule(n, n, n, bn=bn, rb=rb)
     t0 = time.perf_counter()
     mod = templtune.build(s, args, target="llvm", name="gemm")
-    print(f"build: {1e3 * (time.perf_counter() - t0):.0f} ms (bn={bn}, cpu={cc.host_spec().cpu})")
+    print(f"build: {1e3 * (time.perf_counter() - t0):.0f} ms (bn={bn}, rb={rb}, "
+          f"cpu={cc.host_spec().cpu})")
     rng = np.random.default_rng(0)
     a = rng.random((n, n), dtype=np.float32)
     b = rng.random((n, n), dtype=np.float32)
