@@ -115,6 +115,8 @@ class _ProgressBar:
 
         self.bar = tqdm(total=self.total, desc=self.prefix.strip() or None, unit="trial",
                         file=self.file or sys.stdout, dynamic_ncols=True, leave=True)
+        # NOTE: the bar opens after the first batch; count the rate and ETA from creation.
+        self.bar.start_t = self.start
 
     def __call__(self, tuner: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
         if logger.isEnabledFor(logging.DEBUG):
