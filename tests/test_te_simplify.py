@@ -15,6 +15,7 @@ from templtune.te.expr import (
     BinOp,
     BinOpKind,
     Call,
+    FloatImm,
     IntImm,
     Range,
     Select,
@@ -246,3 +247,35 @@ def test_set_range_invalidates_memo():
     s.set_range(J, rng(0, 8))
     assert s.visit(J // 8).value == 0  # type: ignore[union-attr]
     assert s.bound(J) == (0, 7)
+
+
+def test_simplify_statement_uses_loop_ranges():
+    from templtune.lower import ir
+
+    buf = ir.Buffer("A", (const(32),), "float32")
+    i, j = Var("i"), Var("j")
+    store = ir.Store(buf, (i * 8 + j) // 8 * 8 + (i * 8 + j) % 8, FloatImm("float32", 1.0))
+    guard = ir.IfThenElse(Call("bool", "likely", (i * 8 + j < 32,)), store)
+    loop = ir.For(i, const(0), const(4), ir.ForKind.SERIAL,
+                  ir.For(j, const(0), const(8), ir.ForKind.SERIAL, guard))
+    out = simplify(loop)
+    inner = out.body.body
+    assert isinstance(inner.condition, IntImm) and inner.condition.value == 1
+    assert str(inner.then_case.index) == "((i * 8) + j)"
+
+
+def test_loop_ranges_are_scoped():
+    """The same variable in two loops with different extents: each body uses its own range."""
+    from templtune.lower import ir
+
+    buf = ir.Buffer("A", (const(32),), "float32")
+    i = Var("i")
+    cond = Call("bool", "likely", (i < 4,))
+    body = ir.IfThenElse(cond, ir.Store(buf, i, FloatImm("float32", 1.0)))
+    small = ir.For(i, const(0), const(4), ir.ForKind.SERIAL, body)
+    big = ir.For(i, const(0), const(8), ir.ForKind.SERIAL, body)
+    s = Simplifier()
+    a, b = s.visit(small), s.visit(big)
+    assert isinstance(a.body.condition, IntImm)
+    assert isinstance(b.body.condition, Call)
+    assert i not in s.ranges

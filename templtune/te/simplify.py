@@ -11,6 +11,7 @@ negative values too. Floating-point expressions are only constant-folded and str
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -97,6 +98,32 @@ class Simplifier(LinearForms, Mutator):
         return r
 
     # ----------------------------------------------------------------------------- visitors
+
+    def visit_For(self, node: Any) -> Any:
+        """Loop-IR ``For`` (duck-typed: statements live in a higher layer): a loop with constant
+        bounds gives its variable a range inside the body."""
+        mn, ext = self.visit(node.min), self.visit(node.extent)
+        v = node.loop_var
+        if isinstance(mn, IntImm) and isinstance(ext, IntImm) and ext.value > 0:
+            # NOTE: the range holds only inside the body, and a variable may be reused by
+            # another loop with other bounds: simplify the body with fresh memo tables and
+            # restore the outer state afterwards.
+            saved = (self.ranges.get(v), self._memo, self._bounds, self._lins)
+            self._memo, self._bounds, self._lins = {}, {}, {}
+            self.ranges[v] = (mn.value, mn.value + ext.value - 1)
+            try:
+                body = self.visit(node.body)
+            finally:
+                old, self._memo, self._bounds, self._lins = saved
+                if old is None:
+                    del self.ranges[v]
+                else:
+                    self.ranges[v] = old
+        else:
+            body = self.visit(node.body)
+        if mn is node.min and ext is node.extent and body is node.body:
+            return node
+        return dataclasses.replace(node, min=mn, extent=ext, body=body)
 
     def visit_Var(self, node: Var) -> PrimExpr:
         b = self.ranges.get(node)
