@@ -25,6 +25,8 @@ def test_placeholder_and_compute_naming():
     assert all(iv.iter_type is IterKind.DATA_PAR for iv in C.op.axis)
     D = te.compute(7, lambda i: te.const(1.0))
     assert len(D.shape) == 1
+    E = te.placeholder(tuple(np.array([3, 4])), name="E")  # numpy ints stay int32 dims
+    assert [s.dtype for s in E.shape] == ["int32", "int32"]
 
 
 def test_shape_and_index_errors():

@@ -36,6 +36,10 @@ def to_shape(shape: Any, what: str = "shape") -> tuple[PrimExpr, ...]:
     for i, s in enumerate(shape):
         if isinstance(s, bool) or isinstance(s, float):
             raise ExprError(f"{what}[{i}] = {s!r} is not an integer")
+        if hasattr(s, "dtype") and hasattr(s, "item") and not isinstance(s, PrimExpr):
+            s = s.item()  # numpy integer -> Python int (so the dimension stays int32)
+            if not isinstance(s, int) or isinstance(s, bool):
+                raise ExprError(f"{what}[{i}] = {s!r} is not an integer")
         try:
             e = convert(s)
         except ExprError as err:
