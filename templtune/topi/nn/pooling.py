@@ -64,7 +64,7 @@ def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: s
     after = [0, 0, 0, 0]
     before[hax], before[wax], after[hax], after[wax] = pt, pl, pb + eh, pr + ew
     pad_val = te.min_value(data.dtype).value if pool_type == "max" else 0.0
-    padded = pad(data, before, after, pad_value=pad_val, name="PadInput") \
+    padded = pad(data, before, after, pad_value=pad_val, name="pad_temp") \
         if any(before) or any(after) else data
     ry = te.reduce_axis((0, kh), name="rv0")
     rx = te.reduce_axis((0, kw), name="rv1")
