@@ -81,7 +81,9 @@ class Simplifier(LinearForms, Mutator):
             return -INF, INF
         if isinstance(r, tuple) and len(r) == 2:  # inclusive (lo, hi)
             lo, hi = r
-            return (-INF if lo is None else int(lo)), (INF if hi is None else int(hi))
+            lo = -INF if lo is None or lo == -INF else int(lo)
+            hi = INF if hi is None or hi == INF else int(hi)
+            return lo, hi
         lo_e, hi_e = getattr(r, "min", None), getattr(r, "max", None)  # bound.Interval
         lo = lo_e.value if isinstance(lo_e, IntImm) else -INF
         hi = hi_e.value if isinstance(hi_e, IntImm) else INF
