@@ -75,3 +75,22 @@ def test_reduction_attach_region():
     assert _ext(br, s, AA) == [8, 2]
     mins = [str(br.infos[s[AA]].root_min[a]) for a in s[AA].op.axis]
     assert mins == ["(i.outer * 8)", "(k.outer * 2)"]
+
+
+def test_unset_scope_is_inferred_from_thread_loops():
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((64,), lambda i: B[i] * 2.0, name="C")
+    D = te.compute((64,), lambda i: C[i] - 1.0, name="D")
+    s = te.create_schedule(D.op)
+    bx, tx = s[D].split(D.op.axis[0], 16)
+    s[D].bind(bx, te.thread_axis("blockIdx.x"))
+    s[D].bind(tx, te.thread_axis("threadIdx.x"))
+    s[C].compute_at(s[D], tx)
+    s[B].compute_at(s[D], bx)
+    br = infer_bound(s)
+    assert br.infos[s[C]].scope == "local" and _ext(br, s, C) == [1]
+    assert br.infos[s[B]].scope == "shared" and _ext(br, s, B) == [16]
+    assert br.infos[s[D]].scope == "global"
+    s[C].set_scope("global")
+    assert infer_bound(s).infos[s[C]].scope == "global"

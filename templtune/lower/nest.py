@@ -145,8 +145,7 @@ class NestBuilder:
             if t in self._storage:
                 continue
             name = op.name if op.num_outputs == 1 else f"{op.name}.v{k}"
-            buf = Buffer(self._unique(name), (const(total),), t.dtype,
-                         info.stage.scope or "global")
+            buf = Buffer(self._unique(name), (const(total),), t.dtype, info.scope)
             self._storage[t] = _Storage(buf, mins, tuple(strides))
 
     def storage(self, t: Tensor) -> _Storage:

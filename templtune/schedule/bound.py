@@ -51,6 +51,7 @@ class StageBound:
     root_val: dict[IterVar, PrimExpr] = field(default_factory=dict)
     # thread-bound leaves whose thread axis declares a larger extent than the leaf needs
     launch_ext: dict[IterVar, int] = field(default_factory=dict)
+    scope: str = "global"
 
     @property
     def roots(self) -> list[IterVar]:
@@ -186,6 +187,7 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
                                 f"{st.attach_ivar.var.name} is no longer a leaf axis of "  # type: ignore[union-attr]
                                 f"{parent.op.name} (split or fused after compute_at)")
         info.path = parent.path + [(parent, lv) for lv in parent.leaves[:pos + 1]]
+    info.scope = st.scope or _infer_scope(info.path)
     # 2. region of the data axes
     for r in op.reduce_axis:
         mn, ex = const_int(r.dom.min), const_int(r.dom.extent)  # type: ignore[union-attr]
@@ -244,11 +246,20 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
             mn + info.composed[r])
 
 
+def _infer_scope(path: list[tuple[StageBound, IterVar]]) -> str:
+    rank = -1
+    for s2, lv in path:
+        tiv = s2.thread_of(lv)
+        if tiv is not None:
+            rank = max(rank, _thread_rank(tiv.thread_tag))
+    return ("global", "shared", "local")[rank + 1]
+
+
 def _relax_in_prefix(info: StageBound, s2: StageBound, lv: IterVar) -> bool:
     tiv = s2.thread_of(lv)
     if tiv is None:
         return False
-    rank = _SCOPE_RANK.get(info.stage.scope, 0)
+    rank = _SCOPE_RANK.get(info.scope, 0)
     return rank <= _thread_rank(tiv.thread_tag)
 
 

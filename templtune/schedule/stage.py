@@ -53,7 +53,7 @@ class Stage:
     iter_var_attrs : dict[IterVar, IterVarAttr]
         Loop kind, thread binding and pragmas per leaf axis.
     scope : str
-        Storage scope of the stage's output ("global", "shared", "local").
+        Storage scope of the stage's output ("global", "shared", "local"; "" infers it).
     """
 
     def __init__(self, op: Operation, schedule: Schedule | None = None) -> None:
@@ -68,7 +68,9 @@ class Stage:
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
         self.iter_var_attrs: dict[IterVar, IterVarAttr] = {}
-        self.scope = "global"
+        # NOTE: "" means "infer": global at the root, else from the thread loops around the
+        # attach point (under threadIdx/vthread: local, under blockIdx only: shared), as TVM.
+        self.scope = ""
         self.is_output = False
         self.storage_aligns: list[tuple[IterVar, int, int]] = []
         # NOTE: set by rfactor on the stage that reduces the partial results; only such a stage
