@@ -41,6 +41,12 @@ def test_shape_and_index_errors():
         te.compute((3,), lambda i: A[i])
     with pytest.raises(ExprError, match="2 dimensions"):
         te.compute((3, 4), lambda i: A[i, 0])
+    with pytest.raises(ExprError, match="indexed with 3"):
+        A[0][1, 2]
+    with pytest.raises(ExprError, match="cannot convert"):
+        te.compute((3,), lambda i: A[i] + 1.0)
+    chained = te.compute((3, 4), lambda i, j: A[i][j] * 2)
+    assert str(chained.op.body[0]) == "(A[i, j] * 2.0f)"
     with pytest.raises(ExprError, match="integers"):
         te.compute((3,), lambda i: A[i, te.const(1.0)])
     k = te.reduce_axis((0, 4), name="k")

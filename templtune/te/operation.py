@@ -21,7 +21,7 @@ from templtune.te.expr import (
     convert,
 )
 from templtune.te.functor import post_order
-from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor
+from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor, TensorSlice
 
 __all__ = ["placeholder", "compute", "reduce_axis", "thread_axis", "var", "to_shape"]
 
@@ -152,6 +152,10 @@ def compute(
                  for n, s in zip(names, shp))
     body = fcompute(*axis)
     multi = isinstance(body, (tuple, list))
+    for b in (body if multi else (body,)):
+        if isinstance(b, TensorSlice):
+            raise ExprError(f"compute {name}: tensor {b.tensor.name} has "
+                            f"{len(b.tensor.shape)} dimensions, indexed with {len(b.indices)}")
     bodies = tuple(convert(b) for b in (body if multi else (body,)))
     if not bodies:
         raise ExprError(f"compute {name}: fcompute returned no expression")

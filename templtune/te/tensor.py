@@ -96,9 +96,12 @@ class Tensor:
     def name(self) -> str:
         return self.op.name if self.op.num_outputs == 1 else f"{self.op.name}.v{self.value_index}"
 
-    def __getitem__(self, indices: ExprLike | IterVar | tuple[Any, ...]) -> PrimExpr:
+    def __getitem__(self, indices: ExprLike | IterVar | tuple[Any, ...]) -> Any:
         if not isinstance(indices, tuple):
             indices = (indices,)
+        if 0 < len(indices) < len(self.shape) and not any(isinstance(i, tuple) for i in indices):
+            # TVM's chained indexing ``A[i][j]``: a partial index is a TensorSlice
+            return TensorSlice(self, tuple(indices))
         if len(indices) != len(self.shape):
             raise ExprError(
                 f"tensor {self.name} has {len(self.shape)} dimensions, indexed with {len(indices)}"
@@ -155,3 +158,24 @@ class Tensor:
         return f"Tensor(shape=[{shape}], op.name={self.op.name})"
 
     __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TensorSlice:
+    """``A[i]`` of a tensor with more dimensions: index it further (``A[i][j]``) to get a load.
+    It is not an expression; using it as one is an error naming the missing indices."""
+
+    tensor: Tensor
+    indices: tuple[Any, ...]
+
+    def __getitem__(self, more: Any) -> Any:
+        more = more if isinstance(more, tuple) else (more,)
+        total = self.indices + tuple(more)
+        if len(total) > len(self.tensor.shape):
+            raise ExprError(f"tensor {self.tensor.name} has {len(self.tensor.shape)} dimensions, "
+                            f"indexed with {len(total)}")
+        return self.tensor[total]
+
+    def __repr__(self) -> str:
+        return (f"{self.tensor.name}{list(self.indices)} (a partial index: "
+                f"{len(self.indices)} of {len(self.tensor.shape)} indices)")
