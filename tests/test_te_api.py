@@ -43,8 +43,10 @@ def test_shape_and_index_errors():
         te.compute((3, 4), lambda i: A[i, 0])
     with pytest.raises(ExprError, match="indexed with 3"):
         A[0][1, 2]
-    with pytest.raises(ExprError, match="cannot convert"):
+    with pytest.raises(ExprError, match="give all indices"):
         te.compute((3,), lambda i: A[i] + 1.0)
+    with pytest.raises(ExprError, match="cannot convert"):
+        te.compute((3,), lambda i: te.exp(A[i]))
     chained = te.compute((3, 4), lambda i, j: A[i][j] * 2)
     assert str(chained.op.body[0]) == "(A[i, j] * 2.0f)"
     with pytest.raises(ExprError, match="integers"):

@@ -176,6 +176,13 @@ class TensorSlice:
                             f"indexed with {len(total)}")
         return self.tensor[total]
 
+    def _not_expr(self, *_: Any) -> Any:
+        raise ExprError(f"cannot use {self!r} as an expression; give all indices")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _not_expr
+    __truediv__ = __rtruediv__ = __floordiv__ = __mod__ = __neg__ = _not_expr
+    __lt__ = __le__ = __gt__ = __ge__ = _not_expr
+
     def __repr__(self) -> str:
         return (f"{self.tensor.name}{list(self.indices)} (a partial index: "
                 f"{len(self.indices)} of {len(self.tensor.shape)} indices)")
