@@ -241,3 +241,22 @@ def test_tuners_in_spawned_process():
     assert proc.exitcode == 0
     assert set(out) == {"RandomTuner", "GridSearchTuner", "GATuner"}
     assert all(v > 1 for v in out.values())
+
+
+def test_resume_keeps_early_stopping_position(tmp_path):
+    log = tmp_path / "es.log"
+    t = _task()
+    RandomTuner(t, seed=0).tune(n_trial=20, measure_option=_opt(),
+                                callbacks=[log_to_file(str(log))])
+    recs = list(record.load_from_file(log))
+    best_pos = min(range(20), key=lambda j: recs[j][1].mean_cost)
+    slow = measure_option(FakeBuilder(n_parallel=4), FakeRunner(cost_fn=lambda i: 1.0))
+    tuner = RandomTuner(t, seed=1)
+    tuner.tune(n_trial=64, measure_option=slow, early_stopping=10, resume_log=str(log))
+    assert tuner.best_iter == best_pos
+    assert tuner.best_config.index == recs[best_pos][0].config.index
+    expected = 20 + 4
+    while expected < best_pos + 10:
+        expected += 4
+    assert tuner.tune_stats["resumed"] == 20
+    assert tuner.tune_stats["trials"] == expected - 20

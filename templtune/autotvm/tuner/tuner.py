@@ -103,8 +103,10 @@ class Tuner(abc.ABC):
         """
         pairs = [(inp, res) for inp, res in data_set if self._same_task(inp)]
         self.mark_visited(inp.config.index for inp, _ in pairs)
-        for inp, res in pairs:
-            self._track_best(inp, res, self.best_iter)
+        for j, (inp, res) in enumerate(pairs):
+            # NOTE: the record's position is its trial number, so early stopping after a resume
+            # counts from where the best config was really found.
+            self._track_best(inp, res, j)
 
     def reset(self) -> None:
         """Forget the best-so-far fields."""
@@ -152,6 +154,7 @@ class Tuner(abc.ABC):
             self.load_history(history, min_seed_records=len(history) + 1)
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
+        resumed = i
         measure_batch = create_measure_batch(self.task, measure_option)
         n_parallel = getattr(measure_batch, "n_parallel", 1) or 1
         self.n_trial = n_trial
@@ -178,7 +181,8 @@ class Tuner(abc.ABC):
                         flops = 0.0
                         error_ct += 1
                         n_errors += 1
-                        errors.append(f"{inp.config}\n{res.error_no!r}: {res.error_detail}")
+                        if n_errors == i + k + 1 - resumed:  # only kept while all failed
+                            errors.append(f"{inp.config}\n{res.error_no!r}: {res.error_detail}")
                     self._track_best(inp, res, i + k)
                     logger.debug("No: %d\t%sFLOPS: %.2f/%.2f\tresult: %s\t%s", i + k + 1,
                                  si_prefix.strip(), flops / scale, self.best_flops / scale,
@@ -206,10 +210,11 @@ class Tuner(abc.ABC):
             total = time.perf_counter() - t_start
             build = float(getattr(measure_batch, "build_time", 0.0))
             run = float(getattr(measure_batch, "run_time", 0.0))
-            self.tune_stats = {"trials": i, "errors": n_errors, "total_s": total,
+            self.tune_stats = {"trials": i - resumed, "resumed": resumed, "errors": n_errors,
+                               "total_s": total,
                                "build_s": build, "run_s": run,
                                "overhead_s": max(0.0, total - build - run)}
-        if i > 0 and n_errors == i and errors:
+        if i > resumed and n_errors == i - resumed and errors:
             fd, path = tempfile.mkstemp(prefix="templtune_tuning_errors_", suffix=".log")
             with os.fdopen(fd, "w") as f:
                 f.write("\n\n".join(errors))
