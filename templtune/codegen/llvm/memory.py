@@ -77,7 +77,7 @@ class MemoryRenderer(ExprRenderer):
             return self._guarded_vector_select(e)
         c = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
         t, f = self.expr(e.true_value), self.expr(e.false_value)
-        n = max(lanes, dt.lanes(t[1]), dt.lanes(f[1]))
+        n = max(lanes, dt.lanes(t[1]), dt.lanes(f[1]), cond_lanes)
         t, f = self.broadcast(t, n), self.broadcast(f, n)
         if f[1] != t[1]:
             f = self.cast_to(f, t[1])
