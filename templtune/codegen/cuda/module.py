@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import buffer_size, fold_constants
 from templtune.codegen.cuda.compile import compile_cuda, find_nvcc
 from templtune.codegen.cuda.kernel import Kernel, merge_adjacent_guards, split_kernels
@@ -21,6 +22,7 @@ from templtune.codegen.cuda.unroll import apply_unroll
 from templtune.codegen.cuda.vthread import inject_virtual_threads
 from templtune.errors import InstantiationError
 from templtune.lower.ir import Buffer, PrimFunc
+from templtune.te.expr import PrimExpr
 
 log = logging.getLogger("templtune.codegen.cuda")
 
@@ -37,6 +39,10 @@ class CudaLimits:
     # more needs dynamic shared memory and an opt-in attribute, which this backend does not use.
     max_shared_memory_per_block: int = 49152
     max_registers_per_block: int = 65536
+    # NOTE: not a hardware limit: past 255 registers a thread spills, and a kernel whose local
+    # arrays need this many words per thread is hopeless; rejecting it early (templtune's
+    # choice, TVM builds it) saves the passes and nvcc minutes on giant vthread-expanded code.
+    max_local_words_per_thread: int = 1024
 
 
 def limits_from_target(target: Any) -> CudaLimits:
@@ -88,11 +94,64 @@ def check_limits(kernels: list[Kernel], lim: CudaLimits) -> None:
         if k.shared_bytes > lim.max_shared_memory_per_block:
             raise InstantiationError(f"{k.name}: {k.shared_bytes} bytes of shared memory > limit "
                                      f"{lim.max_shared_memory_per_block}")
+        if k.local_words > lim.max_local_words_per_thread:
+            raise InstantiationError(f"{k.name}: local arrays need {k.local_words} words per "
+                                     f"thread > {lim.max_local_words_per_thread}")
         regs = k.local_words * n
         if regs > lim.max_registers_per_block:
             raise InstantiationError(
                 f"{k.name}: local arrays need {k.local_words} registers per thread x {n} threads "
                 f"= {regs} > {lim.max_registers_per_block} registers per block")
+
+
+def precheck(func: PrimFunc, lim: CudaLimits) -> None:
+    """Cheap resource estimate on the IR before the (possibly expensive) passes: threads per
+    block, shared bytes and local words per thread with vthread expansion."""
+    from templtune.codegen.cuda.analysis import node_children
+    from templtune.codegen.cuda.kernel import THREAD_TAGS, is_vthread
+    from templtune.lower.ir import Allocate, For, ForKind
+    from templtune.te.expr import const_int
+
+    threads: dict[str, int] = {}
+    local: dict[Buffer, int] = {}
+    shared: dict[Buffer, int] = {}
+    stack: list[tuple[Any, int]] = [(func.body, 1)]
+    while stack:
+        node, vt = stack.pop()
+        if isinstance(node, For) and node.kind is ForKind.THREAD_BINDING:
+            ext = const_int(node.extent) or 1
+            if is_vthread(node.thread_tag):
+                vt *= ext
+            elif node.thread_tag in THREAD_TAGS:
+                threads[node.thread_tag] = max(threads.get(node.thread_tag, 1), ext)
+        elif isinstance(node, Allocate):
+            try:
+                size = buffer_size(node.buffer)
+            except Exception:  # noqa: BLE001 - symbolic sizes are reported later
+                size = 0
+            if node.buffer.scope == "local":
+                local[node.buffer] = max(local.get(node.buffer, 0), size * vt)
+            elif node.buffer.scope == "shared":
+                shared[node.buffer] = size * dt.itemsize(node.buffer.dtype)
+        stack.extend((c, vt) for c in node_children(node) if not isinstance(c, PrimExpr))
+    n = 1
+    for v in threads.values():
+        n *= v
+    if n > lim.max_threads_per_block:
+        raise InstantiationError(f"{func.name}: {n} threads per block > limit "
+                                 f"{lim.max_threads_per_block}")
+    sh = sum(shared.values())
+    if sh > lim.max_shared_memory_per_block:
+        raise InstantiationError(f"{func.name}: {sh} bytes of shared memory > limit "
+                                 f"{lim.max_shared_memory_per_block}")
+    words = sum(local.values())
+    if words > lim.max_local_words_per_thread:
+        raise InstantiationError(
+            f"{func.name}: local arrays need {words} words per thread (vthreads included) > "
+            f"{lim.max_local_words_per_thread}")
+    if words * n > lim.max_registers_per_block:
+        raise InstantiationError(f"{func.name}: local arrays need {words} registers per thread "
+                                 f"x {n} threads > {lim.max_registers_per_block} per block")
 
 
 def lower_to_kernels(func: PrimFunc, insert_sync: bool = True) -> tuple[list[Kernel], list[Buffer]]:
@@ -153,6 +212,21 @@ class CudaModule:
         self.arch = arch
         self.kernels = kernels
 
+    # NOTE: pickles (builder -> runner process) carry source, binary and launch shapes; the
+    # kernel IR (only needed to emulate) stays behind unless ``keep_ir`` is set, and loaded
+    # driver handles never travel.
+    keep_ir = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_loaded", None)
+        if not state.get("keep_ir", False):
+            state["kernels"] = ()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def __repr__(self) -> str:
         ks = ", ".join(f"{s.name}<<<{s.grid}, {s.block}>>>" for s in self.launches)
         return f"CudaModule({self.entry_name}: {ks})"
@@ -209,6 +283,7 @@ def build_cuda(func: PrimFunc, target: Any = None, *, compile: bool | None = Non
         The IR cannot be expressed in CUDA, or nvcc rejects the generated source.
     """
     lim = limits_from_target(target)
+    precheck(func, lim)
     kernels, workspace = lower_to_kernels(func)
     check_limits(kernels, lim)
     source = render_module(kernels)

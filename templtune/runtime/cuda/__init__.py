@@ -17,6 +17,7 @@ _EXPORTS = {
     "CudaUnavailableError": "templtune.runtime.cuda.backend",
     "get_backend": "templtune.runtime.cuda.backend",
     "available": "templtune.runtime.cuda.backend",
+    "device_exists": "templtune.runtime.cuda.backend",
     "TimeResult": "templtune.runtime.cuda.timing",
     "measure_loop": "templtune.runtime.cuda.timing",
     "run": "templtune.runtime.cuda.launcher",

@@ -101,3 +101,8 @@ def available(name: str | None = None) -> bool:
     except CudaUnavailableError:
         return False
     return True
+
+
+def device_exists() -> bool:
+    """True when a real GPU runtime (pycuda or cuda-python with a device) is usable."""
+    return any(available(n) for n in _DEFAULT_ORDER)

@@ -22,6 +22,11 @@ class EmulatorBackend:
         self._next = 1 << 20
 
     def load(self, module: Any) -> Any:
+        if not module.kernels:
+            from templtune.runtime.cuda.backend import CudaRuntimeError
+
+            raise CudaRuntimeError(f"module {module.entry_name} carries no kernel IR to emulate "
+                                   "(set module.keep_ir = True before pickling it)")
         return {k.name: k for k in module.kernels}
 
     def function(self, handle: Any, name: str) -> Any:

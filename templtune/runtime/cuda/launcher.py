@@ -62,7 +62,7 @@ class _Prepared:
             raise RuntimeCallError(f"{module.entry_name} expects {len(module.params)} arguments "
                                    f"({', '.join(p.name for p in module.params)}), got {len(args)}")
         self.temps: list[DeviceArray] = []
-        self.host: list[tuple[np.ndarray, DeviceArray]] = []
+        self.host: list[tuple[Any, DeviceArray]] = []
         ptrs = []
         for p, a in zip(module.params, args):
             want = dt.to_numpy(p.dtype)
@@ -76,7 +76,7 @@ class _Prepared:
                                            f"{type(a).__name__}")
                 dev = DeviceArray.from_numpy(host, backend)
                 self.temps.append(dev)
-                if isinstance(a, np.ndarray):
+                if isinstance(a, np.ndarray) or callable(getattr(a, "copyfrom", None)):
                     self.host.append((a, dev))
             if dev.dtype != want:
                 raise RuntimeCallError(f"argument {p.name}: dtype {dev.dtype}, expected {want}")
@@ -105,7 +105,10 @@ class _Prepared:
 
     def copy_back(self) -> None:
         for host, dev in self.host:
-            self.be.dtoh(host, dev.ptr)
+            if isinstance(host, np.ndarray):
+                self.be.dtoh(host, dev.ptr)
+            else:  # a host-backed array object (templtune.nd.NDArray)
+                host.copyfrom(dev.numpy())
 
 
 def run(module: Any, args: Sequence[Any], backend: CudaBackend | None = None) -> None:
