@@ -172,7 +172,12 @@ def export_module(module: Any) -> bytes:
     export = getattr(module, "export", None)
     if export is not None:
         return bytes(export())
+    import os
     import pickle
+
+    if hasattr(module, "keep_ir") and os.environ.get("TEMPLTUNE_CUDA_BACKEND") == "emulator":
+        # NOTE: the CPU emulator runs the kernel IR, which CUDA modules drop when pickled.
+        module.keep_ir = True
 
     return _PICKLED + pickle.dumps(module)
 
