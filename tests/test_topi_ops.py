@@ -41,7 +41,7 @@ def test_conv2d_nchw(shape, kshape, stride, padding, dilation):
     assert out.op.input_tensors[0].op.name == "pad_temp"
     a, w = rand(*shape), rand(*kshape)
     got, = evaluate([out], {data: a, kernel: w})
-    want = ref.conv2d_nchw_python(a, w, stride, padding, dilation)
+    want = ref.conv2d_nchw_python(a, w, stride, padding, dilation=dilation)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
@@ -54,7 +54,7 @@ def test_conv2d_nhwc(stride, padding, dilation):
     assert out.op.name == "Conv2dOutput"
     a, w = rand(2, 9, 8, 3), rand(3, 3, 3, 4)
     got, = evaluate(out, {data: a, kernel: w})
-    np.testing.assert_allclose(got, ref.conv2d_nhwc_python(a, w, stride, padding, dilation),
+    np.testing.assert_allclose(got, ref.conv2d_nhwc_python(a, w, stride, padding, dilation=dilation),
                                rtol=1e-4, atol=1e-5)
 
 
@@ -195,7 +195,7 @@ def _naive_conv(a, w, stride, pads, dilation):
 
 def test_reference_conv_matches_naive_loops():
     a, w = rand(1, 2, 6, 7), rand(3, 2, 3, 2)
-    got = ref.conv2d_nchw_python(a, w, (2, 1), (1, 0, 2, 1), (1, 2))
+    got = ref.conv2d_nchw_python(a, w, (2, 1), (1, 0, 2, 1), dilation=(1, 2))
     np.testing.assert_allclose(got, _naive_conv(a, w, (2, 1), (1, 0, 2, 1), (1, 2)),
                                rtol=1e-5, atol=1e-6)
 

@@ -31,8 +31,9 @@ def pad_tuple(padding: Any, kh: int, kw: int) -> tuple[int, int, int, int]:
 
 
 def conv2d_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any,
-                       dilation: Any = 1, groups: int = 1) -> np.ndarray:
-    """Reference NCHW x OIHW convolution (float64 accumulation, result in ``a_np.dtype``)."""
+                       groups: int = 1, dilation: Any = 1) -> np.ndarray:
+    """Reference NCHW x OIHW convolution (float64 accumulation, result in ``a_np.dtype``).
+    The argument order follows TVM's ``conv2d_nchw_python(a, w, stride, padding, groups)``."""
     n, c, h, w = a_np.shape
     o, cg, kh, kw = w_np.shape
     sh, sw = _pair(stride)
@@ -55,11 +56,11 @@ def conv2d_nchw_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding:
 
 
 def conv2d_nhwc_python(a_np: np.ndarray, w_np: np.ndarray, stride: Any, padding: Any,
-                       dilation: Any = 1) -> np.ndarray:
+                       groups: int = 1, dilation: Any = 1) -> np.ndarray:
     """Reference NHWC x HWIO convolution."""
     a = a_np.transpose(0, 3, 1, 2)
     w = w_np.transpose(3, 2, 0, 1)
-    return conv2d_nchw_python(a, w, stride, padding, dilation).transpose(0, 2, 3, 1)
+    return conv2d_nchw_python(a, w, stride, padding, groups, dilation).transpose(0, 2, 3, 1)
 
 
 def depthwise_conv2d_python_nchw(input_np: np.ndarray, filter_np: np.ndarray, stride: Any,
@@ -69,4 +70,4 @@ def depthwise_conv2d_python_nchw(input_np: np.ndarray, filter_np: np.ndarray, st
     c, mult, kh, kw = filter_np.shape
     # a grouped convolution with one group per input channel
     w = filter_np.reshape(c * mult, 1, kh, kw)
-    return conv2d_nchw_python(input_np, w, stride, padding, dilation, groups=c)
+    return conv2d_nchw_python(input_np, w, stride, padding, groups=c, dilation=dilation)
