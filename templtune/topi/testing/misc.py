@@ -22,7 +22,8 @@ def dense_python(a_np: np.ndarray, w_np: np.ndarray, bias: np.ndarray | None = N
     return out.astype(a_np.dtype)
 
 
-def softmax_python(a_np: np.ndarray, axis: int = -1) -> np.ndarray:
+def softmax_python(a_np: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Reference softmax along ``axis`` (default 1, as TVM's reference)."""
     x = a_np.astype(np.float64)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(a_np.dtype)
