@@ -1,6 +1,17 @@
 """Tensor expressions: declare *what* to compute (``placeholder``, ``compute``, reductions).
 
 ``create_schedule`` is re-exported lazily from :mod:`templtune.schedule`, a higher layer.
+
+Submodules used by the compiler and the tests:
+
+* :mod:`templtune.te.simplify` -- ``simplify(e, ranges)``, ``can_prove``, ``Simplifier``;
+* :mod:`templtune.te.bound` -- ``Interval``, ``eval_interval``, ``const_interval``, ``union``;
+* :mod:`templtune.te.evaluate` -- ``evaluate(outputs, inputs)``, the numpy reference evaluator;
+* :mod:`templtune.te.const_eval` -- ``eval_const(e, env)``, scalar evaluation at one point.
+
+NOTE: ``==`` between expressions (and IterVars) is identity, as everywhere in templtune; build a
+comparison node with :func:`templtune.te.expr.equal` (``te.if_then_else(i == j, ...)`` would test
+whether ``i`` and ``j`` are the same object).
 """
 
 from __future__ import annotations
