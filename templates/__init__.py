@@ -39,15 +39,18 @@ class TemplateInfo:
 _CONV = ("N", "H", "W", "CO", "CI", "KH", "KW", "stride", "padding")
 CATALOG: dict[str, TemplateInfo] = {
     t.name: t for t in (
-        TemplateInfo("conv2d_nchw", "x86", _CONV, (1, 7, 7, 512, 512, 3, 3, 1, 1),
-                     "direct conv2d, NCHW data / OIHW kernel, packed output-channel blocks"),
+        TemplateInfo("conv2d_nchw", "x86", _CONV + ("prepacked",),
+                     (1, 7, 7, 512, 512, 3, 3, 1, 1),
+                     "direct conv2d, NCHW data / OIHW kernel (or prepacked [CO/b, CI, KH, KW, "
+                     "b]), packed output-channel blocks", n_required=9),
         TemplateInfo("conv2d_nhwc", "x86", _CONV, (1, 56, 56, 64, 64, 3, 3, 1, 1),
                      "direct conv2d, NHWC data / HWIO kernel"),
         TemplateInfo("depthwise_conv2d_nchw", "x86",
                      ("N", "H", "W", "C", "M", "KH", "KW", "stride", "padding"),
                      (1, 56, 56, 64, 1, 3, 3, 1, 1), "depthwise conv2d, NCHW, [C, M, KH, KW]"),
-        TemplateInfo("dense", "x86", ("M", "N", "K"), (1, 1000, 512),
-                     "out = data @ weight.T, data [M, K], weight [N, K], packed weight"),
+        TemplateInfo("dense", "x86", ("M", "N", "K", "prepacked"), (1, 1000, 512),
+                     "out = data @ weight.T, data [M, K], weight [N, K] (or prepacked "
+                     "[N/b, K, b])", n_required=3),
         TemplateInfo("conv2d_winograd", "x86", _CONV + ("pre_transformed",),
                      (1, 7, 7, 512, 512, 3, 3, 1, 1),
                      "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1", n_required=9),

@@ -22,8 +22,11 @@ def _inputs(name: str, args: tuple, rng: np.random.Generator):
         return rng.standard_normal(shape).astype(np.float32)
 
     if name == "dense":
-        m, n, k = args
+        m, n, k = args[:3]
         a, w = rnd(m, k), rnd(n, k)
+        if len(args) > 3 and args[3]:
+            b = args[3]
+            return [a, np.ascontiguousarray(w.reshape(n // b, b, k).transpose(0, 2, 1))], a @ w.T
         return [a, w], a @ w.T
     n_, h, w_, co, ci, kh, kw, s, p = args[:9]
     if name == "conv2d_nhwc":
@@ -34,6 +37,9 @@ def _inputs(name: str, args: tuple, rng: np.random.Generator):
         return [a, k], ref.depthwise_conv2d_python_nchw(a, k, s, p)
     a, k = rnd(n_, ci, h, w_), rnd(co, ci, kh, kw)
     out = ref.conv2d_nchw_python(a, k, s, p)
+    if name == "conv2d_nchw" and len(args) > 9 and args[9]:
+        b = args[9]
+        k = np.ascontiguousarray(k.reshape(co // b, b, ci, kh, kw).transpose(0, 2, 3, 4, 1))
     if name == "conv2d_winograd" and len(args) > 9 and args[9]:
         m = args[9]
         _, _, g = winograd_transform_matrices(m, kh, "float32")
@@ -46,12 +52,14 @@ def _inputs(name: str, args: tuple, rng: np.random.Generator):
 WORKLOADS = [
     ("conv2d_nchw", (1, 7, 7, 32, 16, 3, 3, 1, 1), N_CONFIGS),
     ("conv2d_nchw", (1, 9, 10, 16, 3, 3, 3, 2, 1), 4),
+    ("conv2d_nchw", (1, 7, 7, 32, 16, 3, 3, 1, 1, 16), 4),
     ("conv2d_nhwc", (1, 8, 8, 32, 8, 3, 3, 1, 1), N_CONFIGS),
     ("conv2d_nhwc", (2, 7, 9, 16, 3, 3, 3, 2, 1), 4),
     ("depthwise_conv2d_nchw", (1, 12, 12, 8, 1, 3, 3, 1, 1), N_CONFIGS),
     ("depthwise_conv2d_nchw", (1, 11, 11, 4, 2, 3, 3, 2, 0), 4),
     ("dense", (4, 48, 24), N_CONFIGS),
     ("dense", (1, 40, 32), 4),
+    ("dense", (3, 32, 16, 8), 4),
     ("conv2d_winograd", (1, 7, 7, 32, 16, 3, 3, 1, 1), N_CONFIGS),
     ("conv2d_winograd", (1, 6, 6, 16, 8, 3, 3, 1, 1, 4), 4),
 ]
@@ -97,7 +105,7 @@ def test_fallback_is_register_blocked():
     cfg = FallbackConfigEntity()
     with autotvm.ApplyConfig(cfg):
         task.func(*task.args)
-    assert cfg["tile_oc"].size[-1] % 16 == 0
+    assert cfg["tile_oc"].size[-1] % 8 == 0
     assert cfg["tile_ow"].size[-1] * cfg["tile_oh"].size[-1] > 1
 
 
@@ -106,6 +114,7 @@ def test_fallback_is_register_blocked():
     ("conv2d_winograd", (1, 7, 7, 8, 8, 3, 3, 1, 1, 3), "pre_transformed"),
     ("conv2d_nchw", (1, 2, 2, 8, 8, 5, 5, 1, 0), "empty output"),
     ("dense", (0, 8, 8), "M must be a positive"),
+    ("dense", (4, 12, 8, 5), "prepacked must be"),
 ])
 def test_bad_workloads_raise_clear_errors(name, args, msg):
     with pytest.raises(Exception, match=msg):

@@ -116,12 +116,15 @@ def check_positive(**dims: int) -> None:
             raise ValueError(f"{k} must be a positive integer, got {v!r}")
 
 
-def best_block(co: int, oh: int, ow: int, ow_cap: int = 32, oh_cap: int = 4
-               ) -> tuple[int, int, int]:
+def best_block(co: int, oh: int, ow: int, ow_cap: int = 32, oh_cap: int = 4,
+               bns: list[int] | None = None) -> tuple[int, int, int]:
     """A fallback register block ``(bn, oh_bn, ow_bn)``: the most accumulator registers that fit
-    the host's budget, ``bn`` (vector lanes of output channels) dividing ``co``."""
+    the host's budget, ``bn`` (vector lanes of output channels, from ``bns`` if given)
+    dividing ``co``."""
     lanes, regs = host_vector()
-    bns = [d for d in range(lanes, 4 * lanes + 1, lanes) if co % d == 0] or [vector_divisor(co)]
+    if not bns:
+        bns = ([d for d in range(lanes, 4 * lanes + 1, lanes) if co % d == 0]
+               or [vector_divisor(co)])
     best = (0, 0, 0, 0)
     for bn in bns:
         per = vec_regs(bn, lanes)

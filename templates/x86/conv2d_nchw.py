@@ -41,8 +41,12 @@ def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
     return (size + lo + hi - k) // s + 1
 
 
-def _define(cfg: Any, co: int, oh: int, ow: int, ci: int) -> None:
-    cfg.define_split("tile_oc", co, num_outputs=2, filter=lane_filter(co))
+def _define(cfg: Any, co: int, oh: int, ow: int, ci: int, prepacked: int = 0) -> None:
+    if prepacked:
+        cfg.define_split("tile_oc", co, num_outputs=2, policy="candidate",
+                         candidate=[[co // prepacked, prepacked]])
+    else:
+        cfg.define_split("tile_oc", co, num_outputs=2, filter=lane_filter(co))
     cfg.define_split("tile_oh", oh, num_outputs=2, filter=max_inner(4))
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
@@ -51,7 +55,7 @@ def _define(cfg: Any, co: int, oh: int, ow: int, ci: int) -> None:
                      * vec_regs(e["tile_oc"].size[-1]) <= MAX_ACC_REGS
                      or e["tile_oh"].size[-1] * e["tile_ow"].size[-1] == oh * ow)
     if cfg.is_fallback:
-        bn, oh_bn, ow_bn = best_block(co, oh, ow)
+        bn, oh_bn, ow_bn = best_block(co, oh, ow, bns=[prepacked] if prepacked else None)
         cfg.fallback_split("tile_oc", [-1, bn])
         cfg.fallback_split("tile_oh", [-1, oh_bn])
         cfg.fallback_split("tile_ow", [-1, ow_bn])
@@ -59,13 +63,18 @@ def _define(cfg: Any, co: int, oh: int, ow: int, ci: int) -> None:
 
 
 def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                padding: Any) -> tuple[Any, list[Any]]:
+                 padding: Any, prepacked: int = 0) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
     Arguments follow the seed tutorial: batch, input height/width, output and input channels,
-    kernel height/width, stride and padding (int, pair or 4-tuple).
+    kernel height/width, stride and padding (int, pair or 4-tuple). ``prepacked=b > 0`` takes
+    the kernel already packed to ``[CO/b, CI, KH, KW, b]`` (``k.reshape(CO // b, b, CI, KH,
+    KW).transpose(0, 2, 3, 4, 1)``, done once for inference weights) and fixes ``bn = b``.
     """
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
+    if prepacked < 0 or (prepacked and CO % prepacked):
+        raise ValueError(f"conv2d_nchw: prepacked must be 0 or a divisor of CO={CO}, "
+                         f"got {prepacked}")
     sh, sw = stride_pair(stride)
     pads = pad_tuple(padding)
     oh = out_size(H, KH, pads[0], pads[2], sh)
@@ -73,7 +82,7 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     if oh < 1 or ow < 1:
         raise ValueError(f"conv2d_nchw: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    _define(cfg, CO, oh, ow, CI)
+    _define(cfg, CO, oh, ow, CI, prepacked)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     bn = cfg["tile_oc"].size[-1]
     oh_bn = cfg["tile_oh"].size[-1]
@@ -81,10 +90,13 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     ci_i = cfg["tile_ic"].size[-1]
 
     data = te.placeholder((N, CI, H, W), name="data")
-    kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
     dpad = pad_nchw(data, pads)
-    kvec = te.compute((CO // bn, CI, KH, KW, bn),
-                      lambda o, c, y, x, v: kernel[o * bn + v, c, y, x], name="kernel_vec")
+    if prepacked:
+        kernel = kvec = te.placeholder((CO // bn, CI, KH, KW, bn), name="kernel")
+    else:
+        kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
+        kvec = te.compute((CO // bn, CI, KH, KW, bn),
+                          lambda o, c, y, x, v: kernel[o * bn + v, c, y, x], name="kernel_vec")
     rc = te.reduce_axis((0, CI), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
@@ -102,9 +114,10 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
         s[dpad].parallel(s[dpad].fuse(pn, pc))
     # NOTE: read the OIHW kernel contiguously (v outside c, y, x); the strided writes of one
     # output-channel block stay in L2. Vectorizing v instead gathers one cache line per lane.
-    o, c, y, x, v = s[kvec].op.axis
-    s[kvec].reorder(o, v, c, y, x)
-    s[kvec].parallel(o)
+    if not prepacked:
+        o, c, y, x, v = s[kvec].op.axis
+        s[kvec].reorder(o, v, c, y, x)
+        s[kvec].parallel(o)
 
     acc = s.cache_write(conv, "global")
     n, o, y, x, v = s[conv].op.axis

@@ -6,6 +6,8 @@ rows are blocked by ``rb`` (unrolled) over an unrolled ``ku`` step of ``k``; ``b
 vectorized axis and the fused (row tile, column tile) loop runs in parallel. With batch 1 the
 column tiles carry the parallelism.
 
+``prepacked=b`` takes the weight already packed (see :func:`_dense`).
+
 Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
 of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``).
 """
@@ -28,36 +30,50 @@ from ._common import (
 )
 
 
-def _define(cfg: Any, m: int, n: int, k: int) -> None:
+def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
     cfg.define_split("tile_y", m, num_outputs=3,
                      filter=lambda e: e.size[-1] <= 8 and e.size[-1] * e.size[-2] <= 256)
-    cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
+    if prepacked:
+        cfg.define_split("tile_x", n, num_outputs=2, policy="candidate",
+                         candidate=[[n // prepacked, prepacked]])
+    else:
+        cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
     cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1])
                      <= MAX_ACC_REGS)
     if cfg.is_fallback:
         lanes, regs = host_vector()
-        bn = vector_divisor(n)
+        bn = prepacked or vector_divisor(n)
         rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
         cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
         cfg.fallback_split("tile_x", [-1, bn])
         cfg.fallback_split("tile_k", [-1, 4])
 
 
-def _dense(M: int, N: int, K: int) -> tuple[Any, list[Any]]:
-    """The template body: ``(schedule, [data, weight, out])`` for the current config."""
+def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, weight, out])`` for the current config.
+
+    ``prepacked=b > 0`` takes the weight already packed to ``[N / b, K, b]`` (``w.reshape(N //
+    b, b, K).transpose(0, 2, 1)``, as an inference graph would do once) and fixes ``bn = b``.
+    """
     check_positive(M=M, N=N, K=K)
+    if prepacked < 0 or (prepacked and N % prepacked):
+        raise ValueError(f"dense: prepacked must be 0 or a divisor of N={N}, got {prepacked}")
     cfg = autotvm.get_config()
-    _define(cfg, M, N, K)
+    _define(cfg, M, N, K, prepacked)
     cfg.add_flop(2.0 * M * N * K)
     _, mb, rb = cfg["tile_y"].size
     bn = cfg["tile_x"].size[-1]
     ku = cfg["tile_k"].size[-1]
 
     data = te.placeholder((M, K), name="data")
-    weight = te.placeholder((N, K), name="weight")
     kr = te.reduce_axis((0, K), name="k")
-    packed = te.compute((N // bn, K, bn), lambda x, y, z: weight[x * bn + z, y], name="weight_pack")
+    if prepacked:
+        weight = packed = te.placeholder((N // bn, K, bn), name="weight")
+    else:
+        weight = te.placeholder((N, K), name="weight")
+        packed = te.compute((N // bn, K, bn), lambda x, y, z: weight[x * bn + z, y],
+                            name="weight_pack")
     out = te.compute((M, N), lambda i, j: te.sum(data[i, kr] * packed[j // bn, kr, j % bn],
                                                  axis=kr), name="dense")
     s = te.create_schedule(out.op)
@@ -78,10 +94,12 @@ def _dense(M: int, N: int, K: int) -> tuple[Any, list[Any]]:
     s[acc].unroll(ki)
     s[acc].unroll(ayi)
     s[acc].vectorize(ax)
-    px, py, pz = s[packed].op.axis
-    s[packed].reorder(px, py, pz)
-    s[packed].parallel(px)
-    s[packed].vectorize(pz)
+    if not prepacked:
+        # NOTE: read the weight rows contiguously (z outside y); vectorizing z would gather
+        # one cache line per lane.
+        px, py, pz = s[packed].op.axis
+        s[packed].reorder(px, pz, py)
+        s[packed].parallel(px)
     return s, [data, weight, out]
 
 

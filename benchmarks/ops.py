@@ -1,0 +1,280 @@
+"""Operator benchmark: tuned templtune kernels against their peers, same run, same machine.
+
+Workloads: dense 1024^3, dense 1x512 -> 1000, dense 1x2048 -> 1000 (peer: numpy/OpenBLAS),
+the seed's ResNet layer 1x512x7x7 -> 512 3x3, conv2d 1x64x56x56 -> 64 3x3 and the ResNet stem
+1x3x224x224 -> 64 7x7 s2 (peer: PyTorch CPU, if installed: ``pip install torch==2.13.0``).
+The 3x3 layers also run the Winograd template (pre-transformed weights, as in inference).
+Each templtune kernel uses the best config of the logs given (default: the shipped reference
+logs ``templates/logs/cpu/*.log`` and ``logs/pretune/*.log``); a workload with no record runs
+its fallback config and is marked ``(fallback)``. The machine's FMA peak is measured with an
+explicit FMA-chain kernel.
+
+Timing: for each thread count, rounds interleave every kernel of a workload (templtune, peer),
+each reporting the median over rounds, so all sides see the same machine load. Run::
+
+    python benchmarks/ops.py [--rounds 7] [--threads 1 2] [--log L ...] [--only dense]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from templtune.templates import load as load_templates
+from threadpoolctl import threadpool_limits
+
+import templtune
+from templtune import autotvm
+from templtune.autotvm.record import load_from_file
+from templtune.topi.nn.winograd import winograd_transform_matrices
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (label, template, args, peer)
+WORKLOADS = [
+    ("dense 1024^3", "dense", (1024, 1024, 1024), "numpy"),
+    ("dense 1x512->1000", "dense", (1, 1000, 512), "numpy"),
+    ("dense 1x2048->1000", "dense", (1, 1000, 2048), "numpy"),
+    ("conv 512x7x7 3x3", "conv2d_nchw", (1, 7, 7, 512, 512, 3, 3, 1, 1), "torch"),
+    ("conv 64x56x56 3x3", "conv2d_nchw", (1, 56, 56, 64, 64, 3, 3, 1, 1), "torch"),
+    ("stem 3x224x224 7x7s2", "conv2d_nchw", (1, 224, 224, 64, 3, 7, 7, 2, 3), "torch"),
+]
+
+
+# ---------------------------------------------------------------------------- FMA peak
+def _fma_ir(lanes: int, acc: int) -> str:
+    vt = f"<{lanes} x float>"
+    one = ", ".join(["float 1.0"] * lanes)
+    x = ", ".join(["float 0x3FEFFFFFE0000000"] * lanes)  # 0.99999...
+    y = ", ".join(["float 0x3E7AD7F2A0000000"] * lanes)  # 1e-7
+    phis = "\n".join(f"  %a{i} = phi {vt} [<{one}>, %entry], [%b{i}, %loop]" for i in range(acc))
+    fmas = "\n".join(f"  %b{i} = call {vt} @llvm.fma.v{lanes}f32({vt} %a{i}, {vt} <{x}>, "
+                     f"{vt} <{y}>)" for i in range(acc))
+    sums = [f"  %s0 = fadd {vt} %b0, %b1"]
+    for i in range(2, acc):
+        sums.append(f"  %s{i - 1} = fadd {vt} %s{i - 2}, %b{i}")
+    return f"""
+declare {vt} @llvm.fma.v{lanes}f32({vt}, {vt}, {vt})
+define void @fma_peak(i64 %n, ptr %out) {{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%inext, %loop]
+{phis}
+{fmas}
+  %inext = add i64 %i, 1
+  %c = icmp ult i64 %inext, %n
+  br i1 %c, label %loop, label %exit
+exit:
+{chr(10).join(sums)}
+  store {vt} %s{acc - 2}, ptr %out, align 4
+  ret void
+}}
+"""
+
+
+def fma_peak(threads: int, seconds: float = 0.3) -> float:
+    """GFLOPS of independent FMA chains on ``threads`` threads (the machine's FMA peak)."""
+    import llvmlite.binding as llvm
+
+    try:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+    except Exception:  # noqa: BLE001 - newer llvmlite initializes itself
+        pass
+    feats = llvm.get_host_cpu_features()
+    lanes = 16 if feats.get("avx512f", False) else 8
+    acc = 12
+    tm = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=feats.flatten(), opt=3)
+    mod = llvm.parse_assembly(_fma_ir(lanes, acc))
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(
+        engine.get_function_address("fma_peak"))
+    outs = [np.zeros(lanes, np.float32) for _ in range(threads)]
+    per_iter = 2.0 * lanes * acc
+    n = 1 << 16
+    while True:  # calibrate so one call lasts ~seconds
+        t = time.perf_counter()
+        fn(n, outs[0].ctypes.data)
+        dt = time.perf_counter() - t
+        if dt > seconds / 4:
+            break
+        n *= 4
+    n = int(n * seconds / dt)
+    workers = [threading.Thread(target=fn, args=(n, outs[k].ctypes.data)) for k in
+               range(threads)]
+    t = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    dt = time.perf_counter() - t
+    _ = engine  # keep the JIT alive until here
+    return threads * n * per_iter / dt / 1e9
+
+
+# ---------------------------------------------------------------------------- kernels
+def logged_workloads(logs: list[str]) -> set[tuple[str, tuple]]:
+    """(template name, args) of every successful record in ``logs``."""
+    out = set()
+    for path in logs:
+        for inp, res in load_from_file(path):
+            if int(res.error_no) == 0:
+                out.add((inp.task.name, tuple(inp.task.args)))
+    return out
+
+
+def build_tuned(template: str, args: tuple, logs: list[str]) -> Any:
+    """The module of ``template(*args)`` under the best config of ``logs``."""
+    mod_ = __import__(f"templtune.templates.x86.{template}", fromlist=[template])
+    fn = getattr(mod_, template)
+    with autotvm.apply_history_best(logs), templtune.target.Target("llvm"):
+        s, bufs = fn(*args)
+    return templtune.build(s, bufs, target="llvm")
+
+
+def _torch_conv(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int
+                ) -> Callable[[], Any] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    d, k = torch.from_numpy(data), torch.from_numpy(kernel)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return torch.nn.functional.conv2d(d, k, stride=stride, padding=pad)
+
+    return run
+
+
+def _torch_threads(n: int) -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(n)
+
+
+def _timer(fn: Callable[[], Any], number: int) -> Callable[[], float]:
+    def run() -> float:
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        return (time.perf_counter() - t) / number
+
+    return run
+
+
+def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list[str],
+                   known: set, threads: list[int], rounds: int, number: int) -> list[str]:
+    rng = np.random.default_rng(0)
+    flop = float(autotvm.task.create(template, args, "llvm").flop)
+    kernels: dict[str, tuple[Any, list[np.ndarray]]] = {}
+    notes = []
+    if template == "dense":
+        m, n, k = args
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        out = np.zeros((m, n), np.float32)
+        kernels["templtune"] = (build_tuned(template, args, logs), [a, w, out])
+        expected = a @ w.T
+        peer_fn: Callable[[], Any] | None = lambda: np.matmul(a, w.T)  # noqa: E731
+        notes.append("" if ("dense", args) in known else "(fallback)")
+    else:
+        bn, h, wd, co, ci, kh, kw, st, pd = args
+        data = rng.standard_normal((bn, ci, h, wd)).astype(np.float32)
+        kern = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
+        oh, ow = (h + 2 * pd - kh) // st + 1, (wd + 2 * pd - kw) // st + 1
+        out = np.zeros((bn, co, oh, ow), np.float32)
+        kernels["templtune"] = (build_tuned(template, args, logs), [data, kern, out])
+        notes.append("" if (template, args) in known else "(fallback)")
+        from templtune.topi.testing import conv2d_nchw_python
+
+        expected = conv2d_nchw_python(data, kern, st, pd)
+        if kh == 3 and st == 1:
+            # Winograd with pre-transformed weights: the tile size whose log entry exists
+            # (4 first), else the fallback with m = 4.
+            for m in (4, 2):
+                wl = (*args, m)
+                if ("conv2d_winograd", wl) in known or m == 2 and "winograd" not in kernels:
+                    _, _, g = winograd_transform_matrices(m, kh, "float32")
+                    kp = np.ascontiguousarray(np.einsum("ey,ocyx,ux->euco", g, kern, g),
+                                              dtype=np.float32)
+                    mod = build_tuned("conv2d_winograd", wl, logs)
+                    kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
+                    notes.append("" if ("conv2d_winograd", wl) in known else
+                                 f"(winograd F({m}) fallback)")
+                    break
+        peer_fn = _torch_conv(data, kern, st, pd)
+        if peer_fn is None:
+            notes.append("(PyTorch not installed)")
+    for name, (mod, arrs) in kernels.items():
+        mod(*arrs)
+        np.testing.assert_allclose(arrs[-1], expected, rtol=2e-3, atol=2e-3,
+                                   err_msg=f"{label} {name}")
+    rows = []
+    for th in threads:
+        timers = {}
+        for name, (mod, arrs) in kernels.items():
+            mod.set_num_threads(th)
+            ev = mod.time_evaluator(mod.entry_name, templtune.cpu(), number=number, repeat=1)
+            timers[name] = (lambda ev=ev, arrs=arrs: ev(*arrs).results[0])
+        if peer_fn is not None:
+            timers[peer] = _timer(peer_fn, number)
+        samples: dict[str, list[float]] = {k: [] for k in timers}
+        with threadpool_limits(limits=th):
+            _torch_threads(th)
+            for f in timers.values():  # warm-up
+                f()
+            for _ in range(rounds):
+                for k, f in timers.items():
+                    samples[k].append(f())
+        g = {k: flop / statistics.median(v) / 1e9 for k, v in samples.items()}
+        ours = max(v for k, v in g.items() if k != peer)
+        ratio = f"{ours / g[peer]:.2f}" if peer in g else "-"
+        cols = "  ".join(f"{k}={v:.1f}" for k, v in g.items())
+        rows.append(f"{label:<22} {th:>2}  {cols}  ratio={ratio} {' '.join(n for n in notes if n)}")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--number", type=int, default=5, help="calls per round and kernel")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--log", nargs="*", default=None,
+                    help="tuning logs (default: templates/logs/cpu/*.log logs/pretune/*.log)")
+    ap.add_argument("--only", default=None, help="only workloads whose label contains this")
+    opts = ap.parse_args()
+    load_templates("x86")
+    logs = opts.log if opts.log is not None else sorted(
+        glob.glob(str(ROOT / "templates/logs/cpu/*.log"))
+        + glob.glob(str(ROOT / "logs/pretune/*.log")))
+    known = logged_workloads(logs)
+    print(f"logs: {len(logs)} files, {len(known)} workloads; cpu: "
+          f"{__import__('llvmlite.binding', fromlist=['x']).get_host_cpu_name()}")
+    for th in opts.threads:
+        print(f"FMA peak, {th} thread(s): {fma_peak(th):.1f} GFLOPS")
+    print("GFLOPS (median of interleaved rounds); ratio = best templtune / peer")
+    for label, template, args, peer in WORKLOADS:
+        if opts.only and opts.only not in label:
+            continue
+        for row in bench_workload(label, template, args, peer, logs, known, opts.threads,
+                                  opts.rounds, opts.number):
+            print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()
