@@ -277,3 +277,10 @@ def test_property_budget_no_repeat(seed, n_trial, n_par, name, filtered):
     assert len(measured) == min(n_trial, len(task.config_space))
     assert len(set(measured)) == len(measured)
     assert all(task.config_space.is_index_valid(i) for i in measured)
+
+
+def test_unknown_kwargs_rejected():
+    with pytest.raises(TypeError, match="pop_sise"):
+        GATuner(make_task(), pop_sise=4)
+    with pytest.raises(TypeError):
+        RandomTuner(make_task(), rang_idx=(0, 3))

@@ -64,6 +64,9 @@ class Tuner(abc.ABC):
     """
 
     def __init__(self, task: Any, seed: int | np.random.Generator | None = None, **kwargs: Any):
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments: "
+                            f"{', '.join(sorted(kwargs))}")
         self.task = task
         self.space = task.config_space
         self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
