@@ -260,3 +260,20 @@ def test_resume_keeps_early_stopping_position(tmp_path):
         expected += 4
     assert tuner.tune_stats["resumed"] == 20
     assert tuner.tune_stats["trials"] == expected - 20
+
+
+def test_progress_bar_silent_at_debug_and_bad_protocol():
+    import logging
+
+    out = io.StringIO()
+    log = logging.getLogger("templtune.tuner")
+    old = log.level
+    log.setLevel(logging.DEBUG)
+    try:
+        RandomTuner(_task(), seed=0).tune(n_trial=4, measure_option=_opt(),
+                                          callbacks=[progress_bar(4, file=out)])
+    finally:
+        log.setLevel(old)
+    assert out.getvalue() == ""
+    with pytest.raises(ValueError):
+        log_to_file("x.log", protocol="pickle")
