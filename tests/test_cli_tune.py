@@ -24,7 +24,7 @@ def test_templates_lists_every_template_with_arguments(capsys):
     for name in ("conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "dense",
                  "conv2d_winograd"):
         assert name in out
-    assert "args: M,N,K" in out
+    assert "args: M,N,K,[prepacked]" in out
 
 
 def test_space_prints_the_knobs(capsys):
@@ -66,7 +66,7 @@ def test_tune_summary(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,msg", [
     (["tune", "--template", "dense", "--args", "4,x,8"], "'x' is not an integer"),
-    (["tune", "--template", "dense", "--args", "4,16"], "takes 3 arguments"),
+    (["tune", "--template", "dense", "--args", "4,16"], "takes 3-4 arguments"),
     (["tune", "--template", "dense", "--args", ","], "comma-separated integers"),
     (["tune", "--template", "nope", "--args", "1"], "unknown template 'nope'"),
     (["space", "--template", "conv2d_winograd", "--args", "1,7,7,8,8,3,3,2,1"], "stride 1"),
