@@ -89,13 +89,13 @@ def _check(tree, dtype, lanes, seed):
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=_tree("int32"), lanes=st.sampled_from([1, 4, 8]), seed=st.integers(0, 2**16))
 def test_random_int_expressions(tree, lanes, seed):
     _check(tree, "int32", lanes, seed)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tree=_tree("float32"), lanes=st.sampled_from([1, 8, 16]), seed=st.integers(0, 2**16))
 def test_random_float_expressions(tree, lanes, seed):
     _check(tree, "float32", lanes, seed)

@@ -193,11 +193,16 @@ class ExprRenderer:
                                "loop IR; pass shape variables as buffer shapes)")
         return v
 
+    # NOTE: lanes are taken from the rendered operands, not the node's dtype, so that a scalar
+    # node over vector operands (hand-built IR) still renders as a vector.
     def expr_Cast(self, e: Cast) -> V:
-        return self.cast_to(self.expr(e.value), e.dtype)
+        v = self.expr(e.value)
+        n = max(dt.lanes(v[1]), dt.lanes(e.dtype))
+        return self.cast_to(v, dt.with_lanes(dt.element_of(e.dtype), n))
 
     def expr_Not(self, e: Not) -> V:
-        text, d = self.cast_to(self.expr(e.a), dt.with_lanes("bool", dt.lanes(e.a.dtype)))
+        v = self.expr(e.a)
+        text, d = self.cast_to(v, dt.with_lanes("bool", dt.lanes(v[1])))
         return self.op(f"xor {T.ll_type(d)} {text}, {T.const(True, d)}"), d
 
     def expr_Broadcast(self, e: Broadcast) -> V:

@@ -75,7 +75,9 @@ class MemoryRenderer(ExprRenderer):
             return self._guarded_select(e)
         if e.guarded:
             return self._guarded_vector_select(e)
-        c = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
+        c = self.expr(e.cond)
+        cond_lanes = dt.lanes(c[1])  # as rendered (a node's dtype may understate its lanes)
+        c = self.cast_to(c, dt.with_lanes("bool", cond_lanes))
         t, f = self.expr(e.true_value), self.expr(e.false_value)
         n = max(lanes, dt.lanes(t[1]), dt.lanes(f[1]), cond_lanes)
         t, f = self.broadcast(t, n), self.broadcast(f, n)
