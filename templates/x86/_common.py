@@ -12,7 +12,7 @@ from templtune import te
 #: machine, so a space (and a log's config indices) do not depend on the host.
 VEC = 16
 #: accumulator registers a register tile may use (32 zmm minus operands).
-MAX_ACC_REGS = 24
+MAX_ACC_REGS = 28
 
 
 def vec_regs(lanes: int, width: int = VEC) -> int:
@@ -22,8 +22,9 @@ def vec_regs(lanes: int, width: int = VEC) -> int:
 
 @functools.lru_cache(maxsize=1)
 def host_vector() -> tuple[int, int]:
-    """``(float32 lanes per register, accumulator registers)`` of the host CPU: ``(16, 24)``
-    with AVX-512, else ``(8, 12)`` (AVX2: 16 registers). Only fallback configs use it."""
+    """``(float32 lanes per register, accumulator registers)`` of the host CPU: ``(16, 28)``
+    with AVX-512, else ``(8, 14)`` (AVX2: 16 registers, two kept for operands). Only
+    fallback configs use it."""
     try:
         import llvmlite.binding as llvm
 
@@ -31,7 +32,7 @@ def host_vector() -> tuple[int, int]:
         has512 = bool(feats.get("avx512f", False))
     except Exception:  # noqa: BLE001 - unknown host: assume AVX2
         has512 = False
-    return (16, 24) if has512 else (8, 12)
+    return (16, 28) if has512 else (8, 14)
 
 
 def divisor_at_most(n: int, bound: int) -> int:
