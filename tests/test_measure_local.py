@@ -254,3 +254,21 @@ def test_sigkill_real_tuning_then_resume(tmp_path):
     assert after[: len(before)] == before
     assert len(after) == len(set(after)) == 12
     assert all(res.error_no == 0 for _, res in recs)
+
+
+def test_workers_stay_warm_across_tune_calls():
+    task = create("test_measure_local/matmul", (N, "float32"), "llvm")
+    builder = LocalBuilder(n_parallel=1)
+    runner = LocalRunner(number=1, repeat=1, cooldown_interval=0)
+    opt = measure_option(builder, runner)
+    try:
+        GridSearchTuner(task).tune(n_trial=1, measure_option=opt)
+        pids = (builder._pool._workers[0].proc.pid, runner._pool._workers[0].proc.pid)
+        tuner = RandomTuner(task, seed=1)
+        tuner.tune(n_trial=2, measure_option=opt)
+        assert tuner.best_flops > 0
+        assert (builder._pool._workers[0].proc.pid, runner._pool._workers[0].proc.pid) == pids
+    finally:
+        builder.close()
+        runner.close()
+    assert builder._pool is None and runner._pool is None

@@ -112,3 +112,26 @@ def test_measure_option_strings():
     assert type(opt["runner"]).__name__ == "LocalRunner"
     assert opt["runner"].number == 4 and opt["runner"].repeat == 3
     assert opt["runner"].cooldown_interval == 0.1 and opt["builder"].timeout == 10
+
+
+def _sleep_then(seconds, value):
+    time.sleep(seconds)
+    return value
+
+
+def test_interrupted_map_does_not_leak_stale_answers():
+    p = WorkerPool(2)
+    try:
+        calls = []
+
+        def prepare(k):
+            calls.append(k)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            p.map(_sleep_then, [(0.3, "stale"), (0.0, "x")], timeout=30, prepare=prepare)
+        time.sleep(0.5)
+        assert [o.value for o in p.map(_double, [(5,), (6,)], timeout=30)] == [10, 12]
+    finally:
+        p.close()

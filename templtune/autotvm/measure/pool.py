@@ -222,6 +222,22 @@ class WorkerPool:
         pending = list(range(len(arg_list)))[::-1]
         running: dict[int, tuple[int, float]] = {}  # worker -> (job, start)
         idle = list(ids)[::-1]
+        try:
+            self._loop(fn, arg_list, timeout, prepare, results, pending, running, idle)
+        except BaseException:
+            # NOTE: interrupted (e.g. KeyboardInterrupt): a busy worker would later answer the
+            # abandoned job as if it were the next one, so busy workers are replaced.
+            for k in running:
+                w = self._workers[k]
+                if w is not None:
+                    w.kill()
+                    self._workers[k] = None
+            raise
+        return [r if r is not None else Outcome("died", message="lost") for r in results]
+
+    def _loop(self, fn: Callable, arg_list: Sequence[tuple], timeout: float | None,
+              prepare: Callable[[int], None] | None, results: list[Outcome | None],
+              pending: list[int], running: dict[int, tuple[int, float]], idle: list[int]) -> None:
         while pending or running:
             while pending and idle:
                 k = idle.pop()
@@ -276,7 +292,6 @@ class WorkerPool:
             for k in done:
                 del running[k]
                 idle.append(k)
-        return [r if r is not None else Outcome("died", message="lost") for r in results]
 
     def _receive(self, w: _Worker, elapsed: float) -> Outcome | None:
         try:

@@ -207,9 +207,8 @@ class Tuner(abc.ABC):
                     warned = True
         finally:
             restore(previous_env)
-            close = getattr(measure_batch, "close", None)
-            if close is not None:
-                close()
+            # NOTE: the builder's and runner's worker processes stay warm for the next tune()
+            # call (they idle, and exit with this process or with builder/runner.close()).
             total = time.perf_counter() - t_start
             build = float(getattr(measure_batch, "build_time", 0.0))
             run = float(getattr(measure_batch, "run_time", 0.0))
