@@ -196,6 +196,9 @@ class CachingRunner(Runner):
 
 # ------------------------------------------------------------------------- experiment
 def make_tuner(name: str, task: Any, seed: int, feature_type: str, n_workers: int | None) -> Any:
+    # NOTE: each tuner gets its own seed stream: with one shared integer seed, GATuner's
+    # initial population and RandomTuner's first picks are the very same configs.
+    seed = int(np.random.SeedSequence([seed, sum(map(ord, name))]).generate_state(1)[0])
     if name == "xgb":
         return XGBTuner(task, feature_type=feature_type, seed=seed, n_workers=n_workers,
                         num_threads=1)
