@@ -125,3 +125,22 @@ def test_replay_runner_with_errors():
     assert len(tuner.visited) == len(task.config_space) and not tuner.has_next()
     best = max(task.flop / res.mean_cost for _, res in recs if res.ok)
     assert tuner.best_flops == pytest.approx(best)
+
+
+def test_resume_from_log(tmp_path):
+    from templtune.autotvm.callback import log_to_file
+
+    task = SynthTask()
+    log = tmp_path / "synth.log"
+    opt, first = _option(task, n_parallel=8)
+    XGBTuner(task, plan_size=16, feature_type="knob", num_threads=1,
+             optimizer=_fast_sa(task), seed=0).tune(n_trial=40, measure_option=opt,
+                                                    callbacks=[log_to_file(str(log))])
+    opt, second = _option(task, n_parallel=8)
+    tuner = XGBTuner(task, plan_size=16, feature_type="knob", num_threads=1,
+                     optimizer=_fast_sa(task), seed=1)
+    tuner.tune(n_trial=64, measure_option=opt, resume_log=str(log))
+    assert len(second.measured) == 24
+    assert not set(second.measured) & set(first.measured)
+    # the resumed records trained the model (40 >= 2 plans of 16)
+    assert tuner.train_ct >= 2 and len(tuner.xs) == 64
