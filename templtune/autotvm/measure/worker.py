@@ -360,6 +360,11 @@ def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_rep
     module(*arrays)
     first = time.perf_counter() - t0
     if check and st.reference is not None:
+        for pos, original in enumerate(st.inputs):
+            if pos not in st.outputs and not np.array_equal(arrays[pos], original,
+                                                            equal_nan=original.dtype.kind == "f"):
+                return (int(MeasureErrorNo.WRONG_ANSWER), (),
+                        f"the candidate overwrote input buffer {pos}")
         for pos, ref in zip(st.outputs, st.reference):
             got = np.asarray(arrays[pos])
             if not _close(got, ref, rtol, atol):
