@@ -1,0 +1,64 @@
+"""The pre-tuned reference logs shipped in templates/logs/cpu/ ("tophub")."""
+
+from __future__ import annotations
+
+import pytest
+from templtune.templates import CATALOG, load, reference_log_dir
+
+from templtune import autotvm
+from templtune.autotvm.record import load_from_file
+from templtune.autotvm.task.task import args_to_workload
+from templtune.target import Target
+
+load("x86")
+LOG = reference_log_dir() / "cpu" / "x86.log"
+SEED = (1, 7, 7, 512, 512, 3, 3, 1, 1)
+
+
+def _records():
+    return list(load_from_file(LOG))
+
+
+def test_reference_log_is_shipped_and_clean():
+    recs = _records()
+    assert recs, f"{LOG} is empty"
+    seen = set()
+    for inp, res in recs:
+        assert int(res.error_no) == 0 and res.costs
+        assert inp.task.name in CATALOG
+        key = (inp.task.name, tuple(inp.task.args))
+        assert key not in seen, f"duplicate workload {key}"
+        seen.add(key)
+    assert ("conv2d_nchw", SEED) in seen
+
+
+def test_every_reference_config_instantiates():
+    for inp, _ in _records():
+        task = autotvm.task.create(inp.task.name, inp.task.args, "llvm")
+        s, args = task.instantiate(inp.config)
+        assert args
+
+
+@pytest.fixture
+def reference_dir(monkeypatch):
+    # NOTE: until the reference-log search path includes templtune/templates/logs, point it there.
+    monkeypatch.setenv("TEMPLTUNE_REFERENCE_LOG_DIR", str(reference_log_dir()))
+    monkeypatch.delenv("TEMPLTUNE_NO_TOPHUB", raising=False)
+
+
+def _fallback_config(workload):
+    with autotvm.FallbackContext() as ctx:
+        return ctx.query(Target("llvm"), workload)
+
+
+def test_fallback_uses_reference_log(reference_dir):
+    ref = {(i.task.name, tuple(i.task.args)): i.config for i, _ in _records()}
+    cfg = _fallback_config(args_to_workload(SEED, "conv2d_nchw"))
+    assert not getattr(cfg, "is_fallback", False)
+    assert str(cfg) == str(ref[("conv2d_nchw", SEED)])
+
+
+def test_reference_logs_can_be_switched_off(reference_dir, monkeypatch):
+    monkeypatch.setenv("TEMPLTUNE_NO_TOPHUB", "1")
+    cfg = _fallback_config(args_to_workload(SEED, "conv2d_nchw"))
+    assert getattr(cfg, "is_fallback", False)
