@@ -50,7 +50,8 @@ def test_measure_loop_without_min_repeat_and_zero_durations():
         measure_loop(lambda n: 0.0, number=0)
 
 
-def test_unknown_backend_and_unavailable_errors():
+def test_unknown_backend_and_unavailable_errors(monkeypatch):
+    monkeypatch.delenv("TEMPLTUNE_CUDA_BACKEND", raising=False)
     with pytest.raises(CudaUnavailableError, match="unknown CUDA backend"):
         get_backend("opencl")
     assert issubclass(CudaUnavailableError, CudaRuntimeError)

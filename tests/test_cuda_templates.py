@@ -102,3 +102,17 @@ def test_sampled_conv2d_configs_compile(small_configs, tmp_path, monkeypatch):
     for _, func, _ in small_configs[:2]:
         module = build_cuda(func, "cuda")
         assert module.binary[:4] == b"\x7fELF"
+
+
+def test_sampled_dense_configs_match_numpy():
+    importlib.import_module("templates.cuda.dense")
+    task = autotvm.task.create("dense.cuda", (4, 24, 16), "cuda")
+    configs = _valid_configs(task, 3, seed=11)
+    assert len(configs) == 3
+    rng = np.random.default_rng(2)
+    data = rng.random((4, 24), dtype=np.float32)
+    weight = rng.random((16, 24), dtype=np.float32)
+    for cfg, func, module in configs:
+        out = np.zeros((4, 16), np.float32)
+        emulate(func, data, weight, out)
+        np.testing.assert_allclose(out, data @ weight.T, rtol=1e-5, err_msg=str(cfg))

@@ -213,14 +213,18 @@ class CudaModule:
         self.kernels = kernels
 
     # NOTE: pickles (builder -> runner process) carry source, binary and launch shapes; the
-    # kernel IR (only needed to emulate) stays behind unless ``keep_ir`` is set, and loaded
+    # kernel IR (only needed to emulate) stays behind unless ``keep_ir`` is set or the
+    # emulator backend is selected (TEMPLTUNE_CUDA_BACKEND=emulator), and loaded
     # driver handles never travel.
     keep_ir = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_loaded", None)
-        if not state.get("keep_ir", False):
+        import os
+
+        keep = state.get("keep_ir", False) or os.environ.get("TEMPLTUNE_CUDA_BACKEND") == "emulator"
+        if not keep:
             state["kernels"] = ()
         return state
 

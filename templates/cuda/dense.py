@@ -1,0 +1,64 @@
+"""CUDA dense (``data @ weight.T``) AutoTVM template, registered as ``"dense.cuda"``.
+
+Knobs: ``tile_y`` / ``tile_x`` (3-way splits of the batch and output axes: block, thread,
+inner), ``tile_k`` (2-way reduction split: the outer steps fetch one k-slice of both operands
+into shared memory cooperatively), ``auto_unroll_max_step`` in {0, 64, 512} and
+``unroll_explicit`` in {0, 1}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te, topi
+
+
+def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
+          ) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, weight, out])`` for the current config."""
+    data = te.placeholder((batch, in_dim), name="data", dtype=dtype)
+    weight = te.placeholder((out_dim, in_dim), name="weight", dtype=dtype)
+    out = topi.nn.dense(data, weight)
+    s = te.create_schedule([out.op])
+    cfg = autotvm.get_config()
+
+    i, j = s[out].op.axis
+    (k,) = s[out].op.reduce_axis
+    cfg.define_split("tile_y", i, num_outputs=3)
+    cfg.define_split("tile_x", j, num_outputs=3)
+    cfg.define_split("tile_k", k, num_outputs=2)
+    cfg.define_knob("auto_unroll_max_step", [0, 64, 512])
+    cfg.define_knob("unroll_explicit", [0, 1])
+
+    acc = s.cache_write(out, "local")
+    data_sh = s.cache_read(data, "shared", [acc])
+    weight_sh = s.cache_read(weight, "shared", [acc])
+
+    i, j = s[out].op.axis
+    by, ty, yi = cfg["tile_y"].apply(s, out, i)
+    bx, tx, xi = cfg["tile_x"].apply(s, out, j)
+    s[out].reorder(by, bx, ty, tx, yi, xi)
+    s[out].bind(by, te.thread_axis("blockIdx.y"))
+    s[out].bind(bx, te.thread_axis("blockIdx.x"))
+    s[out].bind(ty, te.thread_axis("threadIdx.y"))
+    s[out].bind(tx, te.thread_axis("threadIdx.x"))
+    s[acc].compute_at(s[out], tx)
+
+    ai, aj = s[acc].op.axis
+    (ak,) = s[acc].op.reduce_axis
+    ko, ki = cfg["tile_k"].apply(s, acc, ak)
+    s[acc].reorder(ko, ki, ai, aj)
+    for load in (data_sh, weight_sh):
+        s[load].compute_at(s[acc], ko)
+        fused = s[load].fuse(*s[load].op.axis)
+        lty, fused = s[load].split(fused, nparts=cfg["tile_y"].size[1])
+        ltx, fused = s[load].split(fused, nparts=cfg["tile_x"].size[1])
+        s[load].bind(lty, te.thread_axis("threadIdx.y"))
+        s[load].bind(ltx, te.thread_axis("threadIdx.x"))
+
+    s[out].pragma(by, "auto_unroll_max_step", cfg["auto_unroll_max_step"].val)
+    s[out].pragma(by, "unroll_explicit", cfg["unroll_explicit"].val)
+    return s, [data, weight, out]
+
+
+autotvm.template("dense.cuda")(dense)
