@@ -136,8 +136,15 @@ def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) ->
     from .sketch import is_tiled
 
     warp = max(1, policy.task.hardware_params.warp_size)
+    root_splits: list[int] = []
     for k in range(len(state.stages) - 1, -1, -1):
+        st = state.stages[k]
+        if st.op_type == 1 and st.op_name.endswith(".shared") and st.compute_at != ROOT:
+            state = _bind_shared(state, k, root_splits)
+            continue
         if not _root_compute(state, k):
+            continue
+        if any(it.annotation == 6 for it in state.stages[k].iters):
             continue
         iters = state.stages[k].iters
         if is_tiled(state, k):
@@ -173,6 +180,50 @@ def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) ->
             else:
                 state = state.split(k, 0, [warp])
                 state = state.bind(k, 0, "blockIdx.x").bind(k, 1, "threadIdx.x")
+    return state
+
+
+def steps_of_stage(state: State, k: int) -> list[int]:
+    """Ids of the steps that acted on (current) stage ``k``, in order, following the stage
+    through the id shifts of later stage-inserting steps."""
+    from .transform_step import CacheReadStep, CacheWriteStep, RfactorStep
+
+    out: list[int] = []
+    cur = k
+    for n in range(len(state.transform_steps) - 1, -1, -1):
+        step = state.transform_steps[n]
+        if isinstance(step, (CacheReadStep, CacheWriteStep, RfactorStep)):
+            pos = step.stage_id + 1 if isinstance(step, CacheReadStep) else step.stage_id
+            if cur == pos:
+                break
+            if cur > pos:
+                cur -= 1
+            continue
+        if getattr(step, "stage_id", None) == cur:
+            out.append(n)
+    return out[::-1]
+
+
+def _bind_shared(state: State, k: int, root_splits: list[int]) -> State:
+    """Cooperative fetching: fuse, split by [1] and vectorize, then split by the thread count
+    of the tiled consumer (follow_fused_split, level 1) and bind to threadIdx.x."""
+    att = state.attached_to(k)
+    if att is None:
+        return state
+    target = att[0]
+    n_sp = len(state.struct.access[target].spatial_extents)
+    sp = [n for n in steps_of_stage(state, target)
+          if isinstance(state.transform_steps[n], SplitStep)
+          and len(state.transform_steps[n].lengths) >= 2
+          and state.transform_steps[n].iter_id < n_sp]
+    n_it = len(state.stages[k].iters)
+    if n_it > 1:
+        state = state.fuse(k, list(range(n_it)))
+    state = state.split(k, 0, [1])
+    state = state.vectorize(k, 1)
+    if sp:
+        state = state.follow_fused_split(k, 0, sp, 1, True)
+        state = state.bind(k, 1, "threadIdx.x")
     return state
 
 

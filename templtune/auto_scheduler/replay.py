@@ -89,4 +89,8 @@ def replay_schedule(dag: Any, state: State, is_gpu: bool = False) -> tuple[Any, 
             assert att is not None
             target = sch.stages[att[0]]
             tst.compute_at(target, target.leaf_iter_vars[att[1]])
+            if is_gpu and tst.scope == "global":
+                # NOTE: a stage computed inside a GPU thread loop is private to the thread
+                # (TVM infers this scope; templtune's schedule keeps what it is told).
+                tst.set_scope("local")
     return sch, list(dag.tensors)

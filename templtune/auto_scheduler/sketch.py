@@ -162,6 +162,40 @@ def follow_tiling(state: State, c: int, split_steps: list[int], level: int) -> S
 
 # ---- rules ------------------------------------------------------------------------------------
 
+def _cache_read_cond(p: Any, s: State, k: int) -> Cond:
+    cs = acc(s, k).read_by
+    if not cs or s.stages[k].compute_at == INLINED:
+        return Cond.SKIP
+    c = cs[0]
+    if not needs_mlt(s, c) or s.stages[c].compute_at == INLINED:
+        return Cond.SKIP
+    return Cond.APPLY_AND_SKIP_REST
+
+
+def _outer_reduce_iter(s: State, c: int) -> int | None:
+    """The last iterator of the outermost reduce tile of (tiled) stage ``c``."""
+    iters = s.stages[c].iters
+    first = [i for i, it in enumerate(iters) if it.iter_kind == REDUCTION]
+    if not first:
+        return None
+    i = first[0]
+    while i + 1 < len(iters) and iters[i + 1].iter_kind == REDUCTION:
+        i += 1
+    return i
+
+
+def _cache_read(p: Any, s: State, k: int) -> list[tuple[State, int]]:
+    for c in list(acc(s, k).read_by):
+        if s.stages[c].compute_at == INLINED:
+            continue
+        s = s.cache_read(k, "shared", [c])
+        c += 1 if c > k else 0
+        at = _outer_reduce_iter(s, c)
+        if at is not None:
+            s = s.compute_at(k + 1, c, at)
+    return [(s, k)]
+
+
 def _always_inline_cond(p: Any, s: State, k: int) -> Cond:
     st = s.stages[k]
     a = acc(s, k)
@@ -313,7 +347,8 @@ RULE_SKIP_STAGE = SketchRule("SkipStage", _skip_cond, _skip)
 
 CPU_RULES = (RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_RFACTOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION,
              RULE_MLT, RULE_SKIP_STAGE)
-GPU_RULES = (RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION, RULE_MLT,
+RULE_ADD_CACHE_READ = SketchRule("AddCacheRead", _cache_read_cond, _cache_read)
+GPU_RULES = (RULE_ADD_CACHE_READ, RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION, RULE_MLT,
              RULE_SKIP_STAGE)
 
 
