@@ -116,3 +116,21 @@ def test_sampled_dense_configs_match_numpy():
         out = np.zeros((4, 16), np.float32)
         emulate(func, data, weight, out)
         np.testing.assert_allclose(out, data @ weight.T, rtol=1e-5, err_msg=str(cfg))
+        assert "__shared__ float data_shared" in module.get_source()
+
+
+def test_sampled_winograd_configs_match_numpy():
+    importlib.import_module("templates.cuda.conv2d_winograd")
+    task = autotvm.task.create("conv2d_nchw_winograd.cuda", (1, 6, 6, 8, 4, 3, 3, (1, 1)),
+                               "cuda")
+    configs = _valid_configs(task, 2, seed=5)
+    assert len(configs) == 2
+    rng = np.random.default_rng(3)
+    data = rng.random((1, 4, 6, 6), dtype=np.float32)
+    kernel = rng.random((8, 4, 3, 3), dtype=np.float32)
+    ref = conv2d_nchw_python(data, kernel, (1, 1), (1, 1))
+    for cfg, func, module in configs:
+        assert len(module.launches) == 5 and len(module.workspace) == 4
+        out = np.zeros(ref.shape, np.float32)
+        emulate(func, data, kernel, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))

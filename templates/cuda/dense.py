@@ -13,7 +13,7 @@ from typing import Any
 from templtune import autotvm, te, topi
 
 
-def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
+def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
           ) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, weight, out])`` for the current config."""
     data = te.placeholder((batch, in_dim), name="data", dtype=dtype)
@@ -61,4 +61,4 @@ def dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
     return s, [data, weight, out]
 
 
-autotvm.template("dense.cuda")(dense)
+dense = autotvm.template("dense.cuda")(_dense)

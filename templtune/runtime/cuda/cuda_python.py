@@ -41,7 +41,7 @@ class CudaPythonBackend:
         if not isinstance(res, tuple):
             res = (res,)
         err = res[0]
-        if int(err) != 0:
+        if int(getattr(err, "value", err)) != 0:
             name = self.cu.cuGetErrorName(err)
             text = name[1].decode() if isinstance(name, tuple) and name[1] else str(err)
             raise CudaRuntimeError(f"{what} failed: {text}")
@@ -64,16 +64,21 @@ class CudaPythonBackend:
     def alloc(self, nbytes: int) -> int:
         return int(self._check(self.cu.cuMemAlloc(max(1, nbytes)), "cuMemAlloc"))
 
+    def _dptr(self, ptr: int) -> Any:
+        return self.cu.CUdeviceptr(ptr)
+
     def free(self, ptr: int) -> None:
-        self._check(self.cu.cuMemFree(ptr), "cuMemFree")
+        self._check(self.cu.cuMemFree(self._dptr(ptr)), "cuMemFree")
 
     def htod(self, ptr: int, host: np.ndarray) -> None:
         host = np.ascontiguousarray(host)
-        self._check(self.cu.cuMemcpyHtoD(ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+        self._check(self.cu.cuMemcpyHtoD(self._dptr(ptr), host.ctypes.data, host.nbytes),
+                    "cuMemcpyHtoD")
 
     def dtoh(self, host: np.ndarray, ptr: int) -> None:
         assert host.flags.c_contiguous
-        self._check(self.cu.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes), "cuMemcpyDtoH")
+        self._check(self.cu.cuMemcpyDtoH(host.ctypes.data, self._dptr(ptr), host.nbytes),
+                    "cuMemcpyDtoH")
 
     def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
                ptrs: Sequence[int], shared_bytes: int = 0) -> None:

@@ -1,0 +1,115 @@
+"""CUDA Winograd conv2d (NCHW, stride 1) AutoTVM template, ``"conv2d_nchw_winograd.cuda"``.
+
+Five kernels: the weight transform, the input transform, the batched GEMM (the tuned part),
+the inverse transform and the output gather. Knobs on the GEMM: ``tile_b`` (the fused
+``alpha x alpha`` batch axis), ``tile_y`` (output channels) and ``tile_x`` (tiles), each a
+4-way split (block, vthread, thread, inner); ``tile_rc`` (2-way split of input channels, one
+shared-memory slice per outer step); ``auto_unroll_max_step`` in {0, 128, 1500} and
+``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one thread per (channel,
+tile) with the small ``alpha x alpha`` loops unrolled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te, topi
+
+_THREADS = 64
+
+
+def _flat_bind(s: Any, stage: Any, axes: list[Any], threads: int = _THREADS) -> None:
+    fused = s[stage].fuse(*axes)
+    bx, tx = s[stage].split(fused, factor=threads)
+    s[stage].bind(bx, te.thread_axis("blockIdx.x"))
+    s[stage].bind(tx, te.thread_axis("threadIdx.x"))
+
+
+def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
+    kernel_pack, data_pack = s[bgemm].op.input_tensors
+    acc = s.cache_write(bgemm, "local")
+    a_sh = s.cache_read(kernel_pack, "shared", [acc])
+    b_sh = s.cache_read(data_pack, "shared", [acc])
+
+    eps, nu, y, x = s[bgemm].op.axis
+    b = s[bgemm].fuse(eps, nu)
+    (rc,) = s[acc].op.reduce_axis
+    cfg.define_split("tile_b", b, num_outputs=4)
+    cfg.define_split("tile_y", y, num_outputs=4)
+    cfg.define_split("tile_x", x, num_outputs=4)
+    cfg.define_split("tile_rc", rc, num_outputs=2)
+    cfg.define_knob("auto_unroll_max_step", [0, 128, 1500])
+    cfg.define_knob("unroll_explicit", [0, 1])
+
+    bz, vz, tz, zi = cfg["tile_b"].apply(s, bgemm, b)
+    by, vy, ty, yi = cfg["tile_y"].apply(s, bgemm, y)
+    bx, vx, tx, xi = cfg["tile_x"].apply(s, bgemm, x)
+    s[bgemm].reorder(bz, by, bx, vz, vy, vx, tz, ty, tx, zi, yi, xi)
+    for axis, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
+                      (vz, "vthread"), (vy, "vthread"), (vx, "vthread"),
+                      (tz, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        s[bgemm].bind(axis, te.thread_axis(tag))
+    s[acc].compute_at(s[bgemm], tx)
+
+    b1, b2, y, x = s[acc].op.axis
+    (rc,) = s[acc].op.reduce_axis
+    rco, rci = cfg["tile_rc"].apply(s, acc, rc)
+    s[acc].reorder(rco, rci, b1, b2, y, x)
+    for load in (a_sh, b_sh):
+        s[load].compute_at(s[acc], rco)
+        fused = s[load].fuse(*s[load].op.axis)
+        tz, fused = s[load].split(fused, nparts=cfg["tile_b"].size[2])
+        ty, fused = s[load].split(fused, nparts=cfg["tile_y"].size[2])
+        tx, fused = s[load].split(fused, nparts=cfg["tile_x"].size[2])
+        s[load].bind(tz, te.thread_axis("threadIdx.z"))
+        s[load].bind(ty, te.thread_axis("threadIdx.y"))
+        s[load].bind(tx, te.thread_axis("threadIdx.x"))
+    s[bgemm].pragma(bz, "auto_unroll_max_step", cfg["auto_unroll_max_step"].val)
+    s[bgemm].pragma(bz, "unroll_explicit", cfg["unroll_explicit"].val)
+
+
+def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
+                    padding: Any, tile_size: int = 2) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, kernel, output])`` for the current config."""
+    data = te.placeholder((N, CI, H, W), name="data")
+    kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
+    output = topi.nn.conv2d_winograd_nchw(data, kernel, padding, tile_size=tile_size)
+    s = te.create_schedule([output.op])
+    cfg = autotvm.get_config()
+
+    inverse = s[output].op.input_tensors[0]
+    bgemm = s[inverse].op.input_tensors[0]
+    kernel_pack, data_pack = s[bgemm].op.input_tensors
+    d = s[data_pack].op.input_tensors[0]
+    data_pad = s[d].op.input_tensors[0]
+    s[data_pad].compute_inline()
+    s[d].compute_inline()
+    # the transform matrices are constant computes: inline them so they fold into the code
+    for stage in (kernel_pack, data_pack, inverse):
+        for t in s[stage].op.input_tensors:
+            if getattr(t.op, "tag", "") == "const_matrix" or t.op.name in ("A", "B", "G"):
+                s[t].compute_inline()
+
+    # weight and input transforms: one thread per (channel, tile), alpha x alpha unrolled
+    for stage in (kernel_pack, data_pack):
+        eps, nu, c, p = s[stage].op.axis
+        r_a, r_b = s[stage].op.reduce_axis
+        s[stage].reorder(c, p, eps, nu, r_a, r_b)
+        for ax in (eps, nu, r_a, r_b):
+            s[stage].unroll(ax)
+        _flat_bind(s, stage, [c, p])
+
+    _bgemm(cfg, s, bgemm)
+
+    k, p, vh, vw = s[inverse].op.axis
+    r_a, r_b = s[inverse].op.reduce_axis
+    s[inverse].reorder(k, p, vh, vw, r_a, r_b)
+    for ax in (vh, vw, r_a, r_b):
+        s[inverse].unroll(ax)
+    _flat_bind(s, inverse, [k, p])
+
+    _flat_bind(s, output, list(s[output].op.axis))
+    return s, [data, kernel, output]
+
+
+conv2d_winograd = autotvm.template("conv2d_nchw_winograd.cuda")(_conv2d_winograd)
