@@ -11,6 +11,7 @@ from templtune.auto_scheduler import ComputeDAG, SearchTask, SketchPolicy
 from templtune.auto_scheduler.init_rules import (
     factorizations,
     mutate_auto_unroll,
+    mutate_compute_location,
     mutate_parallel,
     mutate_tile_size,
 )
@@ -169,11 +170,24 @@ def test_init_population_and_mutations_match_numpy(name: str) -> None:
     rng = np.random.default_rng(5)
     mutated = []
     for s in pop:
-        for f in (mutate_tile_size, mutate_auto_unroll, mutate_parallel):
+        for f in (mutate_tile_size, mutate_auto_unroll, mutate_parallel,
+                  mutate_compute_location):
             m = f(pol, s, rng)
-            if m is not None and len(mutated) < 4:
+            if m is not None and len(mutated) < 5:
                 mutated.append(m)
     _check_states(tensors, pop[:4] + mutated)
+
+
+def test_change_compute_location_moves_padding() -> None:
+    tensors = conv_bias_relu(1, 8, 8, 4, 8, 3, 1, 1)
+    pol = _policy(tensors, HardwareParams(2, 64, 64, 0, 0, 0, 0, 0), seed=0)
+    pop = pol.sample_initial_population(12)
+    moved = [s for s in pop if s.attached_to(1) is not None]  # pad_temp is stage 1
+    assert moved
+    rng = np.random.default_rng(0)
+    muts = [m for m in (mutate_compute_location(pol, s, rng) for s in moved) if m is not None]
+    assert muts and all(m.attached_to(1) is not None for m in muts)
+    _check_states(tensors, moved[:2] + muts[:2])
 
 
 def test_evolution_finds_good_state() -> None:

@@ -62,6 +62,62 @@ def _root_compute(state: State, k: int) -> bool:
     return st.op_type == 1 and st.compute_at == ROOT
 
 
+def _location_candidates(state: State, k: int) -> tuple[int, list[int]] | None:
+    """(consumer, candidate iterator ids) for moving stage ``k``; None when not movable."""
+    from .sketch import acc, consumers, is_tiled
+
+    st = state.stages[k]
+    if st.op_type == 0 or st.compute_at == INLINED or is_tiled(state, k):
+        return None
+    if acc(state, k).needs_multi_level_tiling or acc(state, k).is_output:
+        return None
+    cs = consumers(state, k)
+    if len(cs) != 1 or state.stages[cs[0]].compute_at != ROOT:
+        return None
+    c = cs[0]
+    tiled = is_tiled(state, c)
+    cands: list[int] = []
+    seen_reduce = False
+    for i, it in enumerate(state.stages[c].iters):
+        if it.annotation == 1:
+            break
+        if it.iter_kind == 1:
+            if not tiled:
+                break
+            seen_reduce = True
+        elif seen_reduce:
+            break
+        if it.range == 1:
+            continue
+        cands.append(i)
+        if state.attached_stages(c, i):
+            break
+    return c, cands
+
+
+def change_compute_location(policy: Any, state: State, rng: np.random.Generator) -> State:
+    """CPU: move small non-tiled stages (e.g. padding) to a random loop of their consumer."""
+    if policy.params["disable_change_compute_location"]:
+        return state
+    for k in range(len(state.stages) - 1, -1, -1):
+        found = _location_candidates(state, k)
+        if found is None:
+            continue
+        c, cands = found
+        r = int(rng.integers(len(cands) + 2))
+        if r == 0:
+            from .sketch import acc
+
+            if not acc(state, k).has_reduce and state.stages[k].compute_at != ROOT:
+                state = state.compute_inline(k)
+        elif r == 1:
+            if state.stages[k].compute_at != ROOT:
+                state = state.compute_root(k)
+        else:
+            state = state.compute_at(k, c, cands[r - 2])
+    return state
+
+
 def annotate_parallel(policy: Any, state: State, rng: np.random.Generator) -> State:
     limit = 16 * policy.num_cores
     for k in range(len(state.stages)):
@@ -234,6 +290,7 @@ def sample_one(policy: Any, sketch: State, rng: np.random.Generator) -> State | 
             s = annotate_thread_bind(policy, s, rng)
             s = annotate_unroll(policy, s, rng)
         else:
+            s = change_compute_location(policy, s, rng)
             s = annotate_parallel(policy, s, rng)
             s = annotate_unroll(policy, s, rng)
             s = annotate_vectorize(policy, s, rng)
@@ -292,6 +349,30 @@ def mutate_auto_unroll(policy: Any, state: State, rng: np.random.Generator) -> S
     s = steps[k]
     steps[k] = PragmaStep(s.stage_id, s.iter_id, f"auto_unroll_max_step${v}")
     return policy.dag.replay(steps)
+
+
+def mutate_compute_location(policy: Any, state: State,
+                            rng: np.random.Generator) -> State | None:
+    """Move one compute_at step of a non-tiled stage to another candidate loop (replay)."""
+    from .transform_step import ComputeAtStep
+
+    steps = list(state.transform_steps)
+    cands = [n for n, s in enumerate(steps) if isinstance(s, ComputeAtStep)]
+    rng.shuffle(cands)
+    for n in cands:
+        pre = policy.dag.replay(steps[:n])
+        step = steps[n]
+        found = _location_candidates(pre, step.stage_id)
+        if found is None or found[0] != step.target_stage_id or len(found[1]) < 2:
+            continue
+        choices = [i for i in found[1] if i != step.target_iter_id]
+        new = choices[int(rng.integers(len(choices)))]
+        steps[n] = ComputeAtStep(step.stage_id, step.target_stage_id, new)
+        try:
+            return policy.dag.replay(steps)
+        except Exception:  # noqa: BLE001 - invalid mutation
+            return None
+    return None
 
 
 def mutate_parallel(policy: Any, state: State, rng: np.random.Generator) -> State | None:

@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 
 from .cost_model import RandomModel
-from .init_rules import mutate_auto_unroll, mutate_parallel, mutate_tile_size, sample_one
+from .init_rules import (
+    mutate_auto_unroll,
+    mutate_compute_location,
+    mutate_parallel,
+    mutate_tile_size,
+    sample_one,
+)
 from .loop_state import State
 from .sketch import CPU_RULES, GPU_RULES, generate_sketches
 
@@ -172,6 +178,8 @@ class SketchPolicy:
                                              else 0.10)]
         if not self.is_gpu:
             rules.append((mutate_parallel, 0.01))
+            if not self.params["disable_change_compute_location"]:
+                rules.append((mutate_compute_location, 0.05))
         w = np.array([x[1] for x in rules])
         f = rules[int(self.rng.choice(len(rules), p=w / w.sum()))][0]
         try:
