@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import templtune
 from templtune import auto_scheduler as auto
@@ -241,3 +243,32 @@ def test_task_pickle_reregisters() -> None:
     t2 = pickle.loads(pickle.dumps(task))
     assert t2.workload_key in WORKLOAD_FUNC_REGISTRY
     assert str(t2.compute_dag) == str(dag)
+
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**20))
+def test_property_sampled_states_roundtrip(seed: int) -> None:
+    from templtune.auto_scheduler import SketchPolicy
+
+    task = auto.SearchTask(func="test_as_matmul", args=(16, 24, 32), target="llvm")
+    pol = SketchPolicy(task, seed=seed, verbose=0)
+    for s in pol.sample_initial_population(3):
+        line = dump_record_to_string(MeasureInput(task, s), MeasureResult((1.0,), 0, "", 0, 0))
+        inp, _ = load_record_from_string(line)
+        again = task.compute_dag.replay(inp.state.transform_steps)
+        assert again == s
+        assert dump_record_to_string(MeasureInput(task, again),
+                                     MeasureResult((1.0,), 0, "", 0, 0)) == line
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(i=st.sampled_from([1, 2, 4, 8, 16]), j=st.sampled_from([1, 2, 4, 8]),
+       k=st.sampled_from([1, 2, 4, 8, 16]), order=st.permutations([0, 1, 2, 3, 4, 5]))
+def test_property_random_tiles_match_numpy(i: int, j: int, k: int, order: list[int]) -> None:
+    dag = ComputeDAG(matmul(16, 8, 16))
+    s = dag.init_state.split(2, 2, [k]).split(2, 1, [j]).split(2, 0, [i])
+    s = s.reorder(2, order)
+    a = _run(dag, s)
+    b = _run(dag, dag.init_state)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
