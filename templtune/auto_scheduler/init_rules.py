@@ -218,6 +218,11 @@ def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) ->
                 ext = state.stages[k].iters[pos].range or 1
                 if tag == "vthread" and ext > policy.task.hardware_params.max_vthread_extent:
                     raise ValueError("vthread extent too large")
+                if tag == "threadIdx.x" and ext < warp:
+                    total = math.prod(it.range or 1 for it in state.stages[k].iters
+                                      if it.iter_kind == SPATIAL)
+                    if total > 2 * warp:
+                        raise ValueError("fewer threads than a warp")
                 state = state.bind(k, pos, tag)
                 pos += 1
         else:
