@@ -24,6 +24,7 @@ from .measure_record import (
 )
 from .search_policy import EmptyPolicy, PreloadMeasuredStates, SketchPolicy
 from .search_task import HardwareParams, SearchTask, TuningOptions
+from .task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskScheduler
 from .workload_registry import (
     decode_workload_key,
     make_workload_key,
@@ -33,7 +34,8 @@ from .workload_registry import (
 
 __all__ = [
     "ApplyHistoryBest", "ComputeDAG", "EmptyPolicy", "HardwareParams", "Iterator",
-    "LocalBuilder", "LocalRPCMeasureContext", "LocalRunner", "MeasureInput", "MeasureResult",
+    "LocalBuilder", "LocalRPCMeasureContext", "LocalRunner", "LogEstimatedLatency",
+    "PrintTableInfo", "TaskScheduler", "MeasureInput", "MeasureResult",
     "PreloadMeasuredStates", "ProgramMeasurer", "RandomModel", "RecordReader", "RecordToFile",
     "SearchTask", "SketchPolicy", "Stage", "State", "TuningOptions", "XGBModel",
     "decode_workload_key", "distill_record_file", "load_best_record", "load_records",

@@ -84,6 +84,23 @@ class EmptyPolicy:
     def __init__(self, task: Any, init_search_callbacks: Any = None) -> None:
         self.task = task
 
+    def continue_search_one_round(self, num_measure: int, measurer: Any) -> tuple[list, list]:
+        """One round for the TaskScheduler: search, measure ``num_measure`` states, update the
+        cost model right away. Returns ``(inputs, results)``."""
+        self._per_round = num_measure
+        num_random = int(self.params["eps_greedy"] * num_measure)
+        best, rand = self.search_one_round(num_random * 3)
+        picked = self._pick(best, rand, num_measure)
+        if not picked:
+            return [], []
+        inputs, results = measurer.measure(self.task, self, picked)
+        for inp, res in zip(inputs, results):
+            if res.error_no == 0:
+                self.measured_states.append(inp.state)
+                self.measured_throughputs.append(1.0 / res.mean_cost)
+        self.cost_model.update(inputs, results)
+        return inputs, results
+
     def search(self, n_trials: int, early_stopping: int, per_round: int, measurer: Any) -> State:
         st = self.task.compute_dag.get_init_state()
         if n_trials > 1:
@@ -255,6 +272,23 @@ class SketchPolicy:
             self.measured_keys.add(k)
             out.append(s)
         return out
+
+    def continue_search_one_round(self, num_measure: int, measurer: Any) -> tuple[list, list]:
+        """One round for the TaskScheduler: search, measure ``num_measure`` states, update the
+        cost model right away. Returns ``(inputs, results)``."""
+        self._per_round = num_measure
+        num_random = int(self.params["eps_greedy"] * num_measure)
+        best, rand = self.search_one_round(num_random * 3)
+        picked = self._pick(best, rand, num_measure)
+        if not picked:
+            return [], []
+        inputs, results = measurer.measure(self.task, self, picked)
+        for inp, res in zip(inputs, results):
+            if res.error_no == 0:
+                self.measured_states.append(inp.state)
+                self.measured_throughputs.append(1.0 / res.mean_cost)
+        self.cost_model.update(inputs, results)
+        return inputs, results
 
     def search(self, n_trials: int, early_stopping: int, per_round: int,
                measurer: Any) -> State | None:
