@@ -8,8 +8,8 @@ import pytest
 import templtune
 from templtune import te, topi
 from templtune.auto_scheduler import ComputeDAG, SearchTask, SketchPolicy
-from templtune.auto_scheduler.init_rules import (
-    factorizations,
+from templtune.auto_scheduler.init_rules import factorizations
+from templtune.auto_scheduler.mutation import (
     mutate_auto_unroll,
     mutate_compute_location,
     mutate_parallel,

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 
 from .cost_model import RandomModel
-from .init_rules import (
+from .init_rules import sample_one
+from .loop_state import State
+from .mutation import (
     mutate_auto_unroll,
     mutate_compute_location,
     mutate_parallel,
     mutate_tile_size,
-    sample_one,
 )
-from .loop_state import State
 from .sketch import CPU_RULES, GPU_RULES, generate_sketches
 
 logger = logging.getLogger("templtune.auto_scheduler")
