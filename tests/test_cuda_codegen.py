@@ -242,3 +242,24 @@ def test_many_vthreads_become_a_loop_over_expanded_locals():
     args = make(np.random.default_rng(0))
     emulate(func, *args)
     np.testing.assert_allclose(args[-1], ref(*args), rtol=1e-5)
+
+
+@pytest.mark.cuda
+@needs_nvcc
+def test_half_and_int64_kernels_compile():
+    from templtune.te.expr import Cast
+
+    a = Buffer("A", (const(64),), "float16")
+    b = Buffer("B", (const(64),), "float16")
+    tx = Var("tx")
+    body = Store(b, tx, Cast("float16", Cast("float32", Load(a, tx)) * const(2.0)))
+    f = PrimFunc("h", (a, b), For(tx, const(0), const(64), ForKind.THREAD_BINDING, body,
+                                  "threadIdx.x"))
+    m = build_cuda(f)
+    assert "#include <cuda_fp16.h>" in m.source and "half* __restrict__ A" in m.source
+    c = Buffer("C", (const(64),), "float32")
+    i64 = Cast("int64", tx) * const(1, "int64")
+    g = PrimFunc("l", (c,), For(tx, const(0), const(64), ForKind.THREAD_BINDING,
+                                Store(c, i64, const(1.0)), "threadIdx.x"))
+    m2 = build_cuda(g)
+    assert "((long long)" in m2.source
