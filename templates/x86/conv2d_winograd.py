@@ -113,15 +113,15 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     # NOTE: B^T d B in two passes (rows, then columns): 2 alpha^3 instead of alpha^4 products.
     ra = te.reduce_axis((0, alpha), name="ra")
     data_row = te.compute(
-        (CI, P, alpha, alpha),
-        lambda c, p, e, x: te.sum(
+        (CI, alpha, alpha, P),
+        lambda c, e, x, p: te.sum(
             dpad[p // (nh * nw), c, (p // nw) % nh * m + ra, p % nw * m + x] * B[ra, e],
             axis=ra),
         name="data_row")
     rb = te.reduce_axis((0, alpha), name="rb")
     data_pack = te.compute(
         (alpha, alpha, CI, P),
-        lambda e, u, c, p: te.sum(data_row[c, p, e, rb] * B[rb, u], axis=rb),
+        lambda e, u, c, p: te.sum(data_row[c, e, rb, p] * B[rb, u], axis=rb),
         name="data_pack")
     if pre_transformed:
         kernel_pack = kernel
@@ -152,12 +152,16 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
 
     pn, pc, _, _ = s[dpad].op.axis
     s[dpad].parallel(s[dpad].fuse(pn, pc))
-    c, p, e, x = s[data_row].op.axis
+    # NOTE: tiles (p) innermost in both passes: the column pass is then vectorized over p.
+    pv = divisor_at_most(P, 16)
+    c, e, x, p = s[data_row].op.axis
     s[data_row].parallel(c)
     e, u, c, p = s[data_pack].op.axis
     (drb,) = s[data_pack].op.reduce_axis
-    s[data_pack].reorder(c, p, e, u, drb)
+    po_, pi_ = s[data_pack].split(p, factor=pv)
+    s[data_pack].reorder(c, e, u, po_, drb, pi_)
     s[data_pack].parallel(c)
+    s[data_pack].vectorize(pi_)
     if not pre_transformed:
         e, u, c, k = s[kernel_pack].op.axis
         s[kernel_pack].parallel(c)
