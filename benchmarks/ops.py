@@ -225,19 +225,16 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
 
         expected = conv2d_nchw_python(data, kern, st, pd)
         if kh == 3 and st == 1:
-            # Winograd with pre-transformed weights: the tile size whose log entry exists
-            # (4 first), else the fallback with m = 4.
-            for m in (4, 2):
+            # Winograd F(2x2) and F(4x4) with pre-transformed weights.
+            for m in (2, 4):
                 wl = (*args, m)
-                if ("conv2d_winograd", wl) in known or m == 2 and "winograd" not in kernels:
-                    _, _, g = winograd_transform_matrices(m, kh, "float32")
-                    kp = np.ascontiguousarray(np.einsum("ey,ocyx,ux->euco", g, kern, g),
-                                              dtype=np.float32)
-                    mod = build_tuned("conv2d_winograd", wl, logs)
-                    kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
-                    notes.append("" if ("conv2d_winograd", wl) in known else
-                                 f"(winograd F({m}) fallback)")
-                    break
+                _, _, g = winograd_transform_matrices(m, kh, "float32")
+                kp = np.ascontiguousarray(np.einsum("ey,ocyx,ux->euco", g, kern, g),
+                                          dtype=np.float32)
+                mod = build_tuned("conv2d_winograd", wl, logs)
+                kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
+                notes.append("" if ("conv2d_winograd", wl) in known else
+                             f"(winograd F({m}) fallback)")
         peer_fn = _torch_conv(data, kern, st, pd)
         if peer_fn is None:
             notes.append("(PyTorch not installed)")
