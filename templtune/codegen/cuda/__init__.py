@@ -19,6 +19,8 @@ _EXPORTS = {
     "emulate": "templtune.codegen.cuda.emulate",
     "RaceError": "templtune.codegen.cuda.emulate",
     "EmulationError": "templtune.codegen.cuda.emulate",
+    "emulate_llvm": "templtune.codegen.cuda.host_emulate",
+    "kernel_to_host": "templtune.codegen.cuda.host_emulate",
 }
 
 __all__ = sorted(_EXPORTS)
