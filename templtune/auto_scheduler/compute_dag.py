@@ -102,6 +102,8 @@ class ComputeDAG:
         for t in tensors:
             if isinstance(t.op, ComputeOp):
                 self._check_names(t.op)
+        # NOTE: per-DAG cache of structural replays (see replay.structure_of); not pickled.
+        self._struct_cache: dict[str, Any] = {}
         self._init_struct = structure_of(self, ())
         self.ops = [st.op for st in self._init_struct.sch.stages]
         for op in self.ops:
@@ -136,9 +138,13 @@ class ComputeDAG:
 
     # ---- states --------------------------------------------------------------------------------
     def get_init_state(self) -> State:
-        st = self._init_struct
-        stages = tuple(st.fresh_stage(k, None) for k in range(len(st.sch.stages)))
-        return State(stages, (), (), True, st)
+        """The state with one untransformed stage per operation (immutable, so cached)."""
+        init = getattr(self, "_init_state", None)
+        if init is None:
+            st = self._init_struct
+            stages = tuple(st.fresh_stage(k, None) for k in range(len(st.sch.stages)))
+            init = self._init_state = State(stages, (), (), True, st)
+        return init
 
     @property
     def init_state(self) -> State:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,24 @@ def _apply_loop_steps(ctx: ReplayCtx, steps: Any) -> None:
 
 
 def structure_of(dag: Any, steps: tuple) -> Structure:
-    """Replay ``steps`` structurally (undefined lengths as 1, no placement)."""
+    """Replay ``steps`` structurally (undefined lengths as 1, no placement).
+
+    Cached per DAG by the encoded steps: the search replays the same stage-inserting prefix
+    (e.g. a sketch's cache_write) for every candidate.
+    """
+    cache = getattr(dag, "_struct_cache", None)
+    if cache is None:
+        return _structure_of(dag, steps)
+    key = json.dumps([s.encode() for s in steps])
+    hit = cache.get(key)
+    if hit is None:
+        if len(cache) > 512:
+            cache.clear()
+        hit = cache[key] = _structure_of(dag, steps)
+    return hit
+
+
+def _structure_of(dag: Any, steps: tuple) -> Structure:
     from templtune.te import create_schedule
 
     from .loop_state import State as _S
