@@ -77,6 +77,15 @@ def test_module_call_through_emulator_backend(emulator):
     assert len(res.results) == 3 and res.mean > 0
 
 
+def test_emulator_device_attributes(emulator):
+    from templtune.codegen.cuda.module import CudaLimits
+    from templtune.runtime.cuda.backend import device_attributes
+
+    attrs = device_attributes("emulator")
+    assert attrs["arch"] == CudaLimits().arch
+    assert attrs["max_shared_memory_per_block"] == CudaLimits().max_shared_memory_per_block
+
+
 def test_device_arrays_and_argument_checks(emulator):
     func, make, ref = ex.vector_add(n=100, threads=32)
     m = build_cuda(func, compile=False)
@@ -108,3 +117,7 @@ def test_gpu_run_matches_numpy(make, monkeypatch):
     np.testing.assert_allclose(args[-1], ref(*args), rtol=1e-4, atol=1e-4)
     res = m.time_evaluator(m.entry_name, None, number=5, repeat=2, min_repeat_ms=5)(*args)
     assert len(res.results) == 2 and all(r > 0 for r in res.results)
+    from templtune.runtime.cuda.backend import device_attributes
+
+    attrs = device_attributes()
+    assert attrs["arch"].startswith("sm_") and attrs["max_threads_per_block"] >= 1024

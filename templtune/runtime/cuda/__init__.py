@@ -18,6 +18,7 @@ _EXPORTS = {
     "get_backend": "templtune.runtime.cuda.backend",
     "available": "templtune.runtime.cuda.backend",
     "device_exists": "templtune.runtime.cuda.backend",
+    "device_attributes": "templtune.runtime.cuda.backend",
     "TimeResult": "templtune.runtime.cuda.timing",
     "measure_loop": "templtune.runtime.cuda.timing",
     "run": "templtune.runtime.cuda.launcher",

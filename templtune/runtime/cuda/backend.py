@@ -106,3 +106,15 @@ def available(name: str | None = None) -> bool:
 def device_exists() -> bool:
     """True when a real GPU runtime (pycuda or cuda-python with a device) is usable."""
     return any(available(n) for n in _DEFAULT_ORDER)
+
+
+def device_attributes(name: str | None = None) -> dict[str, Any]:
+    """Limits of device 0 (``arch``, ``max_threads_per_block``, ``max_shared_memory_per_block``,
+    ``max_registers_per_block``, ...) for filling a ``Target("cuda")`` from the real GPU.
+
+    Raises
+    ------
+    CudaUnavailableError
+        No GPU runtime.
+    """
+    return get_backend(name).device_attributes()
