@@ -79,7 +79,9 @@ def tune_auto_scheduler(name: str, args: tuple, budget: int, per_round: int, n_p
     opt = auto_scheduler.TuningOptions(
         num_measure_trials=budget, num_measures_per_round=per_round, verbose=0,
         builder=auto_scheduler.LocalBuilder(n_parallel=n_parallel),
-        runner=auto_scheduler.LocalRunner(repeat=3, min_repeat_ms=50),
+        # NOTE: auto_scheduler's runner defaults (number=3, repeat=1, min_repeat_ms=100) with a
+        # longer timeout: slow early candidates must still be measured for the cost model.
+        runner=auto_scheduler.LocalRunner(timeout=30),
         measure_callbacks=[auto_scheduler.RecordToFile(log), Track()])
     t0 = time.perf_counter()
     policy = auto_scheduler.SketchPolicy(task, auto_scheduler.XGBModel(num_warmup_sample=32),
@@ -89,8 +91,9 @@ def tune_auto_scheduler(name: str, args: tuple, budget: int, per_round: int, n_p
 
 
 def tune_autotvm(template: str, args: tuple, budget: int, n_parallel: int) -> tuple[_Curve, float]:
-    from templtune import autotvm
     from templtune.templates import load
+
+    from templtune import autotvm
 
     load("x86")
     from templtune.autotvm.tuner import XGBTuner
@@ -102,7 +105,8 @@ def tune_autotvm(template: str, args: tuple, budget: int, n_parallel: int) -> tu
         curve.add([r.mean_cost if r.ok else None for r in results])
 
     mo = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=n_parallel),
-                                runner=autotvm.LocalRunner(number=4, repeat=3, min_repeat_ms=50,
+                                runner=autotvm.LocalRunner(timeout=30, number=4, repeat=3,
+                                                           min_repeat_ms=50,
                                                            cooldown_interval=0.0))
     t0 = time.perf_counter()
     XGBTuner(task, seed=0).tune(n_trial=min(budget, len(task.config_space)), measure_option=mo,
