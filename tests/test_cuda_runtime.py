@@ -121,3 +121,30 @@ def test_gpu_run_matches_numpy(make, monkeypatch):
 
     attrs = device_attributes()
     assert attrs["arch"].startswith("sm_") and attrs["max_threads_per_block"] >= 1024
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(find_nvcc() is None or not _gpu(), reason="needs nvcc and a GPU")
+def test_gpu_seed_conv2d_configs_match_numpy(monkeypatch):
+    import importlib
+
+    from templtune import autotvm
+    from templtune.lower.lower_api import lower
+    from templtune.target import Target
+    from templtune.topi.testing import conv2d_nchw_python
+
+    monkeypatch.delenv("TEMPLTUNE_CUDA_BACKEND", raising=False)
+    importlib.import_module("templates.cuda.conv2d_nchw")
+    task = autotvm.task.create("tutorial/conv2d_no_batching",
+                               (1, 7, 7, 512, 512, 3, 3, (1, 1), (1, 1)), "cuda")
+    rng = np.random.default_rng(0)
+    data = rng.random((1, 512, 7, 7), dtype=np.float32)
+    kernel = rng.random((512, 512, 3, 3), dtype=np.float32)
+    ref = conv2d_nchw_python(data, kernel, (1, 1), (1, 1))
+    for index in (786590, 428353):
+        with Target("cuda"):
+            s, args = task.instantiate(task.config_space.get(index))
+        m = build_cuda(lower(s, args, "default_function"), "cuda")
+        out = np.zeros(ref.shape, np.float32)
+        m(data, kernel, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-3)
