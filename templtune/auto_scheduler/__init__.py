@@ -1,6 +1,21 @@
 """Template-free auto-scheduler (Ansor-style): the search space comes from the compute
 declaration (sketches + random annotation), explored by evolutionary search guided by a cost
-model, measured through the same isolated builders/runners as AutoTVM."""
+model, measured through the same isolated builders/runners as AutoTVM.
+
+Deviations from TVM's auto_scheduler (deliberate, or not done yet):
+
+* ``State`` is immutable: every primitive returns a new state (TVM's Python ``State`` mutates).
+  Attached stages keep the extents their own steps give until ``infer_bound_from_state``.
+* States are de-duplicated by their encoded step list, not by the printed loop nest.
+* Default ``evolutionary_search_population`` is 256 (TVM: 2048): candidates are replayed in
+  Python.
+* ``XGBModel`` learns from fixed-length *state* features (loop extents/annotations per stage and
+  split lengths), not TVM's 164-float per-store features; labels and weights follow TVM.
+* Not implemented: CrossThreadReduction and SpecialComputeLocationGPU sketch rules (the CUDA
+  backend has no cross-thread reduction yet), layout rewrite, ``extract_tasks``.
+* Failed measurements cost ``1e10`` as in TVM; run timeouts are reported as ``RUN_TIMEOUT``
+  (TVM re-wraps them as ``RUNTIME_DEVICE``).
+"""
 
 from .compute_dag import ComputeDAG
 from .cost_model import RandomModel, XGBModel
