@@ -54,7 +54,8 @@ def test_gpu_sketch_matmul() -> None:
 
 
 @pytest.mark.parametrize("make", [lambda: matmul(16, 16, 16, relu=True),
-                                  lambda: matmul(16, 16, 32), conv_bias_relu])
+                                  lambda: matmul(16, 16, 32),
+                                  pytest.param(conv_bias_relu, marks=pytest.mark.slow)])
 def test_gpu_states_emulate_correctly(make) -> None:
     from templtune.codegen.cuda.emulate import run_module
     from templtune.te.evaluate import evaluate
