@@ -77,6 +77,20 @@ def test_module_call_through_emulator_backend(emulator):
     assert len(res.results) == 3 and res.mean > 0
 
 
+def test_emulator_backend_llvm_mode(monkeypatch):
+    from templtune.runtime.cuda.emulated import EmulatorBackend
+
+    monkeypatch.setenv("TEMPLTUNE_CUDA_EMULATOR", "llvm")
+    be = EmulatorBackend()
+    func, make, ref = ex.tiled_matmul(vt=2, unroll=16, explicit=1)
+    m = build_cuda(func, compile=False)
+    args = make(np.random.default_rng(3))
+    from templtune.runtime.cuda.launcher import run
+
+    run(m, args, backend=be)
+    np.testing.assert_allclose(args[-1], ref(*args), rtol=1e-5)
+
+
 def test_emulator_device_attributes(emulator):
     from templtune.codegen.cuda.module import CudaLimits
     from templtune.runtime.cuda.backend import device_attributes

@@ -1,10 +1,14 @@
-"""A :class:`~templtune.runtime.cuda.backend.CudaBackend` that runs kernels on the CPU with
-:mod:`templtune.codegen.cuda.emulate` (``TEMPLTUNE_CUDA_BACKEND=emulator``). Lets the launcher,
-time evaluator and measurement code run end to end on machines without a GPU; its timings are
-host wall-clock and mean nothing about GPU speed."""
+"""A :class:`~templtune.runtime.cuda.backend.CudaBackend` that runs kernels on the CPU
+(``TEMPLTUNE_CUDA_BACKEND=emulator``): with the race-checking lockstep emulator
+(:mod:`templtune.codegen.cuda.emulate`) by default, or compiled for the host through LLVM
+(:mod:`templtune.codegen.cuda.host_emulate`) with ``TEMPLTUNE_CUDA_EMULATOR=llvm``, which is
+fast enough for real shapes. Lets the launcher, time evaluator and measurement code run end to
+end on machines without a GPU; its timings are host wall-clock and mean nothing about GPU
+speed."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +24,7 @@ class EmulatorBackend:
     def __init__(self) -> None:
         self.mem: dict[int, np.ndarray] = {}
         self._next = 1 << 20
+        self.mode = os.environ.get("TEMPLTUNE_CUDA_EMULATOR", "lockstep")
 
     def load(self, module: Any) -> Any:
         if not module.kernels:
@@ -30,7 +35,13 @@ class EmulatorBackend:
         return {k.name: k for k in module.kernels}
 
     def function(self, handle: Any, name: str) -> Any:
-        return handle[name]
+        kernel = handle[name]
+        if self.mode != "llvm":
+            return kernel
+        from templtune.build_module import build
+        from templtune.codegen.cuda.host_emulate import kernel_to_host
+
+        return (kernel, build(kernel_to_host(kernel), target="llvm"))
 
     def alloc(self, nbytes: int) -> int:
         ptr = self._next
@@ -53,10 +64,15 @@ class EmulatorBackend:
                ptrs: Sequence[int], shared_bytes: int = 0) -> None:
         from templtune import dtype as dt
 
+        kernel, host = fn if isinstance(fn, tuple) else (fn, None)
         buffers = {}
-        for b, p in zip(fn.params, ptrs):
-            buffers[b] = self.mem[p].view(dt.to_numpy(b.dtype))
-        run_kernel(fn, buffers)
+        for b, p in zip(kernel.params, ptrs):
+            size = int(np.prod([int(s) for s in b.shape]))
+            buffers[b] = self.mem[p].view(dt.to_numpy(b.dtype))[:size]
+        if host is None:
+            run_kernel(kernel, buffers)
+        else:
+            host(*[buffers[b].reshape([int(s) for s in b.shape]) for b in kernel.params])
 
     def synchronize(self) -> None:
         return None
