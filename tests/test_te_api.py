@@ -205,3 +205,16 @@ def test_float16_and_bool():
     b, c = evaluate([B, C], {A: a})
     assert b.dtype == np.bool_ and c.dtype == np.float16
     np.testing.assert_array_equal(c, np.maximum(a, 0))
+
+
+def test_equality_builds_a_condition_with_identity_truth_value() -> None:
+    """``i == j`` is an EQ node usable in compute bodies (TVM semantics); its truth value is
+    identity, so expressions stay usable as dict keys and in membership tests."""
+    i, j = te.var("i"), te.var("j")
+    assert bool(i == i) and not bool(i == j) and bool(i != j)
+    assert i in [i] and i not in [j] and {i: 1}[i] == 1
+    assert (i == None) is False  # noqa: E711
+    A = te.placeholder((5, 5), name="A")
+    D = te.compute((5, 5), lambda a, b: te.if_then_else(a == b, A[a, b], 0.0), name="D")
+    x = np.random.default_rng(0).random((5, 5), dtype=np.float32)
+    np.testing.assert_allclose(evaluate([D], {A: x})[0], np.diag(np.diag(x)))

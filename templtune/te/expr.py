@@ -4,16 +4,16 @@ Every node is a frozen, slotted dataclass with ``eq=False``: equality and hashin
 which is what loop variables need (two ``Var("i")`` are different variables) and keeps dict lookups
 O(1) on deep trees. Structural comparison lives in :func:`templtune.te.functor.structural_equal`.
 
-Python operators build expressions (``a + b``, ``a * 2``, ``a < b``); ``==`` and ``!=`` stay
-identity comparisons (use :func:`equal` / :func:`not_equal` to build a comparison node), so nodes can
-be dict keys without surprises.
+Python operators build expressions (``a + b``, ``a * 2``, ``a < b``, ``a == b``). As in TVM, the
+truth value of ``a == b`` is identity (or value equality when both sides are constants), so nodes
+stay usable as dict keys and in membership tests.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from templtune import dtype as dt
 from templtune.errors import DTypeError, ExprError
@@ -96,7 +96,29 @@ class PrimExpr:
     def __invert__(self) -> PrimExpr:
         return Not(self)
 
+    # NOTE: as in TVM, ``a == b`` builds an EQ node (so ``te.if_then_else(i == j, ...)`` works),
+    # while its truth value is identity (or value equality of two constants), so expressions
+    # still behave as dict keys and in ``x in list`` tests.
+    def __eq__(self, o: object) -> Any:
+        if not isinstance(o, (PrimExpr, IterVar, int, float)):
+            return NotImplemented
+        try:
+            return binary(BinOpKind.EQ, self, o)
+        except (DTypeError, ExprError):
+            return NotImplemented
+
+    def __ne__(self, o: object) -> Any:
+        if not isinstance(o, (PrimExpr, IterVar, int, float)):
+            return NotImplemented
+        try:
+            return binary(BinOpKind.NE, self, o)
+        except (DTypeError, ExprError):
+            return NotImplemented
+
     def __bool__(self) -> bool:
+        if isinstance(self, BinOp) and self.op in (BinOpKind.EQ, BinOpKind.NE):
+            same = self.a is self.b
+            return same if self.op is BinOpKind.EQ else not same
         raise ExprError(
             "a symbolic expression has no truth value; use te.all/te.any/if_then_else instead"
         )
@@ -114,7 +136,7 @@ class PrimExpr:
     __hash__ = object.__hash__
 
 
-ExprLike = Union[PrimExpr, int, float, bool]
+ExprLike = PrimExpr | int | float | bool
 
 
 # ----------------------------------------------------------------------------------- leaves
@@ -131,6 +153,9 @@ class IntImm(PrimExpr):
     def __index__(self) -> int:
         return self.value
 
+    def __bool__(self) -> bool:
+        return self.value != 0
+
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
 class FloatImm(PrimExpr):
@@ -139,6 +164,9 @@ class FloatImm(PrimExpr):
 
     def __float__(self) -> float:
         return self.value
+
+    def __bool__(self) -> bool:
+        return self.value != 0.0
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -328,6 +356,18 @@ class IterVar:
 
     def __neg__(self) -> PrimExpr:
         return -self.var
+
+    # NOTE: every IterVar owns a fresh Var, so the identity-based truth value of ``iv == other``
+    # (see PrimExpr.__eq__) is the identity of the IterVars themselves.
+    def __eq__(self, o: object) -> Any:
+        if not isinstance(o, (PrimExpr, IterVar, int, float)):
+            return NotImplemented
+        return self.var == (o.var if isinstance(o, IterVar) else o)
+
+    def __ne__(self, o: object) -> Any:
+        if not isinstance(o, (PrimExpr, IterVar, int, float)):
+            return NotImplemented
+        return self.var != (o.var if isinstance(o, IterVar) else o)
 
     __hash__ = object.__hash__
 
