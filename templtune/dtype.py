@@ -7,7 +7,7 @@ in loop IR after vectorization.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class DType:
         return self.scalar if self.lanes == 1 else f"{self.scalar}x{self.lanes}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse(dtype: str) -> DType:
     """Parse a dtype string; raise :class:`DTypeError` naming it when unknown."""
     if not isinstance(dtype, str):
