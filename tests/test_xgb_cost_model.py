@@ -111,3 +111,11 @@ def test_fit_log_and_transfer(cls):
     model.fit(tr2, ytr2, plan_size=32)
     assert model.base_model is None
     model.close()
+
+
+def test_missing_xgboost_is_actionable(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "xgboost", None)
+    with pytest.raises(ImportError, match="pip install xgboost-cpu"):
+        XGBoostCostModel(SynthTask(), feature_type="knob")
