@@ -226,16 +226,17 @@ class Module:
     def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
                        repeat: int = 1, min_repeat_ms: float = 0, enable_cpu_cache_flush: bool =
                        False, cooldown_interval_ms: float = 0,
-                       f_preproc: str = "", limit_zero_time_iterations: int = 100
-                       ) -> Callable[..., ProfileResult]:
+                       f_preproc: str = "", limit_zero_time_iterations: int = 100,
+                       warmup: int = 1) -> Callable[..., ProfileResult]:
         """A callable that times this function on given arguments, as TVM's time evaluator.
 
-        One untimed warm-up call, then ``repeat`` rounds of ``number`` calls timed in native
-        code. When a round takes less than ``min_repeat_ms``, ``number`` grows to
+        ``warmup`` untimed warm-up calls (one by default, as TVM), then ``repeat`` rounds of
+        ``number`` calls timed in native code. When a round takes less than ``min_repeat_ms``, ``number`` grows to
         ``max(min_repeat_ms / per_call_ms + 1, number * 1.618)`` and the round is re-timed; the
         grown ``number`` carries over to later rounds. ``enable_cpu_cache_flush`` (or
         ``f_preproc="cache_flush_cpu_non_first_arg"``) evicts every argument but the first from
-        the caches before each round.
+        the caches before each round. ``warmup=0`` (templtune extension) suits a caller that has
+        just run the function on the same arrays itself, like the AutoTVM runner's checking call.
 
         Returns
         -------
@@ -247,6 +248,8 @@ class Module:
             raise AttributeError(f"module has no function {func_name!r}")
         if number < 1 or repeat < 1:
             raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
+        if warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {warmup}")
         flush = enable_cpu_cache_flush or f_preproc == "cache_flush_cpu_non_first_arg"
 
         def evaluator(*arrays: Any) -> ProfileResult:
@@ -254,7 +257,8 @@ class Module:
             self._fork_check()
             slots = (ctypes.c_uint64 * max(1, len(arrs) + len(svals)))(
                 *[a.ctypes.data for a in arrs], *[v & (2**64 - 1) for v in svals])
-            self._timer(slots, 1)  # warm-up
+            if warmup:
+                self._timer(slots, int(warmup))  # untimed warm-up
             n = int(number)
             results, numbers = [], []
             for _ in range(repeat):

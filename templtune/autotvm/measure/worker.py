@@ -71,6 +71,12 @@ def _plain(x: Any) -> Any:
 
 _TASKS: dict[TaskRef, Any] = {}
 
+# NOTE: modules a worker imports while it starts (launched early, alongside the other workers), so
+# that the first candidate does not pay for importing the compiler and the runtime.
+BUILD_PRELOAD = ("templtune", "templtune.autotvm.measure.worker", "templtune.build_module",
+                 "templtune.lower.lower_api", "templtune.codegen.llvm", "templtune.runtime.module")
+RUN_PRELOAD = BUILD_PRELOAD  # the runner builds the naive-schedule reference too
+
 
 def get_task(ref: TaskRef) -> Any:
     """The task described by ``ref`` (cached per worker process)."""
@@ -378,13 +384,16 @@ def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_rep
                     f"one call takes {first:.3g} s: {number}x{repeat} timed calls cannot finish "
                     f"within the {timeout} s timeout")
     kwargs: dict[str, Any] = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
+    # NOTE: the checking/probing call above already ran the kernel on these very arrays (caches,
+    # page faults, thread pool warm), so the evaluator's own warm-up call would only repeat it.
+    extras: dict[str, Any] = {"warmup": 0}
     if flush:
-        kwargs["enable_cpu_cache_flush"] = True
+        extras["enable_cpu_cache_flush"] = True
     entry = getattr(module, "entry_name", None) or "default_function"
     try:
-        timer = module.time_evaluator(entry, dev, **kwargs)
+        timer = module.time_evaluator(entry, dev, **kwargs, **extras)
     except TypeError:
-        kwargs.pop("enable_cpu_cache_flush", None)
+        # a module type without these options (e.g. CUDA): its own defaults
         timer = module.time_evaluator(entry, dev, **kwargs)
     res = timer(*arrays)
     costs = tuple(float(c) for c in getattr(res, "results", res))
