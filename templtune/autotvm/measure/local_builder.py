@@ -8,7 +8,7 @@ from typing import Any
 
 from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput
 from .pool import WorkerPool
-from .worker import TaskRef, build_candidate, task_ref
+from .worker import BUILD_PRELOAD, TaskRef, build_candidate, task_ref
 
 logger = logging.getLogger("templtune.measure")
 
@@ -43,11 +43,13 @@ class LocalBuilder(Builder):
     def set_task(self, task: Any, build_kwargs: dict | None = None) -> None:
         super().set_task(task, build_kwargs)
         self._ref = task_ref(task)
+        # NOTE: start the workers' interpreters now (in the background, alongside the runner's).
+        self._get_pool().spawn()
 
     def _get_pool(self) -> WorkerPool:
         if self._pool is None:
             self._pool = WorkerPool(self.n_parallel,
-                                    preload=("templtune", "templtune.autotvm.measure.worker"))
+                                    preload=BUILD_PRELOAD)
         return self._pool
 
     def build(self, measure_inputs: Sequence[MeasureInput]) -> list[BuildResult]:

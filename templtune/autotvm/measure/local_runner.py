@@ -20,7 +20,7 @@ from .measure import (
     error_result,
 )
 from .pool import WorkerPool
-from .worker import TaskRef, load_run_state, prepare_run, run_candidate, task_ref
+from .worker import RUN_PRELOAD, TaskRef, load_run_state, prepare_run, run_candidate, task_ref
 
 logger = logging.getLogger("templtune.measure")
 
@@ -47,7 +47,13 @@ class LocalRunner(Runner):
         Time-evaluator settings: ``repeat`` rounds of ``number`` calls, each round at least
         ``min_repeat_ms`` long. With more than 2 rounds the fastest and slowest are dropped.
     cooldown_interval : float
-        Seconds to sleep after each candidate.
+        Seconds to sleep before the runs of each batch (default 0.1 s, as AutoTVM). templtune
+        deviation: AutoTVM sleeps after every candidate, which alone caps tuning below
+        ``1 / cooldown_interval`` trials per second; templtune cools down once per
+        :meth:`run` call, after the builds (the CPU-heavy phase) and before the batch's first
+        run, and lets the candidates of a batch run back to back, each behind its own checking
+        call (which also warms the kernel up). A runner called with one candidate at a time
+        therefore still cools down before every candidate.
     enable_cpu_cache_flush : bool
         Flush the CPU cache before each round (if the runtime supports it).
     check_correctness : bool
@@ -107,10 +113,13 @@ class LocalRunner(Runner):
         self._setup_error = None
         if not self._user_ref_input:
             self._ref_input = None
+        # NOTE: launch the measurement process now, so that its start-up (interpreter and
+        # imports) overlaps the first builds instead of following them.
+        self._get_pool().spawn()
 
     def _get_pool(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(1, preload=("templtune", "templtune.autotvm.measure.worker"))
+            self._pool = WorkerPool(1, preload=RUN_PRELOAD)
         return self._pool
 
     def _ensure_setup(self) -> str | None:
@@ -160,14 +169,18 @@ class LocalRunner(Runner):
     def run(self, measure_inputs: Sequence[MeasureInput],
             build_results: Sequence[BuildResult]) -> list[MeasureResult]:
         results = []
+        cooled = False
         for inp, br in zip(measure_inputs, build_results):
             if not br.ok:
                 results.append(error_result(br.error_no, br.error_detail, br.time_cost,
                                             time.time()))
                 continue
-            results.append(self._run_one(inp, br))
-            if self.cooldown_interval > 0:
+            if not cooled and self.cooldown_interval > 0:
+                # NOTE: one cooldown per batch, before its first run (templtune deviation; see
+                # the class docstring).
                 time.sleep(self.cooldown_interval)
+            cooled = True
+            results.append(self._run_one(inp, br))
         return results
 
     def _run_one(self, inp: MeasureInput, br: BuildResult) -> MeasureResult:

@@ -190,12 +190,18 @@ class WorkerPool:
             raise RuntimeError(f"measurement worker failed to start: {w.describe_death()}")
         return w
 
-    def start(self, workers: Sequence[int] | None = None) -> None:
-        """Start workers now (concurrently) rather than on first use."""
+    def spawn(self, workers: Sequence[int] | None = None) -> None:
+        """Launch missing workers without waiting for them (their imports proceed in the
+        background; the first call to use a worker waits for its start-up handshake)."""
         ids = list(workers) if workers is not None else list(range(self.n_workers))
         for k in ids:
             if self._workers[k] is None or not self._workers[k].alive():
                 self._workers[k] = _Worker(self.preload)
+
+    def start(self, workers: Sequence[int] | None = None) -> None:
+        """Start workers now (concurrently) rather than on first use."""
+        ids = list(workers) if workers is not None else list(range(self.n_workers))
+        self.spawn(ids)
         for k in ids:
             self._get(k)
 
