@@ -1,13 +1,19 @@
 """Tuning throughput: trials per second on a 512^3 dense template, and where the time goes.
 
 Runs a RandomTuner with the default LocalBuilder/LocalRunner (unless overridden) and prints
-trials/s plus the wall-time split: building (process pool, including worker start-up), running
-(measurement process: one-time reference set-up ``runner_setup_s``, the correctness check and
-the cooldown sleeps) and tuner overhead (proposal logic, callbacks).
+trials/s plus the wall-time split: building (process pool, including waiting for worker
+start-up), running (measurement process: one-time reference set-up ``runner_setup_s``, an
+estimate ``run_kernel_s_est`` of the time inside the kernel (1 checking call + number x repeat
+timed calls per candidate), the cooldown sleeps (once per batch) and the rest,
+``run_fixed_s_est``: loading, argument copies, the check, process round trips) and tuner
+overhead (proposal logic, callbacks).
 
 Run: ``python benchmarks/tuning_throughput.py [--n-trial 40] [--cooldown 0.1] [--size 512]``.
-Note: with AutoTVM's default ``cooldown_interval=0.1`` each trial sleeps 0.1 s after running, so
-the default options cap throughput at < 10 trials/s on their own; ``--cooldown 0`` shows the
+Note: AutoTVM sleeps ``cooldown_interval`` (default 0.1 s) after every candidate, which caps the
+default options at < 10 trials/s on their own; templtune keeps the 0.1 s default but sleeps once
+per batch (before the batch's runs). The kernel calls themselves bound the rate: with the
+defaults (number=4, repeat=3) each candidate calls the kernel 13 times, so a 512^3 candidate at
+20 GFLOPS (13 ms a call) alone takes 0.17 s. ``--cooldown 0`` and a small ``--size`` show the
 machinery's own rate.
 """
 
@@ -63,15 +69,34 @@ def main(argv: list[str] | None = None) -> int:
         runner=autotvm.LocalRunner(cooldown_interval=args.cooldown,
                                    check_correctness=not args.no_check))
     tuner = RandomTuner(task, seed=0)
+    runner = option["runner"]
+    kernel = {"s": 0.0, "batches": 0}
+
+    def count_kernel_time(_tuner, _inputs, results):
+        # NOTE: estimate of the seconds spent inside the kernel: one checking call plus
+        # number x repeat timed calls per successful candidate (the recorded cost is the median
+        # round, a fair per-call estimate).
+        kernel["batches"] += 1
+        calls = 1 + runner.number * runner.repeat
+        kernel["s"] += sum(r.mean_cost * calls for r in results if r.ok)
+
+    c0 = time.process_time()
     t0 = time.perf_counter()
-    tuner.tune(n_trial=args.n_trial, measure_option=option)
+    tuner.tune(n_trial=args.n_trial, measure_option=option, callbacks=[count_kernel_time])
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     st = dict(tuner.tune_stats)
+    cooldown_s = args.cooldown * kernel["batches"]
     out = {
         "size": n, "trials": st["trials"], "errors": st["errors"], "wall_s": round(wall, 3),
         "trials_per_s": round(st["trials"] / wall, 2),
         "build_s": round(st["build_s"], 3), "run_s": round(st["run_s"], 3),
         "runner_setup_s": round(option["runner"].setup_time, 3),
+        "run_kernel_s_est": round(kernel["s"], 3),
+        "run_cooldown_s": round(cooldown_s, 3),
+        "run_fixed_s_est": round(st["run_s"] - kernel["s"] - cooldown_s
+                                 - option["runner"].setup_time, 3),
+        "tuner_process_cpu_s": round(cpu, 3),
         "overhead_s": round(st["overhead_s"], 3), "cooldown": args.cooldown,
         "check_correctness": not args.no_check,
         "best_gflops": round(tuner.best_flops / 1e9, 2),
