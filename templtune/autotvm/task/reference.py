@@ -13,6 +13,7 @@ similar workload's config. Both are off with ``TEMPLTUNE_NO_TOPHUB=1`` or
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from pathlib import Path
@@ -30,6 +31,11 @@ def reference_log_dirs() -> list[Path]:
             if p]
     pkg = Path(__file__).resolve().parents[2]  # .../templtune
     dirs += [pkg / "logs", pkg.parent / "logs"]
+    # NOTE: the pre-tuned logs ship inside the templates package (templates/logs/<key>/*.log);
+    # locate it by spec so autotvm does not import the (higher-level) templates.
+    spec = importlib.util.find_spec("templtune.templates")
+    if spec is not None and spec.submodule_search_locations:
+        dirs += [Path(p) / "logs" for p in spec.submodule_search_locations]
     return [d for d in dirs if d.is_dir()]
 
 
