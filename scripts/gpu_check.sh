@@ -21,14 +21,14 @@ T0=$(date +%s)
 
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl 2>&1 | tail -2
+    --target /tmp/site .whl/*.whl 2>&1 | grep -v "already exists" | tail -2
   export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 if [ "${GPU_CHECK_PYCUDA:-0}" = 1 ] && ls .whl/pycuda-*.tar.gz >/dev/null 2>&1; then
   CUDA_ROOT=${CUDA_ROOT:-$(dirname "$(dirname "$(command -v nvcc)")")} \
-    timeout 300 python3 -m pip install -q --no-index --no-build-isolation --target /tmp/site \
+    timeout 300 python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site \
     .whl/pycuda-*.tar.gz > "$OUT/pycuda_build.txt" 2>&1 || echo "pycuda build failed (see log)"
 fi
 
