@@ -16,6 +16,7 @@ _LAZY = {
     "CostModel": "templtune.autotvm.tuner.model_based_tuner",
     "ModelOptimizer": "templtune.autotvm.tuner.model_based_tuner",
     "XGBoostCostModel": "templtune.autotvm.tuner.xgboost_cost_model",
+    "SklearnCostModel": "templtune.autotvm.tuner.sklearn_cost_model",
     "SimulatedAnnealingOptimizer": "templtune.autotvm.tuner.sa_model_optimizer",
 }
 
