@@ -14,13 +14,37 @@ from typing import Any
 
 from templtune.te.expr import IterVar, PrimExpr, Reduce, TensorLoad, Var
 
+_NODE_TYPES: dict[type, bool] = {}
+
 
 def _is_node(x: Any) -> bool:
     # Stmt lives in a higher layer; duck-type on the base class name to keep imports downward.
-    return isinstance(x, PrimExpr) or any(c.__name__ == "Stmt" for c in type(x).__mro__)
+    # NOTE: the answer depends on the type only; cached per type because every traversal asks
+    # it for every field value (it dominated lowering time when it scanned the MRO each call).
+    cls = type(x)
+    r = _NODE_TYPES.get(cls)
+    if r is None:
+        r = issubclass(cls, PrimExpr) or any(c.__name__ == "Stmt" for c in cls.__mro__)
+        _NODE_TYPES[cls] = r
+    return r
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_INIT: dict[type, tuple[tuple[str, ...], bool]] = {}
+
+
+def _replace(node: Any, changes: dict[str, Any]) -> Any:
+    """``dataclasses.replace(node, **changes)`` without re-reading the field list each call."""
+    cls = type(node)
+    info = _INIT.get(cls)
+    if info is None:
+        fs = dataclasses.fields(node)
+        info = (tuple(f.name for f in fs if f.init), all(f.init for f in fs))
+        _INIT[cls] = info
+    names, all_init = info
+    if not all_init and any(n not in names for n in changes):
+        return dataclasses.replace(node, **changes)  # raises its usual error
+    return cls(**{n: changes[n] if n in changes else getattr(node, n) for n in names})
 
 
 def child_fields(node: Any) -> tuple[str, ...]:
@@ -81,7 +105,7 @@ class Mutator:
                 nv = self.visit(v)
                 if nv is not v:
                     changes[name] = nv
-        return dataclasses.replace(node, **changes) if changes else node
+        return _replace(node, changes) if changes else node
 
 
 class _Substituter(Mutator):
