@@ -2,9 +2,10 @@
 
 Inputs are NCHW data and an OIHW kernel, the output is NCHW. Inside the kernel:
 
-* ``data_pad`` (materialized, parallel over channels) when there is padding;
-* ``kernel_vec[CO/bn, CI, KH, KW, bn]``: the kernel packed so ``bn`` output channels are
-  contiguous (one vector load per tap);
+* ``data_vec[N, CI/ci_i, H+pad, W+pad, ci_i]``: the data zero-padded and packed NCHWc-style,
+  so the innermost reduction (over ``ci_i``) reads consecutive floats;
+* ``kernel_vec[CO/bn, CI/ci_i, KH, KW, ci_i, bn]``: the kernel packed so ``bn`` output channels
+  are contiguous (one vector load per ``(ci_i, tap)``, consecutive in the inner loop);
 * ``conv[N, CO/bn, OH, OW, bn]``: each ``oh_bn x ow_bn x bn`` output block accumulates in a
   register-resident write cache over ``(ci_o, kh, kw, ci_i)``; the block's rows and columns are
   unrolled and ``bn`` is vectorized; the fused ``(n, co_o, oh_o)`` loop runs in parallel;
@@ -29,7 +30,6 @@ from ._common import (
     divisor_at_most,
     lane_filter,
     max_inner,
-    pad_nchw,
     pad_tuple,
     stride_pair,
     vec_regs,
@@ -90,34 +90,52 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     ci_i = cfg["tile_ic"].size[-1]
 
     data = te.placeholder((N, CI, H, W), name="data")
-    dpad = pad_nchw(data, pads)
-    if prepacked:
-        kernel = kvec = te.placeholder((CO // bn, CI, KH, KW, bn), name="kernel")
-    else:
-        kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
-        kvec = te.compute((CO // bn, CI, KH, KW, bn),
-                          lambda o, c, y, x, v: kernel[o * bn + v, c, y, x], name="kernel_vec")
-    rc = te.reduce_axis((0, CI), name="rc")
+    rco = te.reduce_axis((0, CI // ci_i), name="rco")
+    rci = te.reduce_axis((0, ci_i), name="rci")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
+    pt, pl, pb, pr = pads
+    hp, wp = H + pt + pb, W + pl + pr
+    # NOTE: NCHWc data: the inner reduction (ci_i) reads consecutive floats; the padding is
+    # folded into this pack, so no separate padded copy is made.
+    dvec = te.compute(
+        (N, CI // ci_i, hp, wp, ci_i),
+        lambda n, c, y, x, i: te.if_then_else(
+            te.all(y >= pt, y < H + pt, x >= pl, x < W + pl),
+            data[n, c * ci_i + i, y - pt, x - pl], te.const(0.0, data.dtype)),
+        name="data_vec")
+    if prepacked:
+        kernel = te.placeholder((CO // bn, CI, KH, KW, bn), name="kernel")
+
+        def kload(o, co_, ci_, y, x, v):
+            return kernel[o, co_ * ci_i + ci_, y, x, v]
+    else:
+        kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
+        # NOTE: OIHW{i}{o}: one vector load per (ci_i, tap), consecutive in the inner loop.
+        kvec = te.compute((CO // bn, CI // ci_i, KH, KW, ci_i, bn),
+                          lambda o, c, y, x, i, v: kernel[o * bn + v, c * ci_i + i, y, x],
+                          name="kernel_vec")
+
+        def kload(o, co_, ci_, y, x, v):
+            return kvec[o, co_, y, x, ci_, v]
     conv = te.compute(
         (N, CO // bn, oh, ow, bn),
-        lambda n, o, y, x, v: te.sum(dpad[n, rc, y * sh + ry, x * sw + rx]
-                                     * kvec[o, rc, ry, rx, v], axis=[rc, ry, rx]),
+        lambda n, o, y, x, v: te.sum(dvec[n, rco, y * sh + ry, x * sw + rx, rci]
+                                     * kload(o, rco, rci, ry, rx, v),
+                                     axis=[rco, ry, rx, rci]),
         name="conv")
     output = te.compute((N, CO, oh, ow), lambda n, c, y, x: conv[n, c // bn, y, x, c % bn],
                         name="output")
     s = te.create_schedule(output.op)
 
-    if dpad is not data:
-        pn, pc, _, _ = s[dpad].op.axis
-        s[dpad].parallel(s[dpad].fuse(pn, pc))
+    pn, pc, py, _, _ = s[dvec].op.axis
+    s[dvec].parallel(s[dvec].fuse(pn, pc, py))
     # NOTE: read the OIHW kernel contiguously (v outside c, y, x); the strided writes of one
     # output-channel block stay in L2. Vectorizing v instead gathers one cache line per lane.
     if not prepacked:
-        o, c, y, x, v = s[kvec].op.axis
-        s[kvec].reorder(o, v, c, y, x)
-        s[kvec].parallel(o)
+        o, c, y, x, i, v = s[kvec].op.axis
+        s[kvec].reorder(o, c, v, i, y, x)
+        s[kvec].parallel(s[kvec].fuse(o, c))
 
     acc = s.cache_write(conv, "global")
     n, o, y, x, v = s[conv].op.axis
@@ -129,9 +147,8 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     s[conv].vectorize(v)
     s[acc].compute_at(s[conv], xo)
     _, _, ay, ax, av = s[acc].op.axis
-    arc, ary, arx = s[acc].op.reduce_axis
-    rco, rci = s[acc].split(arc, factor=ci_i)
-    s[acc].reorder(rco, ary, arx, rci, ay, ax, av)
+    arco, ary, arx, arci = s[acc].op.reduce_axis
+    s[acc].reorder(arco, ary, arx, arci, ay, ax, av)
     s[acc].unroll(ay)
     s[acc].unroll(ax)
     if cfg["unroll_kw"].val:
