@@ -47,7 +47,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, collect_vars, substitute
+from templtune.te.functor import Mutator, children
 from templtune.te.simplify import Simplifier
 
 _PURE_CALLS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "fabs", "abs", "floor", "ceil",
@@ -61,9 +61,10 @@ class _Fail(Exception):
 class _Vectorizer:
     def __init__(self, var: Var, lanes: int, simp: Simplifier) -> None:
         self.v, self.n, self.simp = var, lanes, simp
+        self.sub = _SubstOne(var)  # remembers which nodes use the loop variable
 
     def uses(self, e: PrimExpr) -> bool:
-        return self.v in collect_vars(e)
+        return self.sub.uses(e)
 
     def bcast(self, e: PrimExpr) -> PrimExpr:
         return e if dt.lanes(e.dtype) == self.n else Broadcast(e, self.n)
@@ -72,8 +73,8 @@ class _Vectorizer:
         if not self.uses(e):
             return e
         s = self.simp
-        e0 = s.visit(substitute(e, {self.v: const(0, self.v.dtype)}))
-        e1 = s.visit(substitute(e, {self.v: const(1, self.v.dtype)}))
+        e0 = s.visit(self.sub.subst(e, const(0, self.v.dtype)))
+        e1 = s.visit(self.sub.subst(e, const(1, self.v.dtype)))
         c = const_int(s.visit(e1 - e0))
         if c is None:
             raise _Fail
@@ -185,6 +186,38 @@ class _Cleanup(Mutator):
         return new
 
 
+class _SubstOne(Mutator):
+    """``substitute(node, {var: value})`` that skips subtrees not using ``var``. Which subtrees
+    use it is remembered by node identity, so substituting each value of an unrolled loop into
+    the same body walks only the paths that lead to the variable."""
+
+    def __init__(self, var: Var) -> None:
+        self.var = var
+        self.value: PrimExpr = var
+        self._uses: dict[Any, bool] = {var: True}
+
+    def uses(self, node: Any) -> bool:
+        r = self._uses.get(node)
+        if r is None:
+            r = False
+            for c in children(node):
+                if self.uses(c):
+                    r = True  # keep going: fill the memo for every child
+            self._uses[node] = r
+        return r
+
+    def subst(self, node: Any, value: PrimExpr) -> Any:
+        self.value = value
+        return self.visit(node)
+
+    def visit(self, node: Any) -> Any:
+        if not self.uses(node):
+            return node
+        if node is self.var:
+            return self.value
+        return self.generic(node)
+
+
 class _Unroller:
     """Returns ``(stmt, steps, blocked)``: ``steps`` counts stores executed, ``blocked`` says the
     statement holds thread-binding loops or allocations, which are never duplicated."""
@@ -215,7 +248,8 @@ class _Unroller:
             if unroll:
                 if ex and not blocked:
                     mn = const_int(s.min) or 0
-                    parts = [self.clean.visit(substitute(body, {s.loop_var: const(mn + i)}))
+                    sub = _SubstOne(s.loop_var)
+                    parts = [self.clean.visit(sub.subst(body, const(mn + i)))
                              for i in range(n)]  # type: ignore[arg-type]
                     return seq(*parts), total, blocked
                 return dataclasses.replace(s, body=body, kind=ForKind.UNROLLED), total, blocked
