@@ -6,12 +6,17 @@ output; stride 1. Stages:
 
 * ``data_pad``: zero padding, extended so the last (partial) output tile reads inside it;
 * ``data_row``, ``data_pack[eps, nu, c, p] = (B^T d B)`` of each ``alpha x alpha`` input
-  tile ``p`` (rows, then columns);
+  tile ``p`` (rows, then columns; the row pass of one channel's block of tiles is computed
+  at the column pass, which is vectorized over tiles);
 * ``kernel_pack[eps, nu, c, k] = (G g G^T)`` unless pre-transformed;
 * ``bgemm[eps, nu, p, k] = sum_c data_pack * kernel_pack``: ``alpha^2`` independent GEMMs,
   scheduled like the dense template (``tp x bn`` register blocks in a write cache, ``bn``
   output channels vectorized, fused ``(eps, nu, k_o)`` parallel);
-* ``inverse[p, vh, vw, k] = (A^T M A)``, vectorized over ``k``; ``output`` unpacks to NCHW.
+* ``inverse_row``, ``inverse[p, vh, vw, k] = (A^T M A)`` (rows at columns), vectorized over
+  ``k``; ``output`` unpacks to NCHW a 16-channel slab of tile rows at a time.
+
+The transforms are written as explicit sums of the constant matrices' non-zero coefficients
+and fully unrolled (see :func:`_tsum`), so no coefficient is loaded or multiplied by zero.
 
 Knobs: ``tile_size`` (``m``), ``tile_k`` ``[k_o, bn]``, ``tile_c`` ``[c_o, c_i]`` (``c_i <= 8``,
 unrolled), ``tile_p`` (the register block over tiles; the largest divisor of the tile count not
@@ -58,6 +63,29 @@ def _define(cfg: Any, co: int, ci: int, sizes: list[int]) -> None:
         cfg["tile_p"] = _other(max(v for v in TILE_P if v * vec_regs(bn, lanes) <= regs))
 
 
+def _tsum(mat: Any, col: Any, term: Any) -> Any:
+    """``sum_r mat[r, col] * term(r)`` for a constant matrix and a (to be unrolled) index
+    ``col``: a select over the columns, each an explicit sum of its non-zero coefficients
+    (``+-1`` as adds and subtracts). Unrolled, the select folds away and no product by 0 is
+    left (the codegen does not assume fast-math, so ``x * 0.0`` would otherwise stay)."""
+    out = None
+    for j in reversed(range(mat.shape[1])):
+        acc = None
+        for r in range(mat.shape[0]):
+            c = float(mat[r, j])
+            if c == 0.0:
+                continue
+            t = term(r)
+            if acc is None:
+                acc = t if c == 1.0 else -t if c == -1.0 else t * c
+            else:
+                acc = acc + t if c == 1.0 else acc - t if c == -1.0 else acc + t * c
+        if acc is None:
+            acc = te.const(0.0, "float32")
+        out = acc if out is None else te.select(col == j, acc, out)
+    return out
+
+
 def _other(v: Any) -> Any:
     from templtune.autotvm.task.space import OtherOptionEntity
 
@@ -101,8 +129,6 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     else:
         kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
     a_np, b_np, g_np = winograd_transform_matrices(m, r, "float32")
-    A = const_matrix(a_np, "A")
-    B = const_matrix(b_np, "B")
     ph, pw = (nh - 1) * m + alpha, (nw - 1) * m + alpha
     dpad = te.compute(
         (N, CI, ph, pw),
@@ -111,17 +137,15 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
             data[n, c, y - pt, x - pl], te.const(0.0, "float32")),
         name="data_pad")
     # NOTE: B^T d B in two passes (rows, then columns): 2 alpha^3 instead of alpha^4 products.
-    ra = te.reduce_axis((0, alpha), name="ra")
     data_row = te.compute(
         (CI, alpha, alpha, P),
-        lambda c, e, x, p: te.sum(
-            dpad[p // (nh * nw), c, (p // nw) % nh * m + ra, p % nw * m + x] * B[ra, e],
-            axis=ra),
+        lambda c, e, x, p: _tsum(b_np, e, lambda ra: dpad[p // (nh * nw), c,
+                                                          (p // nw) % nh * m + ra,
+                                                          p % nw * m + x]),
         name="data_row")
-    rb = te.reduce_axis((0, alpha), name="rb")
     data_pack = te.compute(
         (alpha, alpha, CI, P),
-        lambda e, u, c, p: te.sum(data_row[c, e, rb, p] * B[rb, u], axis=rb),
+        lambda e, u, c, p: _tsum(b_np, u, lambda rb: data_row[c, e, rb, p]),
         name="data_pack")
     if pre_transformed:
         kernel_pack = kernel
@@ -138,11 +162,14 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
         (alpha, alpha, P, CO),
         lambda e, u, p, k: te.sum(data_pack[e, u, rc, p] * kernel_pack[e, u, rc, k], axis=rc),
         name="bgemm")
-    ia = te.reduce_axis((0, alpha), name="ia")
-    ib = te.reduce_axis((0, alpha), name="ib")
+    # NOTE: A^T M A in two passes too (rows, then columns).
+    inv_row = te.compute(
+        (P, m, alpha, CO),
+        lambda p, vh, ib, k: _tsum(a_np, vh, lambda ia: bgemm[ia, ib, p, k]),
+        name="inverse_row")
     inverse = te.compute(
         (P, m, m, CO),
-        lambda p, vh, vw, k: te.sum(bgemm[ia, ib, p, k] * A[ia, vh] * A[ib, vw], axis=[ia, ib]),
+        lambda p, vh, vw, k: _tsum(a_np, vw, lambda ib: inv_row[p, vh, ib, k]),
         name="inverse")
     output = te.compute(
         (N, CO, oh, ow),
@@ -154,14 +181,21 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[dpad].parallel(s[dpad].fuse(pn, pc))
     # NOTE: tiles (p) innermost in both passes: the column pass is then vectorized over p.
     pv = divisor_at_most(P, 16)
-    c, e, x, p = s[data_row].op.axis
-    s[data_row].parallel(c)
+    # NOTE: the transform matrices are constants: unrolling their loops folds every
+    # ``B[i, j]`` into a literal (most are 0 or +-1) instead of a select chain per point.
     e, u, c, p = s[data_pack].op.axis
-    (drb,) = s[data_pack].op.reduce_axis
     po_, pi_ = s[data_pack].split(p, factor=pv)
-    s[data_pack].reorder(c, e, u, po_, drb, pi_)
-    s[data_pack].parallel(c)
+    s[data_pack].reorder(c, po_, e, u, pi_)
+    s[data_pack].unroll(e)
+    s[data_pack].unroll(u)
+    s[data_pack].parallel(s[data_pack].fuse(c, po_))
     s[data_pack].vectorize(pi_)
+    # NOTE: the row pass of one channel's ``pv`` tiles (alpha^2 x pv floats) stays in L1.
+    s[data_row].compute_at(s[data_pack], s[data_pack].leaf_iter_vars[0])
+    _, e, x, p = s[data_row].op.axis
+    s[data_row].reorder(p, e, x)
+    s[data_row].unroll(e)
+    s[data_row].unroll(x)
     if not pre_transformed:
         e, u, c, k = s[kernel_pack].op.axis
         s[kernel_pack].parallel(c)
@@ -183,14 +217,26 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[acc].vectorize(ak)
 
     p, vh, vw, k = s[inverse].op.axis
-    iia, iib = s[inverse].op.reduce_axis
     iko, iki = s[inverse].split(k, factor=bn)
-    s[inverse].reorder(p, iko, vh, vw, iia, iib, iki)
+    s[inverse].reorder(p, iko, vh, vw, iki)
+    s[inverse].unroll(vh)
+    s[inverse].unroll(vw)
     s[inverse].parallel(s[inverse].fuse(p, iko))
     s[inverse].vectorize(iki)
+    s[inv_row].compute_at(s[inverse], s[inverse].leaf_iter_vars[0])
+    _, rvh, rib, rk = s[inv_row].op.axis
+    s[inv_row].unroll(rvh)
+    s[inv_row].unroll(rib)
+    s[inv_row].vectorize(rk)
 
-    n, k, _, _ = s[output].op.axis
-    s[output].parallel(s[output].fuse(n, k))
+    # NOTE: unpack one 16-channel slab of tile rows at a time: every cache line read from
+    # ``inverse`` (channels innermost) is then used whole while the writes stream along x.
+    n, k, y, x = s[output].op.axis
+    oko, oki = s[output].split(k, factor=divisor_at_most(CO, 16))
+    oyo, oyi = s[output].split(y, factor=m)
+    s[output].reorder(n, oko, oyo, oki, oyi, x)
+    s[output].unroll(oyi)
+    s[output].parallel(s[output].fuse(n, oko, oyo))
     return s, [data, kernel, output]
 
 
