@@ -11,9 +11,18 @@ its fallback config and is marked ``(fallback)``. The machine's FMA peak is meas
 explicit FMA-chain kernel.
 
 Timing: for each thread count, rounds interleave every kernel of a workload (templtune, peer),
-each reporting the median over rounds, so all sides see the same machine load. Run::
+each reporting the median over rounds, so all sides see the same machine load.
+
+Allocator: a templtune kernel allocates its intermediate buffers (packed data and weights,
+Winograd tiles) on each call. glibc serves the large ones with fresh ``mmap`` pages, or trims
+its heap after the call, so each call page-faults them in again (measured: ~1.7 of 3.9 ms of
+the 56x56 Winograd kernel, ~0.5 ms of the direct one). TVM's runtime pools such workspaces; until
+templtune's does, the benchmark pins glibc's mmap/trim thresholds (``mallopt``, process-wide, so
+the peers get the same allocator) and prints whether it did; ``--no-pin-malloc`` times the
+default behaviour. Run::
 
     python benchmarks/ops.py [--rounds 7] [--threads 1 2] [--log L ...] [--only dense]
+        [--no-pin-malloc]
 """
 
 from __future__ import annotations
@@ -132,6 +141,19 @@ def fma_peak(threads: int, seconds: float = 0.3) -> float:
     dt = time.perf_counter() - t
     _ = engine  # keep the JIT alive until here
     return threads * n * per_iter / dt / 1e9
+
+
+def pin_malloc() -> bool:
+    """Keep glibc from returning freed scratch buffers to the OS (see the module docstring);
+    ``False`` where there is no glibc ``mallopt``."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    # NOTE: 32 MiB is glibc's largest mmap threshold on 64-bit hosts.
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20)
+                and libc.mallopt(m_trim_threshold, 256 << 20))
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -277,14 +299,18 @@ def main() -> None:
     ap.add_argument("--log", nargs="*", default=None,
                     help="tuning logs (default: templates/logs/cpu/*.log logs/pretune/*.log)")
     ap.add_argument("--only", default=None, help="only workloads whose label contains this")
+    ap.add_argument("--no-pin-malloc", action="store_true",
+                    help="leave glibc's mmap/trim thresholds at their defaults")
     opts = ap.parse_args()
+    pinned = False if opts.no_pin_malloc else pin_malloc()
     load_templates("x86")
     logs = opts.log if opts.log is not None else sorted(
         glob.glob(str(ROOT / "templates/logs/cpu/*.log"))
         + glob.glob(str(ROOT / "logs/pretune/*.log")))
     known = logged_workloads(logs)
     print(f"logs: {len(logs)} files, {len(known)} workloads; cpu: "
-          f"{__import__('llvmlite.binding', fromlist=['x']).get_host_cpu_name()}")
+          f"{__import__('llvmlite.binding', fromlist=['x']).get_host_cpu_name()}; "
+          f"malloc thresholds pinned: {pinned}")
     for th in opts.threads:
         print(f"FMA peak, {th} thread(s): {fma_peak(th):.1f} GFLOPS")
     print("GFLOPS (median of interleaved rounds); ratio = best templtune / peer")
