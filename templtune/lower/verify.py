@@ -22,7 +22,7 @@ from templtune.lower.ir import (
     PrimFunc,
     Store,
 )
-from templtune.te.expr import BinOp, Var
+from templtune.te.expr import BinOp, FloatImm, IntImm, Var
 from templtune.te.functor import children
 
 _TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -49,6 +49,19 @@ class _Verifier:
         stack = [e]
         while stack:
             n = stack.pop()
+            t = type(n)
+            # NOTE: fast paths for the commonest exact node types (same checks, same visiting
+            # order as the generic path below, which handles everything else)
+            if t is IntImm or t is FloatImm:
+                continue
+            if t is BinOp:
+                a, b = n.a, n.b
+                if a.dtype != b.dtype and dt.lanes(a.dtype) != dt.lanes(b.dtype):
+                    raise LoweringError(f"operands with different lanes: {a.dtype} "
+                                        f"{n.op.value} {b.dtype}")
+                stack.append(a)
+                stack.append(b)
+                continue
             if isinstance(n, Var):
                 if n.dtype != "handle" and n not in self.vars:
                     raise LoweringError(f"variable {n.name} is used outside the loop or let "

@@ -57,15 +57,20 @@ def child_fields(node: Any) -> tuple[str, ...]:
     return names
 
 
-def children(node: Any) -> Iterator[Any]:
-    for name in child_fields(node):
+def _child_list(node: Any) -> list[Any]:
+    out: list[Any] = []
+    names = _FIELDS.get(type(node))
+    for name in child_fields(node) if names is None else names:
         v = getattr(node, name)
         if isinstance(v, tuple):
-            for x in v:
-                if _is_node(x):
-                    yield x
+            out.extend(x for x in v if _is_node(x))
         elif _is_node(v):
-            yield v
+            out.append(v)
+    return out
+
+
+def children(node: Any) -> Iterator[Any]:
+    return iter(_child_list(node))
 
 
 class Visitor:
@@ -94,15 +99,17 @@ class Mutator:
 
     def generic(self, node: Any) -> Any:
         changes: dict[str, Any] = {}
-        for name in child_fields(node):
+        names = _FIELDS.get(type(node))
+        visit = self.visit
+        for name in child_fields(node) if names is None else names:
             v = getattr(node, name)
             if isinstance(v, tuple):
                 if any(_is_node(x) for x in v):
-                    nv = tuple(self.visit(x) if _is_node(x) else x for x in v)
+                    nv = tuple(visit(x) if _is_node(x) else x for x in v)
                     if any(a is not b for a, b in zip(nv, v)):
                         changes[name] = nv
             elif _is_node(v):
-                nv = self.visit(v)
+                nv = visit(v)
                 if nv is not v:
                     changes[name] = nv
         return _replace(node, changes) if changes else node
@@ -137,7 +144,7 @@ def post_order(node: Any) -> Iterator[Any]:
             yield n
             continue
         stack.append((n, True))
-        stack.extend((c, False) for c in reversed(list(children(n))))
+        stack.extend((c, False) for c in reversed(_child_list(n)))
 
 
 def collect(node: Any, pred: Callable[[Any], bool]) -> list[Any]:

@@ -72,6 +72,8 @@ class Simplifier(LinearForms, Mutator):
             self._lins.clear()
 
     def _range_bound(self, r: Any) -> Bound:
+        if type(r) is tuple and len(r) == 2 and type(r[0]) is int and type(r[1]) is int:
+            return r  # the common case (loop ranges from bound inference): already (lo, hi)
         if isinstance(r, Range):
             mn, ext = Simplifier().visit(r.min), Simplifier().visit(r.extent)
             if isinstance(mn, IntImm) and isinstance(ext, IntImm):
