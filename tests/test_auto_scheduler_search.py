@@ -151,6 +151,10 @@ def test_real_measurement_end_to_end(tmp_path, capsys) -> None:
     assert main(["auto-scheduler", "distill", log]) == 0
     best = list(auto.RecordReader(log + ".best.json"))
     assert len(best) == 1
+    # `templtune log distill` recognises auto_scheduler logs too
+    out2 = str(tmp_path / "distilled.json")
+    assert main(["log", "distill", log, "-o", out2]) == 0
+    assert [r.mean_cost for _, r in auto.RecordReader(out2)] == [best[0][1].mean_cost]
 
 
 def test_xgb_model_fits_and_roundtrips(tmp_path) -> None:

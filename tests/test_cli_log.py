@@ -100,8 +100,10 @@ def test_bad_range_and_auto_scheduler_log(log, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("templtune: error: bad record range")
     ansor = tmp_path / "ansor.json"
     ansor.write_text(json.dumps({"i": [["x"], []], "r": [[1.0], 0, 1.0, 0], "v": "v0.6"}) + "\n")
-    assert main(["log", "distill", str(ansor)]) == 1
-    assert "auto_scheduler log" in capsys.readouterr().err
+    # auto_scheduler logs are distilled by the auto-scheduler's reader; a record it cannot
+    # parse is skipped with a warning, leaving nothing to keep
+    assert main(["log", "distill", str(ansor), "-o", str(tmp_path / "o.json")]) == 0
+    assert "wrote 0 best records" in capsys.readouterr().out
     assert main(["log", "read", str(tmp_path)]) == 1
     assert "is a directory" in capsys.readouterr().err
 

@@ -94,8 +94,13 @@ def cmd_pick(args: argparse.Namespace) -> int:
 
     path = _existing(args.log)
     if _log_format(path) == "auto_scheduler":
-        raise CliError(f"{path} is an auto_scheduler log; only AutoTVM logs are supported "
-                       "by 'log pick' and 'log distill' for now")
+        # NOTE: imported here: the auto-scheduler is a heavier, optional part of the CLI.
+        from templtune.auto_scheduler.measure_record import distill_record_file
+
+        out_as = args.output or f"{path}.best.json"
+        n = distill_record_file(str(path), out_as)
+        print(f"wrote {n} best records to {out_as}")
+        return 0
     out = Path(args.output) if args.output else Path(f"{path}.best.log")
     n = pick_best(path, out)
     print(f"wrote {n} best records to {out}")

@@ -108,12 +108,15 @@ class NDArray:
         return f"<NDArray {self.shape} {self.dtype} @{self.device}>\n{self._array!r}"
 
 
-def array(arr: Any, dev: Device | None = None) -> NDArray:
-    """Copy ``arr`` (array-like) into a new NDArray on ``dev`` (default cpu)."""
+def array(arr: Any, dev: Device | None = None, *, device: Device | None = None) -> NDArray:
+    """Copy ``arr`` (array-like) into a new NDArray on ``dev`` (default cpu); ``device=`` is
+    TVM's keyword for the same argument."""
     a = arr.numpy() if isinstance(arr, NDArray) else np.array(arr)
-    return NDArray(a, dev)
+    return NDArray(a, dev if dev is not None else device)
 
 
-def empty(shape: Any, dtype: str = "float32", dev: Device | None = None) -> NDArray:
+def empty(shape: Any, dtype: str = "float32", dev: Device | None = None, *,
+          device: Device | None = None) -> NDArray:
     """An uninitialised NDArray (zero-filled on the CPU, for reproducibility)."""
-    return NDArray(np.zeros(tuple(int(s) for s in shape), dt.to_numpy(dtype)), dev)
+    return NDArray(np.zeros(tuple(int(s) for s in shape), dt.to_numpy(dtype)),
+                   dev if dev is not None else device)
