@@ -208,6 +208,7 @@ class _SubstOne(Mutator):
 
     def subst(self, node: Any, value: PrimExpr) -> Any:
         self.value = value
+        self._done: dict[Any, Any] = {}
         return self.visit(node)
 
     def visit(self, node: Any) -> Any:
@@ -215,7 +216,12 @@ class _SubstOne(Mutator):
             return node
         if node is self.var:
             return self.value
-        return self.generic(node)
+        # NOTE: a subtree shared by several parents (a store index read back by its load) is
+        # rebuilt once, so the simplifier's identity memo also sees it once
+        r = self._done.get(node)
+        if r is None:
+            r = self._done[node] = self.generic(node)
+        return r
 
 
 class _Unroller:
