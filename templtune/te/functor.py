@@ -60,12 +60,15 @@ def child_fields(node: Any) -> tuple[str, ...]:
 def _child_list(node: Any) -> list[Any]:
     out: list[Any] = []
     names = _FIELDS.get(type(node))
+    nt = _NODE_TYPES
     for name in child_fields(node) if names is None else names:
         v = getattr(node, name)
         if isinstance(v, tuple):
             out.extend(x for x in v if _is_node(x))
-        elif _is_node(v):
-            out.append(v)
+        else:
+            isn = nt.get(type(v))
+            if isn if isn is not None else _is_node(v):
+                out.append(v)
     return out
 
 
@@ -101,6 +104,7 @@ class Mutator:
         changes: dict[str, Any] = {}
         names = _FIELDS.get(type(node))
         visit = self.visit
+        nt = _NODE_TYPES
         for name in child_fields(node) if names is None else names:
             v = getattr(node, name)
             if isinstance(v, tuple):
@@ -108,7 +112,9 @@ class Mutator:
                     nv = tuple(visit(x) if _is_node(x) else x for x in v)
                     if any(a is not b for a, b in zip(nv, v)):
                         changes[name] = nv
-            elif _is_node(v):
+                continue
+            isn = nt.get(type(v))
+            if isn if isn is not None else _is_node(v):
                 nv = visit(v)
                 if nv is not v:
                     changes[name] = nv

@@ -74,15 +74,19 @@ class Lin:
         return Lin(self.const, {k: [a, c] for k, (a, c) in self.terms.items()})
 
     def add(self, o: Lin, scale: int = 1) -> Lin:
-        r = self.copy()
-        r.const += o.const * scale
+        terms = {k: [a, c] for k, (a, c) in self.terms.items()}
+        zero = False
         for k, (a, c) in o.terms.items():
-            if k in r.terms:
-                r.terms[k][1] += c * scale
+            t = terms.get(k)
+            if t is None:
+                terms[k] = t = [a, c * scale]
             else:
-                r.terms[k] = [a, c * scale]
-        r.terms = {k: v for k, v in r.terms.items() if v[1] != 0}
-        return r
+                t[1] += c * scale
+            if t[1] == 0:
+                zero = True
+        if zero or any(c == 0 for _, c in self.terms.values()):
+            terms = {k: v for k, v in terms.items() if v[1] != 0}
+        return Lin(self.const + o.const * scale, terms)
 
     def scale(self, s: int) -> Lin:
         if s == 0:

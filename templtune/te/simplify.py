@@ -96,7 +96,9 @@ class Simplifier(LinearForms, Mutator):
     def visit(self, node: Any) -> Any:
         r = self._memo.get(node)
         if r is None:
-            r = super().visit(node)
+            # NOTE: Mutator.visit inlined (this is the hottest call of lowering)
+            fn = getattr(self, "visit_" + type(node).__name__, None)
+            r = fn(node) if fn is not None else self.generic(node)
             self._memo[node] = r
             self._memo[r] = r
         return r
