@@ -68,6 +68,11 @@ def _ndt(dtype: str) -> np.dtype:
     return dt.to_numpy(dt.element_of(dtype))
 
 
+def _other_block_settled(w: np.ndarray, my_block: Any) -> np.ndarray:
+    """Global elements written before a barrier by a block other than ``my_block``."""
+    return (w <= -2) & (-2 - w != my_block)
+
+
 class _Mem:
     """One buffer's storage plus race bookkeeping; ``scope`` picks how lanes map to regions."""
 
@@ -99,6 +104,7 @@ class _Launch:
         }
         self.env: dict[Var, Any] = {v: coords[t] for t, v in k.thread_vars}
         self.mems = dict(mems)
+        self.dirty: set[_Mem] = set()
         for b in k.allocs:
             size = buffer_size(b)
             count = nb if b.scope == "shared" else self.n
@@ -156,7 +162,8 @@ class _Launch:
             if m.scope == "shared":
                 bad = (w >= 0) & (w != me)
             else:
-                bad = (w >= 0) & (w // self.nt != me // self.nt)
+                bad = ((w >= 0) & (w // self.nt != me // self.nt)) | _other_block_settled(
+                    w, me // self.nt)
             if bad.any():
                 i = int(np.argmax(bad))
                 raise RaceError(
@@ -193,8 +200,12 @@ class _Launch:
                         "other threads read since the last barrier (missing __syncthreads?)")
             w = m.writer[p]
             old = m.flat[p]
-            clash = (w >= 0) & (w != me) & ~((old == val) | (np.isnan(old) & np.isnan(val))
-                                                if m.flat.dtype.kind == "f" else old == val)
+            differ = ~((old == val) | (np.isnan(old) & np.isnan(val))
+                       if m.flat.dtype.kind == "f" else old == val)
+            clash = (w >= 0) & (w != me) & differ
+            if m.scope == "global":
+                clash |= _other_block_settled(w, me // self.nt) & differ
+                self.dirty.add(m)
             m.flat[p] = val
             m.writer[p] = me
             same_step = m.writer[p] != me
@@ -215,6 +226,18 @@ class _Launch:
         if not self.check:
             return
         active_blocks = per_block.all(axis=1)
+        # NOTE: __syncthreads also orders global memory within a block: a write before it is
+        # settled (writer -> -2 - block), so later accesses by other threads of the same block
+        # are no race, while other blocks still see a foreign write.
+        live = {int(b) for b in self.blk[::self.nt][active_blocks]}
+        for m in self.dirty:
+            w = m.writer
+            pos = np.nonzero(w >= 0)[0]
+            if pos.size:
+                blk = w[pos] // self.nt
+                sel = np.isin(blk, list(live))
+                w[pos[sel]] = -2 - blk[sel]
+        self.dirty = set()
         for m in self.mems.values():
             if m.scope == "shared":
                 r = m.reader.reshape(-1, m.region)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from templtune import dtype as dt
+from templtune.codegen.cuda.allreduce import lower_cross_thread_reduction
 from templtune.codegen.cuda.analysis import buffer_size, fold_constants
 from templtune.codegen.cuda.compile import compile_cuda, find_nvcc
 from templtune.codegen.cuda.kernel import Kernel, merge_adjacent_guards, split_kernels
@@ -158,6 +159,7 @@ def lower_to_kernels(func: PrimFunc, insert_sync: bool = True) -> tuple[list[Ker
     """Run the CUDA pipeline on ``func``: vthread injection, unrolling, kernel split with
     launch extraction, barrier insertion (skipped with ``insert_sync=False``, for tests)."""
     body = fold_constants(apply_unroll(inject_virtual_threads(func.body)))
+    body = lower_cross_thread_reduction(body)
     kernels, workspace = split_kernels(replace(func, body=body))
     if insert_sync:
         kernels = [insert_shared_sync(k) for k in kernels]
