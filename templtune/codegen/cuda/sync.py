@@ -15,6 +15,7 @@ nothing but thread indices covering every multi-thread axis; everything else con
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +35,9 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.te.expr import Call, PrimExpr, StringImm, Var
-from templtune.te.functor import post_order, structural_equal
+from templtune.te.functor import post_order
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def barrier() -> Stmt:
@@ -59,6 +62,8 @@ class _Planner:
         self.tvars = frozenset(v for t, v in kernel.thread_vars if t in THREAD_TAGS
                                and kernel.block[THREAD_TAGS.index(t)] > 1)
         self._memo: dict[int, tuple[Any, list[_Access]]] = {}
+        self._keys: dict[int, tuple[Any, Any]] = {}
+        self._intern: dict[Any, int] = {}
 
     def accesses(self, s: Any) -> list[_Access]:
         hit = self._memo.get(id(s))
@@ -72,8 +77,35 @@ class _Planner:
         self._memo[id(s)] = (s, out)
         return out
 
+    def key(self, e: Any) -> Any:
+        """A hashable structural key of ``e`` (equal keys <=> ``structural_equal``), memoised
+        by node identity: the planner compares and deduplicates thousands of indices on
+        unrolled kernels, where pairwise ``structural_equal`` was quadratic."""
+        hit = self._keys.get(id(e))
+        if hit is not None:
+            return hit[1]
+        if isinstance(e, Var):
+            k: Any = ("V", id(e))
+        elif isinstance(e, Buffer):
+            k = ("B", id(e))
+        elif isinstance(e, tuple):
+            return tuple(self.key(x) for x in e)
+        elif dataclasses.is_dataclass(e):
+            names = _FIELDS.get(type(e))
+            if names is None:
+                names = tuple(f.name for f in dataclasses.fields(e)
+                              if not f.name.startswith("_"))
+                _FIELDS[type(e)] = names
+            k = (type(e).__name__,) + tuple(self.key(getattr(e, n)) for n in names)
+            # NOTE: interned to a small int, so parents hash flat tuples, not whole trees
+            k = self._intern.setdefault(k, len(self._intern))
+        else:
+            return e
+        self._keys[id(e)] = (e, k)
+        return k
+
     def same_thread(self, a: _Access, b: _Access) -> bool:
-        if not structural_equal(a.index, b.index):
+        if self.key(a.index) != self.key(b.index):
             return False
         fv = free_vars(a.index)
         return all(isinstance(v, Var) and v in self.tvars for v in fv) and self.tvars <= fv
@@ -88,12 +120,13 @@ class _Planner:
                     return True
         return False
 
-    @staticmethod
-    def union(a: list[_Access], b: list[_Access]) -> list[_Access]:
+    def union(self, a: list[_Access], b: list[_Access]) -> list[_Access]:
         out = list(a)
+        seen = {(id(y.buffer), y.write, self.key(y.index)) for y in out}
         for x in b:
-            if not any(y.buffer is x.buffer and y.write == x.write
-                       and structural_equal(y.index, x.index) for y in out):
+            kx = (id(x.buffer), x.write, self.key(x.index))
+            if kx not in seen:
+                seen.add(kx)
                 out.append(x)
         return out
 
