@@ -1,0 +1,26 @@
+#!/bin/sh
+# Pre-tuned reference logs, regenerated after the x86 template rework (NCHWc conv2d_nchw,
+# unrolled Winograd transforms, 8-lane prepacked conv weights). Replaces the earlier raw logs of
+# these workloads; the batch-1 dense ones (pretune.sh, pretune_prepacked.sh) are kept.
+# Budget: XGB, N_CONV (default 48) trials per direct conv2d, N (default 32) for the others,
+# early stopping at half the budget, seed 0, number 3 x repeat 2. Then: python3 logs/distill.py
+set -e
+N=${1:-32}
+N_CONV=${2:-48}
+mkdir -p logs/pretune
+tune() {  # template args n_trial
+  python3 -m templtune.cli tune --template "$1" --args "$2" --tuner xgb --n-trial "$3" \
+    --early-stopping $(($3 / 2)) --seed 0 --number 3 --repeat 2 --no-progress \
+    --log "logs/pretune/$1_$(echo "$2" | tr , _).log"
+}
+tune conv2d_nchw 1,7,7,512,512,3,3,1,1 "$N_CONV"
+tune conv2d_nchw 1,56,56,64,64,3,3,1,1 "$N_CONV"
+tune conv2d_nchw 1,224,224,64,3,7,7,2,3 "$N_CONV"
+tune conv2d_winograd 1,7,7,512,512,3,3,1,1,2 "$N"
+tune conv2d_winograd 1,7,7,512,512,3,3,1,1,4 "$N"
+tune conv2d_winograd 1,56,56,64,64,3,3,1,1,2 "$N"
+tune conv2d_winograd 1,56,56,64,64,3,3,1,1,4 "$N"
+tune conv2d_nchw 1,7,7,512,512,3,3,1,1,8 "$N"
+tune conv2d_nchw 1,56,56,64,64,3,3,1,1,8 "$N"
+tune conv2d_nchw 1,224,224,64,3,7,7,2,3,8 "$N"
+tune dense 1024,1024,1024 "$N"
