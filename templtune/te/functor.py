@@ -44,7 +44,7 @@ def _replace(node: Any, changes: dict[str, Any]) -> Any:
     names, all_init = info
     if not all_init and any(n not in names for n in changes):
         return dataclasses.replace(node, **changes)  # raises its usual error
-    return cls(**{n: changes[n] if n in changes else getattr(node, n) for n in names})
+    return cls(*[changes[n] if n in changes else getattr(node, n) for n in names])
 
 
 def child_fields(node: Any) -> tuple[str, ...]:

@@ -41,9 +41,11 @@ from templtune.te.linear import _LIN_DTYPES, INF, Bound, Lin, LinearForms, is_li
 
 __all__ = ["simplify", "can_prove", "const_bound", "Simplifier"]
 
-_LIN_OPS = frozenset({BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL})
+# NOTE: a tuple, not a set: membership of enum members by identity skips Enum.__hash__
+_LIN_OPS = (BinOpKind.ADD, BinOpKind.SUB, BinOpKind.MUL)
 _FLIP = {BinOpKind.LT: BinOpKind.GE, BinOpKind.LE: BinOpKind.GT, BinOpKind.GT: BinOpKind.LE,
          BinOpKind.GE: BinOpKind.LT, BinOpKind.EQ: BinOpKind.NE, BinOpKind.NE: BinOpKind.EQ}
+_CMP_OPS = tuple(_FLIP)
 
 
 class Simplifier(LinearForms, Mutator):
@@ -220,7 +222,7 @@ class Simplifier(LinearForms, Mutator):
             return self._divmod(BinOpKind.FLOORDIV, a, b.value, dtype)
         if op in (BinOpKind.MIN, BinOpKind.MAX):
             return self._minmax(op, a, b, dtype)
-        if op in _FLIP:
+        if op in _CMP_OPS:
             return self._compare(op, a, b, dtype)
         if op in (BinOpKind.AND, BinOpKind.OR):
             return self._logic(op, a, b, dtype)
