@@ -189,7 +189,7 @@ def annotate_unroll(policy: Any, state: State, rng: np.random.Generator) -> Stat
 def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) -> State:
     """GPU: bind tiled root stages (.0 → blockIdx.x, .1 → vthread, .2 → threadIdx.x) and
     untiled root stages (fused spatial loops split by the warp size)."""
-    from .sketch import is_tiled
+    from .sketch import has_cross_thread_reduction, is_tiled
 
     warp = max(1, policy.task.hardware_params.warp_size)
     root_splits: list[int] = []
@@ -199,6 +199,9 @@ def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) ->
             state = _bind_shared(state, k, root_splits)
             continue
         if not _root_compute(state, k):
+            continue
+        if has_cross_thread_reduction(state, k):
+            state = _bind_ctr_root(state, k)
             continue
         if any(it.annotation == 6 for it in state.stages[k].iters):
             continue
@@ -242,6 +245,24 @@ def annotate_thread_bind(policy: Any, state: State, rng: np.random.Generator) ->
                 state = state.split(k, 0, [warp])
                 state = state.bind(k, 0, "blockIdx.x").bind(k, 1, "threadIdx.x")
     return state
+
+
+def _bind_ctr_root(state: State, k: int) -> State:
+    """A root stage with a cross-thread reduction (its own or an attached stage's): fuse its
+    outer unannotated spatial iterators, up to the attach point, and bind them to blockIdx.x."""
+    iters = state.stages[k].iters
+    n = 0
+    for i, it in enumerate(iters):
+        if it.iter_kind != SPATIAL or it.annotation != 0:
+            break
+        n += 1
+        if state.attached_stages(k, i):
+            break
+    if n == 0:
+        return state
+    if n > 1:
+        state = state.fuse(k, list(range(n)))
+    return state.bind(k, 0, "blockIdx.x")
 
 
 def steps_of_stage(state: State, k: int) -> list[int]:

@@ -169,6 +169,8 @@ def _cache_read_cond(p: Any, s: State, k: int) -> Cond:
     c = cs[0]
     if not needs_mlt(s, c) or s.stages[c].compute_at == INLINED:
         return Cond.SKIP
+    if has_cross_thread_reduction(s, c):
+        return Cond.SKIP
     return Cond.APPLY_AND_SKIP_REST
 
 
@@ -348,8 +350,17 @@ RULE_SKIP_STAGE = SketchRule("SkipStage", _skip_cond, _skip)
 CPU_RULES = (RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_RFACTOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION,
              RULE_MLT, RULE_SKIP_STAGE)
 RULE_ADD_CACHE_READ = SketchRule("AddCacheRead", _cache_read_cond, _cache_read)
-GPU_RULES = (RULE_ADD_CACHE_READ, RULE_ALWAYS_INLINE, RULE_CONST_TENSOR, RULE_ADD_CACHE_WRITE, RULE_MLT_FUSION, RULE_MLT,
-             RULE_SKIP_STAGE)
+
+# NOTE: imported here, after the helpers it uses are defined (sketch_gpu imports this module)
+from .sketch_gpu import (  # noqa: E402
+    RULE_CROSS_THREAD_REDUCTION,
+    RULE_SPECIAL_COMPUTE_LOCATION_GPU,
+    has_cross_thread_reduction,
+)
+
+GPU_RULES = (RULE_ADD_CACHE_READ, RULE_SPECIAL_COMPUTE_LOCATION_GPU, RULE_ALWAYS_INLINE,
+             RULE_CONST_TENSOR, RULE_CROSS_THREAD_REDUCTION, RULE_ADD_CACHE_WRITE,
+             RULE_MLT_FUSION, RULE_MLT, RULE_SKIP_STAGE)
 
 
 def generate_sketches(policy: Any, init_state: State, rules: Any) -> list[State]:

@@ -306,6 +306,11 @@ class AnnotationStep:
         elif name == "tensorize":
             raise _err("tensorize annotations are not supported")
         elif name:
+            if name.startswith("threadIdx"):
+                # NOTE: TVM binds a reduce axis to a thread directly (cross-thread reduction,
+                # lowered to an all-reduce by the CUDA backend); templtune's schedule asks
+                # for the opt-in flag that rfactor otherwise sets.
+                tst.allow_reduce_bind = True
             tst.bind(leaf, te.thread_axis(name))
 
     def python(self, p: Any) -> None:
