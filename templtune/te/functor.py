@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from templtune.te.expr import IterVar, PrimExpr, Reduce, TensorLoad, Var
+from templtune.te.expr import BinOp, IterVar, PrimExpr, Reduce, TensorLoad, Var
 
 _NODE_TYPES: dict[type, bool] = {}
 
@@ -101,10 +101,16 @@ class Mutator:
         return fn(node) if fn is not None else self.generic(node)
 
     def generic(self, node: Any) -> Any:
-        changes: dict[str, Any] = {}
-        names = _FIELDS.get(type(node))
         visit = self.visit
         nt = _NODE_TYPES
+        if type(node) is BinOp and nt.get(type(node.a)) and nt.get(type(node.b)):
+            # NOTE: the commonest node, rebuilt without the field loop (same result)
+            a, b = visit(node.a), visit(node.b)
+            if a is node.a and b is node.b:
+                return node
+            return BinOp(node.op, a, b, node.dtype)
+        changes: dict[str, Any] = {}
+        names = _FIELDS.get(type(node))
         for name in child_fields(node) if names is None else names:
             v = getattr(node, name)
             if isinstance(v, tuple):
