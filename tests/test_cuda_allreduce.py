@@ -133,3 +133,27 @@ def test_allreduce_compiles_with_nvcc(nthreads):
     s, A, B = _row_reduce(4, nthreads * 2, nthreads)
     m = templtune.build(s, [A, B], target="cuda")
     assert m.binary
+
+
+@pytest.mark.parametrize("kind", ["sum", "min"])
+def test_reduce_axis_bound_directly_one_allreduce_per_row(kind):
+    # the auto-scheduler's CrossThreadReduction form: split the reduction, bind the inner part
+    # (no rfactor); a non-dividing split adds a guard. The serial outer part becomes a
+    # per-thread partial, so the tree runs once, not once per outer iteration.
+    A = te.placeholder((3, 100), name="A")
+    k = te.reduce_axis((0, 100), name="k")
+    red = te.sum if kind == "sum" else te.min
+    B = te.compute((3,), lambda i: red(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=32)
+    s[B].allow_reduce_bind = True
+    s[B].bind(ki, te.thread_axis("threadIdx.x"))
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    m = templtune.build(s, [A, B], target="cuda")
+    src = m.get_source()
+    assert src.count("red_buf0[(((int)threadIdx.x) + 16)]") == 1
+    assert "red_local0" in src
+    a = np.random.default_rng(5).standard_normal((3, 100)).astype("float32")
+    b = np.zeros(3, "float32")
+    run_module(m, [a, b])
+    np.testing.assert_allclose(b, a.sum(1) if kind == "sum" else a.min(1), rtol=1e-5, atol=1e-6)

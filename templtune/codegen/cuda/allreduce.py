@@ -102,6 +102,7 @@ class _Rewriter(FastMutator):
         self.threads: list[_Thread] = []
         self.inner_bufs: list[set[Buffer]] = []   # buffers allocated inside each thread loop
         self.count = 0
+        self.n_local = 0
 
     # -- scope tracking -------------------------------------------------------------------
     def visit_For(self, node: For) -> Stmt:
@@ -116,6 +117,11 @@ class _Rewriter(FastMutator):
                 self.threads.pop()
                 self.inner_bufs.pop()
             return node if body is node.body else replace(node, body=body)
+        if node.kind in (ForKind.SERIAL, ForKind.UNROLLED):
+            swapped = _interchange(node, self.n_local)
+            if swapped is not None:
+                self.n_local += 1
+                return self.visit(swapped)
         return self.generic(node)
 
     def visit_Allocate(self, node: Allocate) -> Stmt:
@@ -194,6 +200,56 @@ class _Rewriter(FastMutator):
         else:
             body.append(IfThenElse(binary(BinOpKind.EQ, t.var, 0), final))
         return Allocate(buf, seq(*body))
+
+
+def _accumulation(s: Stmt) -> tuple[Store, BinOpKind, PrimExpr] | None:
+    """``X[i] = X[i] op e`` or ``if c: X[i] = X[i] op e`` -> (store, op, e or c ? e : id)."""
+    if isinstance(s, IfThenElse) and s.else_case is None and isinstance(s.then_case, Store):
+        acc = _split_accumulation(s.then_case)
+        if acc is None or s.then_case.predicate is not None:
+            return None
+        op, e = acc
+        return s.then_case, op, Select(s.condition, e, _identity(op, s.then_case.buffer.dtype),
+                                       True)
+    if isinstance(s, Store) and s.predicate is None:
+        acc = _split_accumulation(s)
+        return None if acc is None else (s, acc[0], acc[1])
+    return None
+
+
+def _interchange(node: For, n: int) -> Stmt | None:
+    """``for r..: for tx (threadIdx): X[i] op= e`` (``i`` free of ``r`` and ``tx``) ->
+    ``for tx: {acc = id; for r..: acc op= e; X[i] op= acc}``: one all-reduce of per-thread
+    partials instead of one per iteration of the serial reduction loops."""
+    loops: list[For] = []
+    cur: Stmt = node
+    while isinstance(cur, For) and cur.kind in (ForKind.SERIAL, ForKind.UNROLLED):
+        loops.append(cur)
+        cur = cur.body
+    if not (isinstance(cur, For) and cur.kind is ForKind.THREAD_BINDING
+            and cur.thread_tag in _THREAD_TAGS):
+        return None
+    found = _accumulation(cur.body)
+    if found is None:
+        return None
+    store, op, e = found
+    serial_vars = {lp.loop_var for lp in loops}
+    idx_vars = free_vars(store.index)
+    if idx_vars & serial_vars or cur.loop_var in idx_vars or store.buffer in accessed_buffers(e):
+        return None
+    if any(free_vars(lp.min) & serial_vars or free_vars(lp.extent) & serial_vars
+           or cur.loop_var in free_vars(lp.extent) for lp in loops):
+        return None
+    acc = Buffer(f"red_local{n}", (IntImm("int32", 1),), store.buffer.dtype,
+                 "local")
+    zero = IntImm("int32", 0)
+    inner: Stmt = Store(acc, zero, binary(op, Load(acc, zero), e))
+    for lp in reversed(loops):
+        inner = replace(lp, body=inner)
+    final = Store(store.buffer, store.index, binary(op, Load(store.buffer, store.index),
+                                                   Load(acc, zero)))
+    body = Allocate(acc, seq(Store(acc, zero, _identity(op, store.buffer.dtype)), inner, final))
+    return replace(cur, body=body)
 
 
 def lower_cross_thread_reduction(body: Stmt) -> Stmt:
