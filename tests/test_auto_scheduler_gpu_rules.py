@@ -133,3 +133,49 @@ def test_sampled_ctr_state_compiles_with_nvcc():
     sch, args = pol.dag.apply_steps_from_state(_small_unroll(pol.dag, pop[0]), is_gpu=True)
     mod = templtune.build(sch, args, target="cuda")
     assert "red_buf" in mod.get_source() and mod.binary
+
+
+CONST_ATTR = "auto_scheduler_simplify_const_tensor_indices"
+
+
+def _winograd_data_pack(h: int = 8, ci: int = 32, m: int = 2):
+    from templtune.topi.nn.winograd import winograd_transform_matrices
+    from templtune.topi.utils import const_matrix
+
+    alpha = m + 2
+    nh = (h + m - 1) // m
+    data = te.placeholder((1, h, h, ci), name="data")
+    pad = topi.nn.pad(data, (0, 1, 1, 0), (0, 1 + alpha, 1 + alpha, 0), name="data_pad")
+    _, b_np, _ = winograd_transform_matrices(m, 3, "float32")
+    B = const_matrix(b_np, "B")
+    tile = te.compute((alpha, alpha, nh * nh, ci), lambda e, u, p, c: pad[
+        0, p // nh * m + e, p % nh * m + u, c], name="input_tile")
+    ra = te.reduce_axis((0, alpha), name="r_a")
+    rb = te.reduce_axis((0, alpha), name="r_b")
+    dp = te.compute((alpha, alpha, nh * nh, ci), lambda e, u, p, c: te.sum(
+        tile[ra, rb, p, c] * B[ra, e] * B[rb, u], axis=[ra, rb]), name="data_pack",
+        attrs={CONST_ATTR: ["eps", "nu", "r_a", "r_b"]})
+
+    def ref(d):
+        padded = np.pad(d, ((0, 0), (1, 1 + alpha), (1, 1 + alpha), (0, 0)))
+        t = np.zeros((alpha, alpha, nh * nh, ci), "float32")
+        for p in range(nh * nh):
+            y, x = p // nh * m, p % nh * m
+            t[:, :, p, :] = padded[0, y:y + alpha, x:x + alpha, :]
+        return np.einsum("abpc,ae,bu->eupc", t, b_np, b_np)
+
+    return [data, dp], ref
+
+
+def test_special_compute_location_gpu_sketch_and_state():
+    tensors, ref = _winograd_data_pack()
+    pol = _policy(tensors, seed=2)
+    sk = pol.generate_sketches()
+    assert len(sk) == 1
+    names = [st.op_name for st in sk[0].stages]
+    tile, pack = names.index("input_tile"), names.index("data_pack")
+    # attached just before the first unrolled iterator of the const-tensor consumer
+    at = sk[0].attached_to(tile)
+    assert at is not None and at[0] == pack
+    assert sk[0].stages[pack].iters[at[1] + 1].annotation == 1  # unroll
+    _check_population(tensors, ref, n=2, seed=2, want_ctr=False)
