@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import templtune
 from templtune import te
@@ -157,3 +159,15 @@ def test_reduce_axis_bound_directly_one_allreduce_per_row(kind):
     b = np.zeros(3, "float32")
     run_module(m, [a, b])
     np.testing.assert_allclose(b, a.sum(1) if kind == "sum" else a.min(1), rtol=1e-5, atol=1e-6)
+
+
+@settings(max_examples=12, deadline=None)
+@given(nthreads=st.integers(2, 130), outer=st.integers(1, 3), rows=st.integers(1, 3),
+       kind=st.sampled_from(["sum", "max", "min"]))
+def test_allreduce_any_extent_matches_numpy(nthreads, outer, rows, kind):
+    n = nthreads * outer
+    s, A, B = _row_reduce(rows, n, nthreads, kind)
+    a = np.random.default_rng(nthreads).standard_normal((rows, n)).astype("float32")
+    b = np.zeros(rows, "float32")
+    emulate(templtune.lower(s, [A, B]), a, b)
+    np.testing.assert_allclose(b, getattr(a, kind)(1), rtol=1e-5, atol=1e-5)
