@@ -171,3 +171,13 @@ def test_allreduce_any_extent_matches_numpy(nthreads, outer, rows, kind):
     b = np.zeros(rows, "float32")
     emulate(templtune.lower(s, [A, B]), a, b)
     np.testing.assert_allclose(b, getattr(a, kind)(1), rtol=1e-5, atol=1e-5)
+
+
+def test_allreduce_under_the_llvm_host_emulator():
+    from templtune.codegen.cuda.host_emulate import emulate_llvm
+
+    s, A, B = _row_reduce(5, 144, 48, "max")
+    a = np.random.default_rng(7).standard_normal((5, 144)).astype("float32")
+    b = np.zeros(5, "float32")
+    emulate_llvm(templtune.lower(s, [A, B]), a, b)
+    np.testing.assert_allclose(b, a.max(1))
