@@ -179,3 +179,17 @@ def test_special_compute_location_gpu_sketch_and_state():
     assert at is not None and at[0] == pack
     assert sk[0].stages[pack].iters[at[1] + 1].annotation == 1  # unroll
     _check_population(tensors, ref, n=2, seed=2, want_ctr=False)
+
+
+def test_tune_ctr_workload_on_the_emulator_backend(monkeypatch, tmp_path):
+    # end to end: sketches -> sampled states -> builder process -> CUDA runner (emulated)
+    from templtune import auto_scheduler as auto
+
+    monkeypatch.setenv("TEMPLTUNE_CUDA_BACKEND", "emulator")
+    task = SearchTask(compute_dag=ComputeDAG(softmax(2, 64)), target="cuda")
+    log = str(tmp_path / "ctr.json")
+    opt = auto.TuningOptions(num_measure_trials=3, num_measures_per_round=3, verbose=0,
+                             measure_callbacks=[auto.RecordToFile(log)])
+    task.tune(opt, search_policy=SketchPolicy(task, seed=0, verbose=0))
+    inputs, results = zip(*auto.load_records(log))
+    assert len(results) == 3 and all(int(r.error_no) == 0 for r in results)

@@ -38,9 +38,12 @@ def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool) -> tupl
                 time.perf_counter() - t0)
     try:
         import templtune
+        from templtune.autotvm.measure.worker import export_module
 
         module = templtune.build(sch, args, target=target)
-        return (0, module.export(), "", time.perf_counter() - t0)
+        # NOTE: export_module pickles a CUDA module (no .export()), keeping its IR for the
+        # emulator backend
+        return (0, export_module(module), "", time.perf_counter() - t0)
     except CodegenError as exc:
         code = MeasureErrorNo.COMPILE_DEVICE if is_gpu else MeasureErrorNo.COMPILE_HOST
         return (int(code), None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
