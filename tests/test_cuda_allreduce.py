@@ -181,3 +181,27 @@ def test_allreduce_under_the_llvm_host_emulator():
     b = np.zeros(5, "float32")
     emulate_llvm(templtune.lower(s, [A, B]), a, b)
     np.testing.assert_allclose(b, a.max(1))
+
+
+def test_reduction_with_fewer_threads_than_the_kernel_launch():
+    # S reduces over 48 threads inside a kernel launched with 64: the `threadIdx.x < 48` guard
+    # must not enclose the barriers (they move below it), and Y reads the total from shared.
+    rows, n = 3, 192
+    A = te.placeholder((rows, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    S = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    Y = te.compute((rows, n), lambda i, j: A[i, j] / S[i], name="Y")
+    s = te.create_schedule(Y.op)
+    _, ki = s[S].split(S.op.reduce_axis[0], factor=48)
+    s[S].allow_reduce_bind = True
+    s[S].bind(ki, te.thread_axis("threadIdx.x"))
+    _, yi = s[Y].split(Y.op.axis[1], factor=64)
+    s[Y].bind(Y.op.axis[0], te.thread_axis("blockIdx.x"))
+    s[Y].bind(yi, te.thread_axis("threadIdx.x"))
+    s[S].compute_at(s[Y], Y.op.axis[0])
+    m = templtune.build(s, [A, Y], target="cuda")
+    assert m.launches[0].block == (64, 1, 1)
+    a = np.random.default_rng(8).random((rows, n), dtype=np.float32)
+    y = np.zeros((rows, n), "float32")
+    run_module(m, [a, y])
+    np.testing.assert_allclose(y, a / a.sum(1, keepdims=True), rtol=1e-5)
