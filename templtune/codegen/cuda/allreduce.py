@@ -19,7 +19,10 @@ loop, at an index that does not depend on the loop's thread, of ``X[i] op e`` wi
     ... halving p down to 1 ...
     if tx == 0: X[i] = X[i] op red_buf[slot - tx]   # every thread when X is per-thread (local)
 
-which is race-free for any extent (power of two or not). ``slot`` is ``tx`` plus the other
+which is race-free for any extent (power of two or not). Serial loops around such a thread loop
+(``for ko: for tx: X[i] op= e``, the form of a reduce axis split and bound without rfactor) are
+first turned into a per-thread partial (``for tx: acc = id; for ko: acc op= e; X[i] op= acc``),
+so the tree runs once per reduction rather than once per serial iteration. ``slot`` is ``tx`` plus the other
 enclosing ``threadIdx`` variables times their strides, so independent reductions of different
 ``threadIdx.y`` rows do not share slots. A guarded accumulation ``if c: X[i] = X[i] op e``
 becomes ``X[i] = X[i] op (c ? e : identity)`` so the barriers are reached by every thread.
