@@ -8,8 +8,10 @@ Inputs are NCHW data and an OIHW kernel, the output is NCHW. Inside the kernel:
   are contiguous (one vector load per ``(ci_i, tap)``, consecutive in the inner loop);
 * ``conv[N, CO/bn, OH, OW, bn]``: each ``oh_bn x ow_bn x bn`` output block accumulates in a
   register-resident write cache over ``(ci_o, kh, kw, ci_i)``; the block's rows and columns are
-  unrolled and ``bn`` is vectorized; the fused ``(n, co_o, oh_o)`` loop runs in parallel;
-* ``output``: unpacked back to NCHW (parallel over ``(n, co)``).
+  unrolled and ``bn`` is vectorized;
+* ``output``: NCHW; the packed ``conv`` of each ``(n, co_o, oh_o)`` block (one channel block,
+  ``oh_bn`` rows) is computed inside the output's parallel loop over these blocks and unpacked
+  while it is in L1.
 
 Knobs: ``tile_oc`` ``[co_o, bn]``, ``tile_oh`` ``[oh_o, oh_bn]`` (``oh_bn <= 4``), ``tile_ow``
 ``[ow_o, ow_bn]`` (``ow_bn <= 32``), ``tile_ic`` ``[ci_o, ci_i]`` (``ci_i <= 64``),
@@ -137,13 +139,20 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
         s[kvec].reorder(o, c, v, i, y, x)
         s[kvec].parallel(s[kvec].fuse(o, c))
 
+    # NOTE: the packed result of one (channel block, row block) is unpacked to NCHW right
+    # after it is computed, while it is in L1: no full-size packed copy goes through memory.
+    n, c, y, x = s[output].op.axis
+    co, cv = s[output].split(c, factor=bn)
+    oyo, oyi = s[output].split(y, factor=oh_bn)
+    s[output].reorder(n, co, oyo, cv, oyi, x)
+    par = s[output].fuse(n, co, oyo)
+    s[output].parallel(par)
+    s[conv].compute_at(s[output], par)
+
     acc = s.cache_write(conv, "global")
-    n, o, y, x, v = s[conv].op.axis
-    yo, yi = s[conv].split(y, factor=oh_bn)
+    _, _, y, x, v = s[conv].op.axis
     xo, xi = s[conv].split(x, factor=ow_bn)
-    s[conv].reorder(n, o, yo, xo, yi, xi, v)
-    par = s[conv].fuse(n, o, yo)
-    s[conv].parallel(par)
+    s[conv].reorder(xo, y, xi, v)
     s[conv].vectorize(v)
     s[acc].compute_at(s[conv], xo)
     _, _, ay, ax, av = s[acc].op.axis
@@ -154,9 +163,6 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     if cfg["unroll_kw"].val:
         s[acc].unroll(arx)
     s[acc].vectorize(av)
-
-    n, c, y, x = s[output].op.axis
-    s[output].parallel(s[output].fuse(n, c))
     return s, [data, kernel, output]
 
 
