@@ -11,7 +11,9 @@ its fallback config and is marked ``(fallback)``. The machine's FMA peak is meas
 explicit FMA-chain kernel.
 
 Timing: for each thread count, rounds interleave every kernel of a workload (templtune, peer),
-each reporting the median over rounds, so all sides see the same machine load.
+each reporting the median over rounds, so all sides see the same machine load. With more than
+one thread each timing starts after ``--settle`` idle seconds, so the previous kernel's
+spin-waiting worker threads (OpenBLAS, OpenMP) do not compete for the cores.
 
 Allocator: a templtune kernel allocates its intermediate buffers (packed data and weights,
 Winograd tiles) on each call. glibc serves the large ones with fresh ``mmap`` pages, or trims
@@ -210,7 +212,8 @@ def _timer(fn: Callable[[], Any], number: int) -> Callable[[], float]:
 
 
 def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list[str],
-                   known: set, threads: list[int], rounds: int, number: int) -> list[str]:
+                   known: set, threads: list[int], rounds: int, number: int,
+                   settle: float = 0.0) -> list[str]:
     rng = np.random.default_rng(0)
     flop = float(autotvm.task.create(template, args, "llvm").flop)
     kernels: dict[str, tuple[Any, list[np.ndarray]]] = {}
@@ -282,6 +285,10 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
                 f()
             for _ in range(rounds):
                 for k, f in timers.items():
+                    if th > 1 and settle > 0:
+                        # NOTE: OpenBLAS/OpenMP workers spin after a call; with as many threads
+                        # as cores they would steal the next kernel's cores. Let them sleep.
+                        time.sleep(settle)
                     samples[k].append(f())
         g = {k: flop / statistics.median(v) / 1e9 for k, v in samples.items()}
         ours = max(v for k, v in g.items() if k != peer)
@@ -299,6 +306,9 @@ def main() -> None:
     ap.add_argument("--log", nargs="*", default=None,
                     help="tuning logs (default: templates/logs/cpu/*.log logs/pretune/*.log)")
     ap.add_argument("--only", default=None, help="only workloads whose label contains this")
+    ap.add_argument("--settle", type=float, default=0.2,
+                    help="seconds to idle before each multi-threaded timing (peers' spinning "
+                         "worker threads go to sleep)")
     ap.add_argument("--no-pin-malloc", action="store_true",
                     help="leave glibc's mmap/trim thresholds at their defaults")
     opts = ap.parse_args()
@@ -318,7 +328,7 @@ def main() -> None:
         if opts.only and opts.only not in label:
             continue
         for row in bench_workload(label, template, args, peer, logs, known, opts.threads,
-                                  opts.rounds, opts.number):
+                                  opts.rounds, opts.number, opts.settle):
             print(row, flush=True)
 
 
