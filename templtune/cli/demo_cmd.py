@@ -101,6 +101,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     ev = mod.time_evaluator(mod.entry_name, templtune.cpu(), number=args.number, repeat=1)
     ours, theirs = [], []
     for _ in range(args.rounds):  # interleaved, so both see the same machine load
+        # NOTE: OpenBLAS's worker threads spin for a while after numpy's matmul returns and
+        # would steal the cores from our parallel loop; let them go idle first.
+        time.sleep(0.2)
         ours.append(ev(data, kernel, out).results[0])
         theirs.append(_median_time(lambda: im2col_conv(data, kernel, stride, pad), 1,
                                    args.number))

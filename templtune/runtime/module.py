@@ -23,6 +23,7 @@ from templtune import dtype as dt
 from templtune.codegen.llvm import compile as cc
 from templtune.codegen.llvm.render import ParamInfo
 from templtune.errors import CodegenError, RuntimeCallError
+from templtune.runtime.allocator import retain_scratch_memory
 
 log = logging.getLogger("templtune.runtime")
 
@@ -87,6 +88,7 @@ class Module:
     """
 
     def __init__(self, obj: bytes, header: dict[str, Any]) -> None:
+        retain_scratch_memory()
         self._obj = obj
         self._header = header
         self.entry_name: str = header["entry"]
