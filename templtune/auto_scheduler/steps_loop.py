@@ -37,17 +37,27 @@ def _remap_attach(state: State, stage_id: int, mapping: dict[int, int]) -> tuple
                         for s, t, i in state.attach_map))
 
 
+def _with_iters(state: State, step: Any, sid: int, st: Any, iters: tuple,
+                mapping: dict[int, int], **kw: Any) -> State:
+    """``state`` plus ``step``, with stage ``sid``'s iterators replaced by ``iters`` and its
+    attach points moved through ``mapping`` (old -> new iterator id)."""
+    return with_step(state, step, stages=replace_stage(state, sid, dataclasses.replace(
+        st, iters=iters)), attach_map=_remap_attach(state, sid, mapping), **kw)
+
+
+def _te_leaves(ctx: Any, sid: int, ids: tuple) -> tuple[Any, list]:
+    """The te stage ``sid`` and its leaf iteration variables at positions ``ids``."""
+    tst = ctx.sch.stages[sid]
+    leaves = list(tst.leaf_iter_vars)
+    return tst, [leaves[i] for i in ids]
+
+
 def _split_lengths(ext: int | None, lengths: tuple, inner_to_outer: bool) -> list[int | None]:
     """Extents of the n+1 parts of a split (outermost first)."""
-    if inner_to_outer:
-        known = all(x is not None for x in lengths)
-        outer = None if ext is None or not known else math.ceil(
-            ext / max(1, math.prod(lengths)))  # type: ignore[arg-type]
-        return [outer, *lengths]
     known = all(x is not None for x in lengths)
-    last = None if ext is None or not known else math.ceil(
+    rest = None if ext is None or not known else math.ceil(
         ext / max(1, math.prod(lengths)))  # type: ignore[arg-type]
-    return [*lengths, last]
+    return [rest, *lengths] if inner_to_outer else [*lengths, rest]
 
 
 def _do_split(state: State, step: Any, sid: int, iid: int, lengths: tuple,
@@ -64,8 +74,7 @@ def _do_split(state: State, step: Any, sid: int, iid: int, lengths: tuple,
     mapping = {i: (i if i < iid else i + n) for i in range(len(st.iters))}
     mapping[iid] = iid + n
     concrete = state.concrete and all(x is not None for x in lengths)
-    return with_step(state, step, stages=replace_stage(state, sid, dataclasses.replace(
-        st, iters=iters)), attach_map=_remap_attach(state, sid, mapping), concrete=concrete)
+    return _with_iters(state, step, sid, st, iters, mapping, concrete=concrete)
 
 
 def _te_split(ctx: Any, sid: int, iid: int, lengths: tuple, inner_to_outer: bool) -> None:
@@ -205,14 +214,11 @@ class ReorderStep:
                        f"permutation of its {len(st.iters)} iterators")
         iters = tuple(st.iters[i] for i in self.after_ids)
         mapping = {old: new for new, old in enumerate(self.after_ids)}
-        return with_step(state, self, stages=replace_stage(state, self.stage_id,
-                                                           dataclasses.replace(st, iters=iters)),
-                         attach_map=_remap_attach(state, self.stage_id, mapping))
+        return _with_iters(state, self, self.stage_id, st, iters, mapping)
 
     def apply_to_schedule(self, ctx: Any) -> None:
-        tst = ctx.sch.stages[self.stage_id]
-        leaves = list(tst.leaf_iter_vars)
-        tst.reorder(*[leaves[i] for i in self.after_ids])
+        tst, leaves = _te_leaves(ctx, self.stage_id, self.after_ids)
+        tst.reorder(*leaves)
 
     def python(self, p: Any) -> None:
         p.reorder(self.stage_id, self.after_ids)
@@ -253,14 +259,11 @@ class FuseStep:
         mapping = {}
         for i in range(len(st.iters)):
             mapping[i] = i if i < ids[0] else (ids[0] if i <= ids[-1] else i - n)
-        return with_step(state, self, stages=replace_stage(state, self.stage_id,
-                                                           dataclasses.replace(st, iters=iters)),
-                         attach_map=_remap_attach(state, self.stage_id, mapping))
+        return _with_iters(state, self, self.stage_id, st, iters, mapping)
 
     def apply_to_schedule(self, ctx: Any) -> None:
-        tst = ctx.sch.stages[self.stage_id]
-        leaves = list(tst.leaf_iter_vars)
-        tst.fuse(*[leaves[i] for i in self.fused_ids])
+        tst, leaves = _te_leaves(ctx, self.stage_id, self.fused_ids)
+        tst.fuse(*leaves)
 
     def python(self, p: Any) -> None:
         p.fuse(self.stage_id, self.fused_ids)
