@@ -85,21 +85,12 @@ class EmptyPolicy:
         self.task = task
 
     def continue_search_one_round(self, num_measure: int, measurer: Any) -> tuple[list, list]:
-        """One round for the TaskScheduler: search, measure ``num_measure`` states, update the
-        cost model right away. Returns ``(inputs, results)``."""
-        self._per_round = num_measure
-        num_random = int(self.params["eps_greedy"] * num_measure)
-        best, rand = self.search_one_round(num_random * 3)
-        picked = self._pick(best, rand, num_measure)
-        if not picked:
-            return [], []
-        inputs, results = measurer.measure(self.task, self, picked)
-        for inp, res in zip(inputs, results):
-            if res.error_no == 0:
-                self.measured_states.append(inp.state)
-                self.measured_throughputs.append(1.0 / res.mean_cost)
-        self.cost_model.update(inputs, results)
-        return inputs, results
+        """One round for the TaskScheduler: measure the init state. Returns
+        ``(inputs, results)``."""
+        # NOTE: this used to be a verbatim copy of SketchPolicy's round, which read attributes
+        # (params, cost_model, ...) EmptyPolicy never has; like TVM's EmptyPolicy, a round
+        # measures the one state this policy proposes.
+        return measurer.measure(self.task, self, [self.task.compute_dag.get_init_state()])
 
     def search(self, n_trials: int, early_stopping: int, per_round: int, measurer: Any) -> State:
         st = self.task.compute_dag.get_init_state()
@@ -273,6 +264,13 @@ class SketchPolicy:
             out.append(s)
         return out
 
+    def _record_measured(self, inputs: list, results: list) -> None:
+        """Keep the states that measured without error, with their throughput."""
+        for inp, res in zip(inputs, results):
+            if res.error_no == 0:
+                self.measured_states.append(inp.state)
+                self.measured_throughputs.append(1.0 / res.mean_cost)
+
     def continue_search_one_round(self, num_measure: int, measurer: Any) -> tuple[list, list]:
         """One round for the TaskScheduler: search, measure ``num_measure`` states, update the
         cost model right away. Returns ``(inputs, results)``."""
@@ -283,10 +281,7 @@ class SketchPolicy:
         if not picked:
             return [], []
         inputs, results = measurer.measure(self.task, self, picked)
-        for inp, res in zip(inputs, results):
-            if res.error_no == 0:
-                self.measured_states.append(inp.state)
-                self.measured_throughputs.append(1.0 / res.mean_cost)
+        self._record_measured(inputs, results)
         self.cost_model.update(inputs, results)
         return inputs, results
 
@@ -320,10 +315,7 @@ class SketchPolicy:
                 sys.stdout.write(f"Measure {len(picked)} states (trials {ct}..)\n")
             inputs, results = measurer.measure(self.task, self, picked)
             ct += len(inputs)
-            for inp, res in zip(inputs, results):
-                if res.error_no == 0:
-                    self.measured_states.append(inp.state)
-                    self.measured_throughputs.append(1.0 / res.mean_cost)
+            self._record_measured(inputs, results)
             if key in measurer.has_valid and ct - measurer.best_ct.get(key, ct) > stop:
                 if self.verbose:
                     print("Stop early since no performance improvement in the last "
