@@ -104,6 +104,30 @@ def _tile(tile_size: int, r: int) -> int:
     return tile_size + r - 1
 
 
+def _tile_grid(h: int, w: int, r: int, m: int, alpha: int, padding: Any
+               ) -> tuple[tuple[int, int, int, int], int, int, int, int, int, int]:
+    """Padding ``(top, left, bottom, right)``, output ``out_h, out_w``, tile counts ``nh, nw``
+    and the extra bottom/right padding ``eh, ew`` of a stride-1 Winograd convolution."""
+    pt, pl, pb, pr = get_pad_tuple(padding, (r, r))
+    out_h, out_w = h + pt + pb - r + 1, w + pl + pr - r + 1
+    if out_h <= 0 or out_w <= 0:
+        raise ExprError(f"winograd: empty output for {h}x{w} input and {r}x{r} kernel")
+    nh, nw = -(-out_h // m), -(-out_w // m)
+    # NOTE: pad extra rows/columns so that the last (partial) tile reads inside data_pad
+    eh = (nh - 1) * m + alpha - (h + pt + pb)
+    ew = (nw - 1) * m + alpha - (w + pl + pr)
+    return (pt, pl, pb, pr), out_h, out_w, nh, nw, eh, ew
+
+
+def _filter_transform(m: int, r: int, dtype: str) -> tuple[te.Tensor, Any, Any]:
+    """The constant ``G`` of F(m, r) and the two ``r``-long reduce axes of ``G g G^T``."""
+    # NOTE: the callers write their own compute: te names the axes after the lambda's
+    # parameters, and the two layouts keep their own axis names.
+    _, _, g_np = winograd_transform_matrices(m, r, dtype)
+    G = const_matrix(g_np, "G", dtype)
+    return G, te.reduce_axis((0, r), name="r_kh"), te.reduce_axis((0, r), name="r_kw")
+
+
 def conv2d_winograd_weight_transform(kernel: te.Tensor, tile_size: int) -> te.Tensor:
     """Transform an OIHW kernel to ``kernel_pack[eps, nu, ci, co] = (G g G^T)[eps, nu]``
     (shape ``[alpha, alpha, CI, CO]``), the layout ``conv2d_winograd_nchw`` takes with
@@ -112,10 +136,7 @@ def conv2d_winograd_weight_transform(kernel: te.Tensor, tile_size: int) -> te.Te
     if kh != kw:
         raise ExprError(f"winograd needs a square kernel, got {kh}x{kw}")
     alpha = _tile(tile_size, kh)
-    _, _, g_np = winograd_transform_matrices(tile_size, kh, kernel.dtype)
-    G = const_matrix(g_np, "G", kernel.dtype)
-    r_kh = te.reduce_axis((0, kh), name="r_kh")
-    r_kw = te.reduce_axis((0, kw), name="r_kw")
+    G, r_kh, r_kw = _filter_transform(tile_size, kh, kernel.dtype)
     return te.compute(
         (alpha, alpha, ci, co),
         lambda eps, nu, ci_, co_: te.sum(kernel[co_, ci_, r_kh, r_kw] * G[eps, r_kh]
@@ -161,15 +182,8 @@ def conv2d_winograd_nchw(data: te.Tensor, kernel: te.Tensor, padding: Any, tile_
         kernel_pack = conv2d_winograd_weight_transform(kernel, m)
     if kci != ci:
         raise ExprError(f"kernel has {kci} input channels, data has {ci}")
-    pt, pl, pb, pr = get_pad_tuple(padding, (r, r))
-    out_h, out_w = h + pt + pb - r + 1, w + pl + pr - r + 1
-    if out_h <= 0 or out_w <= 0:
-        raise ExprError(f"winograd: empty output for {h}x{w} input and {r}x{r} kernel")
-    nh, nw = -(-out_h // m), -(-out_w // m)
+    (pt, pl, pb, pr), out_h, out_w, nh, nw, eh, ew = _tile_grid(h, w, r, m, alpha, padding)
     p_total = n_ * nh * nw
-    # NOTE: pad extra rows/columns so that the last (partial) tile reads inside data_pad
-    eh = (nh - 1) * m + alpha - (h + pt + pb)
-    ew = (nw - 1) * m + alpha - (w + pl + pr)
     data_pad = pad(data, (0, 0, pt, pl), (0, 0, pb + eh, pr + ew), name="data_pad")
     a_np, b_np, g_np = winograd_transform_matrices(m, r, out_dtype)
     A = const_matrix(a_np, "A", out_dtype)
@@ -239,10 +253,7 @@ def conv2d_winograd_nhwc(data: te.Tensor, weight: te.Tensor, padding: Any, tile_
         if r != r2:
             raise ExprError(f"winograd needs a square kernel, got {r}x{r2}")
         alpha = _tile(m, r)
-        _, _, g_np = winograd_transform_matrices(m, r, out_dtype)
-        G = const_matrix(g_np, "G", out_dtype)
-        r_kh = te.reduce_axis((0, r), name="r_kh")
-        r_kw = te.reduce_axis((0, r), name="r_kw")
+        G, r_kh, r_kw = _filter_transform(m, r, out_dtype)
         kernel_pack = te.compute(
             (alpha, alpha, co, ci),
             lambda eps, nu, k, c: te.sum(weight[r_kh, r_kw, c, k] * G[eps, r_kh] * G[nu, r_kw],
@@ -251,14 +262,8 @@ def conv2d_winograd_nhwc(data: te.Tensor, weight: te.Tensor, padding: Any, tile_
     if kci != ci or r < 1:
         raise ExprError(f"winograd weight shape {get_const_tuple(weight.shape)} does not match "
                         f"data with {ci} channels and tile_size {m}")
-    pt, pl, pb, pr = get_pad_tuple(padding, (r, r))
-    out_h, out_w = h + pt + pb - r + 1, w + pl + pr - r + 1
-    if out_h <= 0 or out_w <= 0:
-        raise ExprError(f"winograd: empty output for {h}x{w} input and {r}x{r} kernel")
-    nh, nw = -(-out_h // m), -(-out_w // m)
+    (pt, pl, pb, pr), out_h, out_w, nh, nw, eh, ew = _tile_grid(h, w, r, m, alpha, padding)
     p_total = n_ * nh * nw
-    eh = (nh - 1) * m + alpha - (h + pt + pb)
-    ew = (nw - 1) * m + alpha - (w + pl + pr)
     data_pad = pad(data, (0, pt, pl, 0), (0, pb + eh, pr + ew, 0), name="data_pad")
     a_np, b_np, _ = winograd_transform_matrices(m, r, out_dtype)
     A = const_matrix(a_np, "A", out_dtype)
