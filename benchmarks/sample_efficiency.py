@@ -37,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from templates.tiled_dense import tiled_dense  # noqa: E402
 from templtune import autotvm, te  # noqa: E402
 from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner  # noqa: E402
 from templtune.autotvm.measure.measure import (  # noqa: E402
@@ -100,26 +101,7 @@ def bench_conv2d(N, H, W, CO, CI, KH, KW, stride, padding):  # noqa: N803 - tuto
 @autotvm.template("sample_efficiency/dense")
 def bench_dense(M, N, K):  # noqa: N803
     """``C[i, j] = sum_k A[i, k] * B[k, j]`` with 3-level tiling, vectorisation and parallelism."""
-    A = te.placeholder((M, K), name="A")  # noqa: N806
-    B = te.placeholder((K, N), name="B")  # noqa: N806
-    k = te.reduce_axis((0, K), name="k")
-    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")  # noqa: N806
-    s = te.create_schedule(C.op)
-    cfg = autotvm.get_config()
-    i, j = s[C].op.axis
-    cfg.define_split("tile_y", i, num_outputs=3)
-    cfg.define_split("tile_x", j, num_outputs=3)
-    cfg.define_split("tile_k", k, num_outputs=2)
-    cfg.define_knob("vec", [0, 1])
-    yo, ym, yi = cfg["tile_y"].apply(s, C, i)
-    xo, xm, xi = cfg["tile_x"].apply(s, C, j)
-    ko, ki = cfg["tile_k"].apply(s, C, k)
-    s[C].reorder(yo, xo, ym, xm, ko, yi, ki, xi)
-    s[C].parallel(yo)
-    if cfg["vec"].val:
-        s[C].vectorize(xi)
-    cfg.add_flop(2 * M * N * K)
-    return s, [A, B, C]
+    return tiled_dense(M, N, K, parallel=True)
 
 
 def register_x86_templates() -> None:

@@ -63,7 +63,8 @@ DENSE_SMALL_ARGS = (128, 128, 128)
 
 
 def _register_dense_small() -> None:
-    from templtune import autotvm, te
+    from templates.tiled_dense import tiled_dense
+    from templtune import autotvm
     from templtune.autotvm.task.task import TASK_TABLE
 
     if DENSE_SMALL in TASK_TABLE:
@@ -71,25 +72,7 @@ def _register_dense_small() -> None:
 
     @autotvm.template(DENSE_SMALL)
     def dense_small(M, N, K):  # noqa: N803
-        A = te.placeholder((M, K), name="A")  # noqa: N806
-        B = te.placeholder((K, N), name="B")  # noqa: N806
-        k = te.reduce_axis((0, K), name="k")
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")  # noqa: N806
-        s = te.create_schedule(C.op)
-        cfg = autotvm.get_config()
-        i, j = s[C].op.axis
-        cfg.define_split("tile_y", i, num_outputs=3)
-        cfg.define_split("tile_x", j, num_outputs=3)
-        cfg.define_split("tile_k", k, num_outputs=2)
-        cfg.define_knob("vec", [0, 1])
-        yo, ym, yi = cfg["tile_y"].apply(s, C, i)
-        xo, xm, xi = cfg["tile_x"].apply(s, C, j)
-        ko, ki = cfg["tile_k"].apply(s, C, k)
-        s[C].reorder(yo, xo, ym, xm, ko, yi, ki, xi)
-        if cfg["vec"].val:
-            s[C].vectorize(xi)
-        cfg.add_flop(2 * M * N * K)
-        return s, [A, B, C]
+        return tiled_dense(M, N, K)
 
 
 _register_dense_small()
