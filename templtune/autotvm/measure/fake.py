@@ -49,7 +49,30 @@ def seeded_cost(seed: int) -> Callable[[int], float]:
     return cost
 
 
-class FakeRunner(Runner):
+class _IndexRunner(Runner):
+    """Base of the fake runners: records each config index in ``measured``, passes build
+    errors through and asks :meth:`_result` for the rest."""
+
+    measured: list[int]
+
+    def run(self, measure_inputs: Sequence[MeasureInput],
+            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+        out = []
+        for inp, br in zip(measure_inputs, build_results):
+            idx = int(inp.config.index)
+            self.measured.append(idx)
+            now = time.time()
+            if not br.ok:
+                out.append(error_result(br.error_no, br.error_detail, br.time_cost, now))
+            else:
+                out.append(self._result(idx, now))
+        return out
+
+    def _result(self, idx: int, now: float) -> MeasureResult:
+        raise NotImplementedError
+
+
+class FakeRunner(_IndexRunner):
     """A runner whose costs are a seeded function of the config index.
 
     Parameters
@@ -74,26 +97,15 @@ class FakeRunner(Runner):
         self.error_fn = error_fn
         self.measured: list[int] = []
 
-    def run(self, measure_inputs: Sequence[MeasureInput],
-            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
-        out = []
-        for inp, br in zip(measure_inputs, build_results):
-            idx = int(inp.config.index)
-            self.measured.append(idx)
-            now = time.time()
-            if not br.ok:
-                out.append(error_result(br.error_no, br.error_detail, br.time_cost, now))
-                continue
-            err = self.error_fn(idx) if self.error_fn is not None else None
-            if err:
-                out.append(error_result(err, f"fake error for config {idx}", 0.0, now))
-                continue
-            cost = float(self.cost_fn(idx))
-            out.append(MeasureResult((cost,), MeasureErrorNo.NO_ERROR, cost, now))
-        return out
+    def _result(self, idx: int, now: float) -> MeasureResult:
+        err = self.error_fn(idx) if self.error_fn is not None else None
+        if err:
+            return error_result(err, f"fake error for config {idx}", 0.0, now)
+        cost = float(self.cost_fn(idx))
+        return MeasureResult((cost,), MeasureErrorNo.NO_ERROR, cost, now)
 
 
-class ReplayRunner(Runner):
+class ReplayRunner(_IndexRunner):
     """A runner that replays results recorded in a log (or a list of records).
 
     Parameters
@@ -115,20 +127,8 @@ class ReplayRunner(Runner):
         self.missing = missing
         self.measured: list[int] = []
 
-    def run(self, measure_inputs: Sequence[MeasureInput],
-            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
-        out = []
-        for inp, br in zip(measure_inputs, build_results):
-            idx = int(inp.config.index)
-            self.measured.append(idx)
-            now = time.time()
-            if not br.ok:
-                out.append(error_result(br.error_no, br.error_detail, br.time_cost, now))
-            elif idx in self.table:
-                old = self.table[idx]
-                out.append(MeasureResult(old.costs, old.error_no, old.all_cost, now,
-                                         old.error_detail))
-            else:
-                out.append(error_result(self.missing, f"config {idx} not in the replay log",
-                                        0.0, now))
-        return out
+    def _result(self, idx: int, now: float) -> MeasureResult:
+        if idx in self.table:
+            old = self.table[idx]
+            return MeasureResult(old.costs, old.error_no, old.all_cost, now, old.error_detail)
+        return error_result(self.missing, f"config {idx} not in the replay log", 0.0, now)
