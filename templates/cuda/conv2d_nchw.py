@@ -15,6 +15,8 @@ from typing import Any
 
 from templtune import autotvm, te, topi
 
+from ._common import cooperative_fetch, unroll_pragmas
+
 
 def _schedule(cfg: Any, s: Any, conv: Any) -> None:
     n, f, y, x = s[conv].op.axis
@@ -66,16 +68,11 @@ def _schedule(cfg: Any, s: Any, conv: Any) -> None:
     s[weight_reg].compute_at(s[acc], rxm)
 
     for load in (data_sh, weight_sh):
-        fused = s[load].fuse(*s[load].op.axis)
-        tz, fused = s[load].split(fused, nparts=cfg["tile_f"].size[2])
-        ty, fused = s[load].split(fused, nparts=cfg["tile_y"].size[2])
-        tx, fused = s[load].split(fused, nparts=cfg["tile_x"].size[2])
-        s[load].bind(tz, te.thread_axis("threadIdx.z"))
-        s[load].bind(ty, te.thread_axis("threadIdx.y"))
-        s[load].bind(tx, te.thread_axis("threadIdx.x"))
+        cooperative_fetch(s, load, [(cfg["tile_f"].size[2], "threadIdx.z"),
+                                    (cfg["tile_y"].size[2], "threadIdx.y"),
+                                    (cfg["tile_x"].size[2], "threadIdx.x")])
 
-    s[out].pragma(kernel_scope, "auto_unroll_max_step", cfg["auto_unroll_max_step"].val)
-    s[out].pragma(kernel_scope, "unroll_explicit", cfg["unroll_explicit"].val)
+    unroll_pragmas(cfg, s[out], kernel_scope)
 
 
 def _conv2d(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,

@@ -15,6 +15,8 @@ from typing import Any
 
 from templtune import autotvm, te, topi
 
+from ._common import cooperative_fetch, unroll_pragmas
+
 _THREADS = 64
 
 
@@ -57,15 +59,10 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     s[acc].reorder(rco, rci, b1, b2, y, x)
     for load in (a_sh, b_sh):
         s[load].compute_at(s[acc], rco)
-        fused = s[load].fuse(*s[load].op.axis)
-        tz, fused = s[load].split(fused, nparts=cfg["tile_b"].size[2])
-        ty, fused = s[load].split(fused, nparts=cfg["tile_y"].size[2])
-        tx, fused = s[load].split(fused, nparts=cfg["tile_x"].size[2])
-        s[load].bind(tz, te.thread_axis("threadIdx.z"))
-        s[load].bind(ty, te.thread_axis("threadIdx.y"))
-        s[load].bind(tx, te.thread_axis("threadIdx.x"))
-    s[bgemm].pragma(bz, "auto_unroll_max_step", cfg["auto_unroll_max_step"].val)
-    s[bgemm].pragma(bz, "unroll_explicit", cfg["unroll_explicit"].val)
+        cooperative_fetch(s, load, [(cfg["tile_b"].size[2], "threadIdx.z"),
+                                    (cfg["tile_y"].size[2], "threadIdx.y"),
+                                    (cfg["tile_x"].size[2], "threadIdx.x")])
+    unroll_pragmas(cfg, s[bgemm], bz)
 
 
 def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,

@@ -12,6 +12,8 @@ from typing import Any
 
 from templtune import autotvm, te, topi
 
+from ._common import cooperative_fetch, unroll_pragmas
+
 
 def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
           ) -> tuple[Any, list[Any]]:
@@ -50,14 +52,10 @@ def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
     s[acc].reorder(ko, ki, ai, aj)
     for load in (data_sh, weight_sh):
         s[load].compute_at(s[acc], ko)
-        fused = s[load].fuse(*s[load].op.axis)
-        lty, fused = s[load].split(fused, nparts=cfg["tile_y"].size[1])
-        ltx, fused = s[load].split(fused, nparts=cfg["tile_x"].size[1])
-        s[load].bind(lty, te.thread_axis("threadIdx.y"))
-        s[load].bind(ltx, te.thread_axis("threadIdx.x"))
+        cooperative_fetch(s, load, [(cfg["tile_y"].size[1], "threadIdx.y"),
+                                    (cfg["tile_x"].size[1], "threadIdx.x")])
 
-    s[out].pragma(by, "auto_unroll_max_step", cfg["auto_unroll_max_step"].val)
-    s[out].pragma(by, "unroll_explicit", cfg["unroll_explicit"].val)
+    unroll_pragmas(cfg, s[out], by)
     return s, [data, weight, out]
 
 
