@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput
-from .pool import WorkerPool
+from .pool import PoolOwner, WorkerPool
 from .worker import BUILD_PRELOAD, TaskRef, build_candidate, task_ref
 
 logger = logging.getLogger("templtune.measure")
 
 
-class LocalBuilder(Builder):
+class LocalBuilder(PoolOwner, Builder):
     """Build candidates on this machine, ``n_parallel`` at a time, in persistent workers.
 
     Each candidate is instantiated under the task's target and built with ``templtune.build``; the
@@ -85,14 +85,3 @@ class LocalBuilder(Builder):
                     None, MeasureErrorNo.COMPILE_HOST,
                     f"{out.error_type}: {out.message}\n{out.traceback}", out.seconds))
         return results
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass

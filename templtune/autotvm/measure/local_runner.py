@@ -19,7 +19,7 @@ from .measure import (
     Runner,
     error_result,
 )
-from .pool import WorkerPool
+from .pool import PoolOwner, WorkerPool
 from .worker import RUN_PRELOAD, TaskRef, load_run_state, prepare_run, run_candidate, task_ref
 
 logger = logging.getLogger("templtune.measure")
@@ -27,7 +27,7 @@ logger = logging.getLogger("templtune.measure")
 _SETUP_TIMEOUT = 600.0
 
 
-class LocalRunner(Runner):
+class LocalRunner(PoolOwner, Runner):
     """Time candidates on this machine in one persistent measurement process.
 
     Candidates run one at a time (never concurrently with builds: the measure batch builds all,
@@ -217,14 +217,3 @@ class LocalRunner(Runner):
             # NOTE: as AutoTVM, drop the fastest and slowest round when more than 2 exist.
             costs = tuple(sorted(costs)[1:-1])
         return MeasureResult(costs, MeasureErrorNo.NO_ERROR, br.time_cost + run_time, now)
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass

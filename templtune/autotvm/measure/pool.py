@@ -323,3 +323,21 @@ class WorkerPool:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+class PoolOwner:
+    """Mixin for a builder or runner holding an optional :class:`WorkerPool` in ``_pool``:
+    ``close()`` shuts it down (idempotent) and garbage collection does the same."""
+
+    _pool: WorkerPool | None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
