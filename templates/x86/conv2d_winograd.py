@@ -92,6 +92,18 @@ def _other(v: Any) -> Any:
     return OtherOptionEntity(v)
 
 
+def _transform_pass(stage: Any, outer: Any, a: Any, b: Any, split: Any, factor: int) -> None:
+    """Schedule one constant-matrix transform pass: ``split`` in blocks of ``factor`` (the
+    vectorized innermost loop), the ``a x b`` transform points unrolled in between and
+    ``outer`` fused with the block loop run in parallel."""
+    so, si = stage.split(split, factor=factor)
+    stage.reorder(outer, so, a, b, si)
+    stage.unroll(a)
+    stage.unroll(b)
+    stage.parallel(stage.fuse(outer, so))
+    stage.vectorize(si)
+
+
 def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
                     padding: Any, pre_transformed: int = 0) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
@@ -184,12 +196,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     # NOTE: the transform matrices are constants: unrolling their loops folds every
     # ``B[i, j]`` into a literal (most are 0 or +-1) instead of a select chain per point.
     e, u, c, p = s[data_pack].op.axis
-    po_, pi_ = s[data_pack].split(p, factor=pv)
-    s[data_pack].reorder(c, po_, e, u, pi_)
-    s[data_pack].unroll(e)
-    s[data_pack].unroll(u)
-    s[data_pack].parallel(s[data_pack].fuse(c, po_))
-    s[data_pack].vectorize(pi_)
+    _transform_pass(s[data_pack], c, e, u, p, pv)
     # NOTE: the row pass of one channel's ``pv`` tiles (alpha^2 x pv floats) stays in L1.
     s[data_row].compute_at(s[data_pack], s[data_pack].leaf_iter_vars[0])
     _, e, x, p = s[data_row].op.axis
@@ -217,12 +224,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[acc].vectorize(ak)
 
     p, vh, vw, k = s[inverse].op.axis
-    iko, iki = s[inverse].split(k, factor=bn)
-    s[inverse].reorder(p, iko, vh, vw, iki)
-    s[inverse].unroll(vh)
-    s[inverse].unroll(vw)
-    s[inverse].parallel(s[inverse].fuse(p, iko))
-    s[inverse].vectorize(iki)
+    _transform_pass(s[inverse], p, vh, vw, k, bn)
     s[inv_row].compute_at(s[inverse], s[inverse].leaf_iter_vars[0])
     _, rvh, rib, rk = s[inv_row].op.axis
     s[inv_row].unroll(rvh)
