@@ -43,6 +43,17 @@ def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
     return (size + lo + hi - k) // s + 1
 
 
+def _register_tile(cfg: Any, acc: Any, ay: Any, ax: Any, arx: Any, av: Any) -> None:
+    """The accumulator's register block: rows ``ay`` and columns ``ax`` unrolled, the kernel
+    width loop ``arx`` too when the ``unroll_kw`` knob says so, the channel lanes ``av``
+    vectorized."""
+    acc.unroll(ay)
+    acc.unroll(ax)
+    if cfg["unroll_kw"].val:
+        acc.unroll(arx)
+    acc.vectorize(av)
+
+
 def _define(cfg: Any, co: int, oh: int, ow: int, ci: int, prepacked: int = 0) -> None:
     if prepacked:
         cfg.define_split("tile_oc", co, num_outputs=2, policy="candidate",
@@ -158,11 +169,7 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     _, _, ay, ax, av = s[acc].op.axis
     arco, ary, arx, arci = s[acc].op.reduce_axis
     s[acc].reorder(arco, ary, arx, arci, ay, ax, av)
-    s[acc].unroll(ay)
-    s[acc].unroll(ax)
-    if cfg["unroll_kw"].val:
-        s[acc].unroll(arx)
-    s[acc].vectorize(av)
+    _register_tile(cfg, s[acc], ay, ax, arx, av)
     return s, [data, kernel, output]
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from templtune import autotvm, te
 
 from ._common import check_positive, pad_tuple, stride_pair
-from .conv2d_nchw import _define, out_size
+from .conv2d_nchw import _define, _register_tile, out_size
 
 
 def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
@@ -77,11 +77,7 @@ def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     arc, ary, arx = s[acc].op.reduce_axis
     rco, rci = s[acc].split(arc, factor=ci_i)
     s[acc].reorder(rco, ary, arx, rci, ay, ax, af)
-    s[acc].unroll(ay)
-    s[acc].unroll(ax)
-    if cfg["unroll_kw"].val:
-        s[acc].unroll(arx)
-    s[acc].vectorize(af)
+    _register_tile(cfg, s[acc], ay, ax, arx, af)
     return s, [data, kernel, out]
 
 
