@@ -52,7 +52,9 @@ class _Retarget(FastMutator):
         self.expanded = expanded
         self.vt = vt
 
-    def visit_Load(self, node: Load) -> PrimExpr:
+    def _rebase(self, node: Load | Store) -> Load | Store:
+        """``node`` (a Load or Store) moved to this virtual thread's slice of its expanded
+        buffer, when its buffer was expanded."""
         node = self.generic(node)
         hit = self.expanded.get(node.buffer)
         if hit is None:
@@ -60,13 +62,11 @@ class _Retarget(FastMutator):
         nb, size = hit
         return replace(node, buffer=nb, index=_offset(node.index, self.vt * size))
 
+    def visit_Load(self, node: Load) -> PrimExpr:
+        return self._rebase(node)
+
     def visit_Store(self, node: Store) -> Stmt:
-        node = self.generic(node)
-        hit = self.expanded.get(node.buffer)
-        if hit is None:
-            return node
-        nb, size = hit
-        return replace(node, buffer=nb, index=_offset(node.index, self.vt * size))
+        return self._rebase(node)
 
     def visit_Allocate(self, node: Allocate) -> Stmt:
         body = self.visit(node.body)
