@@ -35,6 +35,15 @@ def _params(stride: Any, dilation: Any, padding: Any, kh: int, kw: int
     return sh, sw, dh, dw, pads
 
 
+def _geometry(stride: Any, dilation: Any, padding: Any, kh: int, kw: int, in_h: Any, in_w: Any
+              ) -> tuple[int, int, int, int, tuple[int, int, int, int], Any, Any]:
+    """:func:`_params` plus the output height and width."""
+    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
+    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
+    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    return sh, sw, dh, dw, (pt, pl, pb, pr), out_h, out_w
+
+
 def conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
                 dilation: Any = 1, out_dtype: str | None = None) -> te.Tensor:
     """Convolution in NCHW layout with an OIHW filter.
@@ -62,9 +71,8 @@ def conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
     batch, in_c, in_h, in_w = Input.shape
     num_f, f_c, kh_e, kw_e = Filter.shape
     kh, kw = get_const_int(kh_e), get_const_int(kw_e)
-    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    sh, sw, dh, dw, (pt, pl, pb, pr), out_h, out_w = _geometry(stride, dilation, padding, kh,
+                                                               kw, in_h, in_w)
     temp = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="pad_temp")
     rc = te.reduce_axis((0, f_c), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -90,9 +98,8 @@ def conv2d_nhwc(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding: Any,
     batch, in_h, in_w, in_c = Input.shape
     kh_e, kw_e, f_c, num_f = Filter.shape
     kh, kw = get_const_int(kh_e), get_const_int(kw_e)
-    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    sh, sw, dh, dw, (pt, pl, pb, pr), out_h, out_w = _geometry(stride, dilation, padding, kh,
+                                                               kw, in_h, in_w)
     padded = pad(Input, (0, pt, pl, 0), (0, pb, pr, 0), name="PaddedInput")
     rc = te.reduce_axis((0, f_c), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -118,9 +125,8 @@ def depthwise_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padd
     batch, in_c, in_h, in_w = Input.shape
     f_c, mult_e, kh_e, kw_e = Filter.shape
     mult, kh, kw = get_const_int(mult_e), get_const_int(kh_e), get_const_int(kw_e)
-    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    sh, sw, dh, dw, (pt, pl, pb, pr), out_h, out_w = _geometry(stride, dilation, padding, kh,
+                                                               kw, in_h, in_w)
     padded = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="PaddedInput")
     di = te.reduce_axis((0, kh), name="di")
     dj = te.reduce_axis((0, kw), name="dj")
@@ -148,9 +154,8 @@ def group_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding:
     if g < 1 or ci % g or co % g or fc * g != ci:
         raise ExprError(f"group_conv2d_nchw: {ci} input / {co} output channels, filter "
                         f"in-channels {fc}, groups {g} do not fit")
-    sh, sw, dh, dw, (pt, pl, pb, pr) = _params(stride, dilation, padding, kh, kw)
-    out_h = conv_out_size(in_h, kh, pt, pb, sh, dh)
-    out_w = conv_out_size(in_w, kw, pl, pr, sw, dw)
+    sh, sw, dh, dw, (pt, pl, pb, pr), out_h, out_w = _geometry(stride, dilation, padding, kh,
+                                                               kw, in_h, in_w)
     temp = pad(Input, (0, 0, pt, pl), (0, 0, pb, pr), name="pad_temp")
     rc = te.reduce_axis((0, fc), name="rc")
     ry = te.reduce_axis((0, kh), name="ry")
