@@ -15,7 +15,7 @@ from typing import Any
 
 from templtune import autotvm, te, topi
 
-from ._common import cooperative_fetch, unroll_pragmas
+from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
 
 
 def _schedule(cfg: Any, s: Any, conv: Any) -> None:
@@ -47,10 +47,7 @@ def _schedule(cfg: Any, s: Any, conv: Any) -> None:
     bx, vx, tx, xi = cfg["tile_x"].apply(s, out, x)
     kernel_scope = n  # pragmas on the outermost axis govern the whole kernel
     s[out].reorder(n, bf, by, bx, vf, vy, vx, tf, ty, tx, fi, yi, xi)
-    for axis, tag in ((bf, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
-                      (vf, "vthread"), (vy, "vthread"), (vx, "vthread"),
-                      (tf, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-        s[out].bind(axis, te.thread_axis(tag))
+    bind_tiles(s[out], (bf, vf, tf), (by, vy, ty), (bx, vx, tx))
     s[acc].compute_at(s[out], tx)
 
     n, f, y, x = s[acc].op.axis

@@ -15,7 +15,7 @@ from typing import Any
 
 from templtune import autotvm, te, topi
 
-from ._common import cooperative_fetch, unroll_pragmas
+from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
 
 _THREADS = 64
 
@@ -47,10 +47,7 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     by, vy, ty, yi = cfg["tile_y"].apply(s, bgemm, y)
     bx, vx, tx, xi = cfg["tile_x"].apply(s, bgemm, x)
     s[bgemm].reorder(bz, by, bx, vz, vy, vx, tz, ty, tx, zi, yi, xi)
-    for axis, tag in ((bz, "blockIdx.z"), (by, "blockIdx.y"), (bx, "blockIdx.x"),
-                      (vz, "vthread"), (vy, "vthread"), (vx, "vthread"),
-                      (tz, "threadIdx.z"), (ty, "threadIdx.y"), (tx, "threadIdx.x")):
-        s[bgemm].bind(axis, te.thread_axis(tag))
+    bind_tiles(s[bgemm], (bz, vz, tz), (by, vy, ty), (bx, vx, tx))
     s[acc].compute_at(s[bgemm], tx)
 
     b1, b2, y, x = s[acc].op.axis
