@@ -4,6 +4,7 @@ location. Each returns a new (replayed) state or None when the mutation is inval
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,19 @@ import numpy as np
 from .init_rules import CPU_UNROLL, GPU_UNROLL, _location_candidates
 from .loop_state import ANN_NONE, SPATIAL, State
 from .transform_step import AnnotationStep, FuseStep, PragmaStep, SplitStep
+
+
+def _choice(rng: np.random.Generator, seq: Sequence[Any]) -> Any:
+    """One element of ``seq``, uniformly (one ``rng.integers`` draw)."""
+    return seq[int(rng.integers(len(seq)))]
+
+
+def _try_replay(policy: Any, steps: list) -> State | None:
+    """``steps`` replayed on the policy's DAG, or None when the mutation made them invalid."""
+    try:
+        return policy.dag.replay(steps)
+    except Exception:  # noqa: BLE001 - invalid mutation
+        return None
 
 
 def mutate_tile_size(policy: Any, state: State, rng: np.random.Generator) -> State | None:
@@ -21,7 +35,7 @@ def mutate_tile_size(policy: Any, state: State, rng: np.random.Generator) -> Sta
              and s.extent > 1]
     if not cands:
         return None
-    k = cands[int(rng.integers(len(cands)))]
+    k = _choice(rng, cands)
     s = steps[k]
     lens = [s.extent // math.prod(s.lengths), *s.lengths]
     order = rng.permutation(len(lens))
@@ -34,14 +48,11 @@ def mutate_tile_size(policy: Any, state: State, rng: np.random.Generator) -> Sta
             divs = [d for d in divs if lens[dst] * d <= maxi]
         if not divs:
             continue
-        d = divs[int(rng.integers(len(divs)))]
+        d = _choice(rng, divs)
         lens[src] //= d
         lens[dst] *= d
         steps[k] = SplitStep(s.stage_id, s.iter_id, s.extent, tuple(lens[1:]), s.inner_to_outer)
-        try:
-            return policy.dag.replay(steps)
-        except Exception:  # noqa: BLE001 - invalid mutation
-            return None
+        return _try_replay(policy, steps)
     return None
 
 
@@ -51,9 +62,9 @@ def mutate_auto_unroll(policy: Any, state: State, rng: np.random.Generator) -> S
              and s.pragma_type.startswith("auto_unroll_max_step")]
     if not cands:
         return None
-    k = cands[int(rng.integers(len(cands)))]
+    k = _choice(rng, cands)
     values = GPU_UNROLL if policy.is_gpu else CPU_UNROLL
-    v = values[int(rng.integers(len(values)))]
+    v = _choice(rng, values)
     s = steps[k]
     steps[k] = PragmaStep(s.stage_id, s.iter_id, f"auto_unroll_max_step${v}")
     return policy.dag.replay(steps)
@@ -74,12 +85,9 @@ def mutate_compute_location(policy: Any, state: State,
         if found is None or found[0] != step.target_stage_id or len(found[1]) < 2:
             continue
         choices = [i for i in found[1] if i != step.target_iter_id]
-        new = choices[int(rng.integers(len(choices)))]
+        new = _choice(rng, choices)
         steps[n] = ComputeAtStep(step.stage_id, step.target_stage_id, new)
-        try:
-            return policy.dag.replay(steps)
-        except Exception:  # noqa: BLE001 - invalid mutation
-            return None
+        return _try_replay(policy, steps)
     return None
 
 
@@ -93,7 +101,7 @@ def mutate_parallel(policy: Any, state: State, rng: np.random.Generator) -> Stat
              and steps[k - 1].stage_id == steps[k].stage_id]
     if not cands:
         return None
-    k = cands[int(rng.integers(len(cands)))]
+    k = _choice(rng, cands)
     fu = steps[k - 1]
     later = [s for s in steps[k + 1:] if getattr(s, "stage_id", None) == fu.stage_id]
     if any(not isinstance(s, (AnnotationStep, PragmaStep)) for s in later):
@@ -121,10 +129,7 @@ def mutate_parallel(policy: Any, state: State, rng: np.random.Generator) -> Stat
             s = type(s)(*[getattr(s, f) for f in s.__dataclass_fields__])  # copy
             object.__setattr__(s, "iter_id", s.iter_id + shift)
         new_steps.append(s)
-    try:
-        return policy.dag.replay(new_steps)
-    except Exception:  # noqa: BLE001 - invalid mutation
-        return None
+    return _try_replay(policy, new_steps)
 
 
 
