@@ -34,24 +34,24 @@ def acc(state: State, k: int) -> Any:
     return state.struct.access[k]
 
 
-def consumers(state: State, k: int) -> list[int]:
+def _linked(state: State, k: int, field: str) -> list[int]:
+    """Stages linked to ``k`` by the access field ``read_by`` / ``read_from``, looking through
+    inlined stages (first-seen order, no repeats)."""
     out: list[int] = []
-    for c in acc(state, k).read_by:
+    for c in getattr(acc(state, k), field):
         if state.stages[c].compute_at == INLINED:
-            out += [x for x in consumers(state, c) if x not in out]
+            out += [x for x in _linked(state, c, field) if x not in out]
         elif c not in out:
             out.append(c)
     return out
 
 
+def consumers(state: State, k: int) -> list[int]:
+    return _linked(state, k, "read_by")
+
+
 def producers(state: State, k: int) -> list[int]:
-    out: list[int] = []
-    for p in acc(state, k).read_from:
-        if state.stages[p].compute_at == INLINED:
-            out += [x for x in producers(state, p) if x not in out]
-        elif p not in out:
-            out.append(p)
-    return out
+    return _linked(state, k, "read_from")
 
 
 def ew_match(state: State, p: int, c: int) -> bool:
