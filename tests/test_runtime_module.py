@@ -183,3 +183,34 @@ def test_module_pickles_as_object_code(vadd):
     a, b, c = _args()
     m2(a, b, c)
     np.testing.assert_allclose(c, a + b)
+
+
+def test_module_for_a_cpu_the_host_cannot_run_raises_instead_of_sigill() -> None:
+    """Building for another CPU is allowed (cross-compiling, export); calling it here is refused
+    with a clear error instead of killing the interpreter with an illegal instruction."""
+    import numpy as np
+
+    import templtune
+    from templtune import te
+    from templtune.codegen.llvm import compile as cc
+    from templtune.errors import RuntimeCallError
+
+    host = cc.host_spec()
+    other = "skylake-avx512" if host.cpu != "skylake-avx512" else "znver4"
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    f = templtune.build(s, [A, B], target=f"llvm -mcpu={other}")
+    a, b = np.ones(64, np.float32), np.zeros(64, np.float32)
+    if "avx512f" in {x[1:] for x in host.features.split(",") if x.startswith("+")}:
+        f(a, b)  # the host has AVX-512: the module runs
+        np.testing.assert_allclose(b, 2.0)
+    else:
+        with pytest.raises(RuntimeCallError, match="avx512f"):
+            f(a, b)
+        with pytest.raises(RuntimeCallError, match="avx512f"):
+            f.time_evaluator(f.entry_name, templtune.cpu())(a, b)
+    # the host's own CPU name always runs
+    g = templtune.build(s, [A, B], target=f"llvm -mcpu={host.cpu}")
+    g(a, b)
+    np.testing.assert_allclose(b, 2.0)

@@ -219,8 +219,19 @@ class Module:
         else:
             _ForkGuard.gomp_used = True
 
+    def _check_runnable(self) -> None:
+        # NOTE: running code for a CPU this host cannot execute kills the interpreter with
+        # SIGILL; refuse with a clear error instead (building and exporting it stays allowed).
+        missing = cc.missing_host_features(self._spec)
+        if missing:
+            raise RuntimeCallError(
+                f"{self.entry_name} was compiled for cpu {self._spec.cpu!r}, which needs "
+                f"{', '.join(missing)} that this host ({cc.host_spec().cpu}) lacks; build "
+                "without -mcpu (or with this host's) to run it here")
+
     def __call__(self, *arrays: Any) -> None:
         """Run the function on ``arrays`` (outputs are written in place)."""
+        self._check_runnable()
         arrs, svals = self._check(arrays)
         self._fork_check()
         self._fn(*[a.ctypes.data for a in arrs], *svals)
@@ -255,6 +266,7 @@ class Module:
         flush = enable_cpu_cache_flush or f_preproc == "cache_flush_cpu_non_first_arg"
 
         def evaluator(*arrays: Any) -> ProfileResult:
+            self._check_runnable()
             arrs, svals = self._check(arrays)
             self._fork_check()
             slots = (ctypes.c_uint64 * max(1, len(arrs) + len(svals)))(

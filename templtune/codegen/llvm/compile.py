@@ -61,6 +61,33 @@ def host_spec() -> MachineSpec:
                        llvm.get_host_cpu_features().flatten())
 
 
+# CPU names LLVM knows whose instruction set includes AVX-512: code built for them dies with
+# SIGILL on a host without it (this machine type is znver3, AVX2 only).
+_AVX512_CPUS = frozenset({
+    "knl", "knm", "skylake-avx512", "skx", "cascadelake", "cooperlake", "cannonlake",
+    "icelake-client", "icelake-server", "tigerlake", "rocketlake", "sapphirerapids",
+    "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids", "znver4", "znver5",
+    "x86-64-v4",
+})
+
+
+@lru_cache(maxsize=64)
+def missing_host_features(spec: MachineSpec) -> tuple[str, ...]:
+    """What ``spec``'s object code needs that this host lacks (empty when it can run here).
+
+    Checks the triple, explicit ``+feature`` flags, and the AVX-512 family implied by the CPU name;
+    a complete check would need LLVM's per-CPU feature tables, which llvmlite does not expose.
+    """
+    host = host_spec()
+    if spec.triple != host.triple:
+        return (f"triple {spec.triple}",)
+    have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+    need = {f[1:] for f in spec.features.split(",") if f.startswith("+")}
+    if spec.cpu != host.cpu and spec.cpu in _AVX512_CPUS:
+        need.add("avx512f")
+    return tuple(sorted(need - have))
+
+
 def machine_spec(target: object | None = None) -> MachineSpec:
     """The machine spec of an ``llvm`` :class:`~templtune.target.Target` (host defaults;
     ``-mcpu``, ``-mtriple``, ``-mattr`` and ``-opt-level`` override)."""
