@@ -15,7 +15,6 @@ import test_auto_scheduler_gpu_rules as R
 import test_cuda_allreduce as T
 
 import templtune
-from templtune import te
 
 cases = []
 
@@ -48,33 +47,13 @@ for kind in ("max", "min"):
     a = rng.standard_normal((4, 96)).astype("float32")
     add(f"row{kind}48", m, [a, np.zeros(4, "float32")], getattr(a, kind)(1))
 for kind in ("sum", "min"):
-    A = te.placeholder((3, 100), name="A")
-    k = te.reduce_axis((0, 100), name="k")
-    red = te.sum if kind == "sum" else te.min
-    B = te.compute((3,), lambda i, red=red, A=A, k=k: red(A[i, k], axis=k), name="B")
-    s = te.create_schedule(B.op)
-    _, ki = s[B].split(B.op.reduce_axis[0], factor=32)
-    s[B].allow_reduce_bind = True
-    s[B].bind(ki, te.thread_axis("threadIdx.x"))
-    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    s, A, B = T._direct_bound(kind)
     m = templtune.build(s, [A, B], target="cuda")
     a = rng.standard_normal((3, 100)).astype("float32")
     add(f"direct_{kind}", m, [a, np.zeros(3, "float32")], a.sum(1) if kind == "sum" else a.min(1))
 # 2-D threads
 rows, n = 8, 64
-A = te.placeholder((rows, n), name="A")
-k = te.reduce_axis((0, n), name="k")
-B = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="B")
-s = te.create_schedule(B.op)
-_, ki = s[B].split(B.op.reduce_axis[0], factor=16)
-BF = s.rfactor(B, ki)
-io, ii = s[B].split(s[B].op.axis[0], factor=4)
-tx = s[B].op.reduce_axis[0]
-s[B].reorder(io, ii, tx)
-s[B].bind(io, te.thread_axis("blockIdx.x"))
-s[B].bind(ii, te.thread_axis("threadIdx.y"))
-s[B].bind(tx, te.thread_axis("threadIdx.x"))
-s[BF].compute_at(s[B], tx)
+s, A, B = T._two_d_threads(rows, n)
 m = templtune.build(s, [A, B], target="cuda")
 a = rng.random((rows, n), dtype=np.float32)
 add("twod", m, [a, np.zeros(rows, "float32")], a.sum(1))

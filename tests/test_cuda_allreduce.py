@@ -30,6 +30,39 @@ def _row_reduce(rows: int, n: int, nthreads: int, kind: str = "sum"):
     return s, A, B
 
 
+def _two_d_threads(rows: int = 8, n: int = 64):
+    """Row sums with rows on threadIdx.y (4 per block) and the reduction on threadIdx.x (16)."""
+    A = te.placeholder((rows, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    B = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    io, ii = s[B].split(s[B].op.axis[0], factor=4)
+    tx = s[B].op.reduce_axis[0]
+    s[B].reorder(io, ii, tx)
+    s[B].bind(io, te.thread_axis("blockIdx.x"))
+    s[B].bind(ii, te.thread_axis("threadIdx.y"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[BF].compute_at(s[B], tx)
+    return s, A, B
+
+
+def _direct_bound(kind: str, rows: int = 3, n: int = 100, nthreads: int = 32):
+    """The auto-scheduler's CrossThreadReduction form: split the reduction and bind its inner
+    part to threadIdx.x without rfactor (a non-dividing split adds a guard)."""
+    A = te.placeholder((rows, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    red = te.sum if kind == "sum" else te.min
+    B = te.compute((rows,), lambda i: red(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=nthreads)
+    s[B].allow_reduce_bind = True
+    s[B].bind(ki, te.thread_axis("threadIdx.x"))
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    return s, A, B
+
+
 @pytest.mark.parametrize("nthreads", [32, 64, 128, 48])
 def test_row_sum_rfactor_bound_to_threads(nthreads):
     n = nthreads * 3
@@ -108,19 +141,7 @@ def test_dense_batch1_matvec_rfactor():
 
 def test_two_dimensional_threads_reduce_rows_independently():
     rows, n = 8, 64
-    A = te.placeholder((rows, n), name="A")
-    k = te.reduce_axis((0, n), name="k")
-    B = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="B")
-    s = te.create_schedule(B.op)
-    _, ki = s[B].split(B.op.reduce_axis[0], factor=16)
-    BF = s.rfactor(B, ki)
-    io, ii = s[B].split(s[B].op.axis[0], factor=4)
-    tx = s[B].op.reduce_axis[0]
-    s[B].reorder(io, ii, tx)
-    s[B].bind(io, te.thread_axis("blockIdx.x"))
-    s[B].bind(ii, te.thread_axis("threadIdx.y"))
-    s[B].bind(tx, te.thread_axis("threadIdx.x"))
-    s[BF].compute_at(s[B], tx)
+    s, A, B = _two_d_threads(rows, n)
     a = np.random.default_rng(4).random((rows, n), dtype=np.float32)
     b = np.zeros(rows, "float32")
     m = templtune.build(s, [A, B], target="cuda")
@@ -139,18 +160,9 @@ def test_allreduce_compiles_with_nvcc(nthreads):
 
 @pytest.mark.parametrize("kind", ["sum", "min"])
 def test_reduce_axis_bound_directly_one_allreduce_per_row(kind):
-    # the auto-scheduler's CrossThreadReduction form: split the reduction, bind the inner part
-    # (no rfactor); a non-dividing split adds a guard. The serial outer part becomes a
-    # per-thread partial, so the tree runs once, not once per outer iteration.
-    A = te.placeholder((3, 100), name="A")
-    k = te.reduce_axis((0, 100), name="k")
-    red = te.sum if kind == "sum" else te.min
-    B = te.compute((3,), lambda i: red(A[i, k], axis=k), name="B")
-    s = te.create_schedule(B.op)
-    _, ki = s[B].split(B.op.reduce_axis[0], factor=32)
-    s[B].allow_reduce_bind = True
-    s[B].bind(ki, te.thread_axis("threadIdx.x"))
-    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    # The serial outer part of the split becomes a per-thread partial, so the tree runs once,
+    # not once per outer iteration.
+    s, A, B = _direct_bound(kind)
     m = templtune.build(s, [A, B], target="cuda")
     src = m.get_source()
     assert src.count("red_buf0[(((int)threadIdx.x) + 16)]") == 1
