@@ -12,7 +12,12 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
 * ``XGBModel`` learns from fixed-length *state* features (loop extents/annotations per stage and
   split lengths), not TVM's 164-float per-store features; labels and weights follow TVM.
 * Not implemented: CrossThreadReduction and SpecialComputeLocationGPU sketch rules (the CUDA
-  backend has no cross-thread reduction yet), layout rewrite, ``extract_tasks``.
+  backend has no cross-thread reduction yet), ``extract_tasks``.
+* Layout rewrite (llvm, ``layout_rewrite_option=1``) re-lays the ``layout_free_placeholders``
+  through a transform stage inside the kernel (INSERT_TRANSFORM_STAGE); option 2
+  (REWRITE_FOR_PRE_TRANSFORMED, the kernel taking the re-laid constant) is treated as 1, and
+  ``RewrittenLayout.transform`` pre-transforms a weight in numpy
+  (:mod:`templtune.auto_scheduler.layout_rewrite`).
 * Failed measurements cost ``1e10`` as in TVM; run timeouts are reported as ``RUN_TIMEOUT``
   (TVM re-wraps them as ``RUNTIME_DEVICE``).
 """

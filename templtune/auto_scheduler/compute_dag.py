@@ -159,8 +159,12 @@ class ComputeDAG:
 
     def apply_steps_from_state(self, state: State, layout_rewrite: Any = None,
                                is_gpu: bool = False) -> tuple[Any, list[Tensor]]:
-        """``(schedule, tensors)`` with the state's steps replayed on a te schedule."""
-        return replay_schedule(self, state, is_gpu)
+        """``(schedule, tensors)`` with the state's steps replayed on a te schedule.
+
+        ``layout_rewrite`` (LayoutRewriteOption: 0/None none, 1 insert a transform stage; 2 is
+        treated as 1, see :mod:`.layout_rewrite`) re-lays the layout-free placeholders the
+        state tiles; the tensors (the kernel's signature) do not change."""
+        return replay_schedule(self, state, is_gpu, int(layout_rewrite or 0))
 
     def infer_bound_from_state(self, state: State) -> State:
         """The state with every iterator extent filled in by te bound inference."""

@@ -122,7 +122,8 @@ class LocalBuilder:
             if b is None:
                 b = blobs[id(inp.task)] = pickle.dumps(inp.task.compute_dag)
             jobs.append((b, [s.encode() for s in inp.state.transform_steps],
-                         str(inp.task.target), inp.task.is_gpu))
+                         str(inp.task.target), inp.task.is_gpu,
+                         int(getattr(inp.task, "layout_rewrite_option", 0) or 0)))
         outs = self._pool.map(build_state, jobs, timeout=self.timeout)
         res = []
         for out in outs:

@@ -19,8 +19,10 @@ def _dag(blob: bytes) -> Any:
     return dag
 
 
-def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool) -> tuple:
-    """Replay ``steps`` (record JSON) on the DAG and build. Returns
+def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool,
+                layout_rewrite: int = 0) -> tuple:
+    """Replay ``steps`` (record JSON) on the DAG and build (re-laying the layout-free
+    placeholders when ``layout_rewrite``, the task's option, is set). Returns
     ``(error_no, artifact, detail, seconds)``; never raises for a bad candidate."""
     from templtune.autotvm.measure import MeasureErrorNo
     from templtune.errors import CodegenError
@@ -31,7 +33,8 @@ def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool) -> tupl
 
         dag = _dag(dag_blob)
         state = dag.replay([decode_step(s) for s in steps])
-        sch, args = dag.apply_steps_from_state(state, is_gpu=is_gpu)
+        sch, args = dag.apply_steps_from_state(state, layout_rewrite=layout_rewrite,
+                                               is_gpu=is_gpu)
     except Exception as exc:  # noqa: BLE001 - a bad state is data, not a crash
         return (int(MeasureErrorNo.INSTANTIATION_ERROR), None,
                 f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}",

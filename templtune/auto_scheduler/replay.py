@@ -88,8 +88,12 @@ def _structure_of(dag: Any, steps: tuple) -> Structure:
     return Structure(dag, sch, analyze(sch))
 
 
-def replay_schedule(dag: Any, state: State, is_gpu: bool = False) -> tuple[Any, list[Any]]:
-    """A te schedule with all of ``state``'s steps applied, and the argument tensors."""
+def replay_schedule(dag: Any, state: State, is_gpu: bool = False,
+                    layout_rewrite: int = 0) -> tuple[Any, list[Any]]:
+    """A te schedule with all of ``state``'s steps applied, and the argument tensors.
+
+    ``layout_rewrite`` (a LayoutRewriteOption value) other than 0 re-lays the layout-free
+    placeholders the state tiles, through a transform stage (see :mod:`.layout_rewrite`)."""
     from templtune.te import create_schedule
 
     sch = create_schedule([t.op for t in dag.outputs])
@@ -111,4 +115,8 @@ def replay_schedule(dag: Any, state: State, is_gpu: bool = False) -> tuple[Any, 
                 # NOTE: a stage computed inside a GPU thread loop is private to the thread
                 # (TVM infers this scope; templtune's schedule keeps what it is told).
                 tst.set_scope("local")
+    if layout_rewrite and not is_gpu:
+        from .layout_rewrite import rewrite_layout
+
+        rewrite_layout(dag, sch)
     return sch, list(dag.tensors)

@@ -73,7 +73,10 @@ class SearchTask:
     hardware_params : HardwareParams, optional
         Defaults from the target.
     layout_rewrite_option : int, optional
-        Recorded only (templtune does not rewrite layouts); 1 for llvm, else 0.
+        1 (INSERT_TRANSFORM_STAGE) for llvm, else 0: the layout-free placeholders of the
+        workload (compute attribute ``layout_free_placeholders``) are re-laid to follow the
+        tiles inside the kernel, for measurement and ``apply_best`` (see
+        :mod:`templtune.auto_scheduler.layout_rewrite`).
     task_inputs : dict, optional
         Recorded by name only in this version.
     desc : str
@@ -142,7 +145,10 @@ class SearchTask:
             raise RuntimeError(f"cannot find any valid schedule for {self.workload_key} in "
                                f"{log_file}")
         state = self.compute_dag.replay(inp.state.transform_steps)
-        return self.compute_dag.apply_steps_from_state(state, is_gpu=self.is_gpu)
+        lro = self.layout_rewrite_option if layout_rewrite_option is None \
+            else layout_rewrite_option
+        return self.compute_dag.apply_steps_from_state(state, layout_rewrite=lro,
+                                                       is_gpu=self.is_gpu)
 
     def print_best(self, log_file: str, print_mode: str = "schedule") -> str:
         """The best schedule as Python te code (``"schedule"``) or CUDA source (``"cuda"``)."""
