@@ -69,6 +69,12 @@ PREPACK = {
     (1, 224, 224, 64, 3, 7, 7, 2, 3): 8,
 }
 
+#: other direct templates timed on a workload (same NCHW data, OIHW kernel, NCHW output)
+VARIANTS = {
+    (1, 224, 224, 64, 3, 7, 7, 2, 3): ["conv2d_nchw_wvec"],
+    (1, 56, 56, 64, 64, 3, 3, 1, 1): ["conv2d_nchw_wvec"],
+}
+
 
 # ---------------------------------------------------------------------------- FMA peak
 def _fma_ir(lanes: int, acc: int) -> str:
@@ -248,6 +254,9 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
             kernels["prepacked"] = (build_tuned(template, (*args, b), logs),
                                     [data, kp, np.zeros_like(out)])
             notes.append("" if (template, (*args, b)) in known else "(prepacked fallback)")
+        for alt in VARIANTS.get(args, []):
+            kernels[alt] = (build_tuned(alt, args, logs), [data, kern, np.zeros_like(out)])
+            notes.append("" if (alt, args) in known else f"({alt} fallback)")
         from templtune.topi.testing import conv2d_nchw_python
 
         expected = conv2d_nchw_python(data, kern, st, pd)

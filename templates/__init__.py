@@ -43,6 +43,9 @@ CATALOG: dict[str, TemplateInfo] = {
                      (1, 7, 7, 512, 512, 3, 3, 1, 1),
                      "direct conv2d, NCHW data / OIHW kernel (or prepacked [CO/b, CI, KH, KW, "
                      "b]), packed output-channel blocks", n_required=9),
+        TemplateInfo("conv2d_nchw_wvec", "x86", _CONV, (1, 224, 224, 64, 3, 7, 7, 2, 3),
+                     "direct conv2d, NCHW data / OIHW kernel / NCHW output, vectorized along "
+                     "the output width (few input channels: the ResNet stem)"),
         TemplateInfo("conv2d_nhwc", "x86", _CONV, (1, 56, 56, 64, 64, 3, 3, 1, 1),
                      "direct conv2d, NHWC data / HWIO kernel"),
         TemplateInfo("depthwise_conv2d_nchw", "x86",

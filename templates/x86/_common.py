@@ -8,11 +8,14 @@ from typing import Any
 
 from templtune import te
 
-#: float32 lanes of one AVX-512 register. Spaces count register blocks in these on every
-#: machine, so a space (and a log's config indices) do not depend on the host.
+#: float32 lanes of one AVX-512 register (the register-budget filters' unit before they became
+#: target-aware; kept for callers that size blocks in AVX-512 lanes).
 VEC = 16
-#: accumulator registers a register tile may use (32 zmm minus operands).
+#: accumulator registers a register tile may use with AVX-512 (32 zmm minus operands).
 MAX_ACC_REGS = 28
+#: accumulator registers a space's filter admits with AVX2 (16 ymm minus a broadcast operand
+#: and a weight vector): looser than the fallback's 12 so tuning can still try 14.
+MAX_ACC_REGS_AVX2 = 14
 
 
 def vec_regs(lanes: int, width: int = VEC) -> int:
@@ -34,6 +37,34 @@ def host_vector() -> tuple[int, int]:
     except Exception:  # noqa: BLE001 - unknown host: assume AVX2
         has512 = False
     return (16, 28) if has512 else (8, 12)
+
+
+def target_vector(target: Any = None) -> tuple[int, int]:
+    """``(float32 lanes per register, accumulator registers)`` the search-space filters use for
+    ``target`` (default: the current ``with Target(...)`` scope): ``(16, 28)`` when it has
+    AVX-512, else ``(8, 14)``.
+
+    The instruction set comes from the target's ``-mcpu`` (a CPU name LLVM knows to have
+    AVX-512, e.g. ``znver4``) and ``-mattr`` (``+avx512f`` / ``-avx512f``); without ``-mcpu``
+    from the host's features (plus ``-mattr``). So a space built for ``llvm`` on this AVX2 host
+    is AVX2-sane, and one for ``llvm -mcpu=znver4`` AVX-512-sane wherever it is built.
+    """
+    from templtune.codegen.llvm.compile import _AVX512_CPUS, machine_spec
+    from templtune.target import Target
+
+    if target is None:
+        target = Target.current(allow_none=True)
+    elif isinstance(target, str):
+        target = Target(target)
+    if target is not None and getattr(target, "kind", "llvm") != "llvm":
+        return VEC, MAX_ACC_REGS
+    spec = machine_spec(target)
+    feats = {f.strip() for f in spec.features.split(",") if f.strip()}
+    if "-avx512f" in feats:
+        has512 = False
+    else:
+        has512 = "+avx512f" in feats or spec.cpu in _AVX512_CPUS
+    return (VEC, MAX_ACC_REGS) if has512 else (8, MAX_ACC_REGS_AVX2)
 
 
 def divisor_at_most(n: int, bound: int) -> int:
