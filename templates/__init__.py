@@ -54,7 +54,7 @@ CATALOG: dict[str, TemplateInfo] = {
         TemplateInfo("dense", "x86", ("M", "N", "K", "prepacked"), (1, 1000, 512),
                      "out = data @ weight.T, data [M, K], weight [N, K] (or prepacked "
                      "[N/b, K, b])", n_required=3),
-        TemplateInfo("conv2d_winograd", "x86", _CONV + ("pre_transformed",),
+        TemplateInfo("conv2d_winograd", "x86", _CONV + ("pre_transformed", "kblock"),
                      (1, 7, 7, 512, 512, 3, 3, 1, 1),
                      "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1", n_required=9),
     )

@@ -44,6 +44,9 @@ def _inputs(name: str, args: tuple, rng: np.random.Generator):
         m = args[9]
         _, _, g = winograd_transform_matrices(m, kh, "float32")
         k = np.ascontiguousarray(np.einsum("ey,ocyx,ux->euco", g, k, g), dtype=np.float32)
+        if len(args) > 10 and args[10]:  # blocked [alpha, alpha, CO/b, CI, b]
+            b, al = args[10], k.shape[0]
+            k = np.ascontiguousarray(k.reshape(al, al, ci, co // b, b).transpose(0, 1, 3, 2, 4))
     return [a, k], out
 
 
@@ -65,6 +68,8 @@ WORKLOADS = [
     ("dense", (3, 32, 16, 8), 4),
     ("conv2d_winograd", (1, 7, 7, 32, 16, 3, 3, 1, 1), N_CONFIGS),
     ("conv2d_winograd", (1, 6, 6, 16, 8, 3, 3, 1, 1, 4), 4),
+    ("conv2d_winograd", (1, 7, 7, 16, 8, 3, 3, 1, 1, 2, 8), 4),
+    ("conv2d_winograd", (1, 9, 9, 24, 8, 3, 3, 1, 1, 4, 8), 4),
 ]
 
 
@@ -115,6 +120,8 @@ def test_fallback_is_register_blocked():
 @pytest.mark.parametrize("name,args,msg", [
     ("conv2d_winograd", (1, 7, 7, 8, 8, 3, 3, 2, 1), "stride 1"),
     ("conv2d_winograd", (1, 7, 7, 8, 8, 3, 3, 1, 1, 3), "pre_transformed"),
+    ("conv2d_winograd", (1, 7, 7, 8, 8, 3, 3, 1, 1, 0, 8), "kblock"),
+    ("conv2d_winograd", (1, 7, 7, 12, 8, 3, 3, 1, 1, 2, 8), "kblock"),
     ("conv2d_nchw", (1, 2, 2, 8, 8, 5, 5, 1, 0), "empty output"),
     ("dense", (0, 8, 8), "M must be a positive"),
     ("dense", (4, 12, 8, 5), "prepacked must be"),

@@ -8,7 +8,9 @@ output; stride 1. Stages:
 * ``data_row``, ``data_pack[eps, nu, c, p] = (B^T d B)`` of each ``alpha x alpha`` input
   tile ``p`` (rows, then columns; the row pass of one channel's block of tiles is computed
   at the column pass, which is vectorized over tiles);
-* ``kernel_pack[eps, nu, c, k] = (G g G^T)`` unless pre-transformed;
+* ``kernel_pack[eps, nu, k/bn, c, bn] = (G g G^T)`` unless pre-transformed (then
+  ``[alpha, alpha, CI, CO]``, or already blocked with ``kblock=bn``: one register block's
+  weights are then one contiguous stream over ``c``);
 * ``bgemm[eps, nu, p, k] = sum_c data_pack * kernel_pack``: ``alpha^2`` independent GEMMs,
   scheduled like the dense template (``tp x bn`` register blocks in a write cache, ``bn``
   output channels vectorized, fused ``(eps, nu, k_o)`` parallel);
@@ -48,14 +50,18 @@ from .conv2d_nchw import out_size
 TILE_P = [1, 2, 4, 6, 8, 12]
 
 
-def _define(cfg: Any, co: int, ci: int, sizes: list[int]) -> None:
+def _define(cfg: Any, co: int, ci: int, sizes: list[int], kblock: int = 0) -> None:
     cfg.define_knob("tile_size", sizes)
-    cfg.define_split("tile_k", co, num_outputs=2, filter=lane_filter(co))
+    if kblock:
+        cfg.define_split("tile_k", co, num_outputs=2, policy="candidate",
+                         candidate=[[co // kblock, kblock]])
+    else:
+        cfg.define_split("tile_k", co, num_outputs=2, filter=lane_filter(co))
     cfg.define_split("tile_c", ci, num_outputs=2, filter=max_inner(8))
     cfg.define_knob("tile_p", TILE_P)
     cfg.multi_filter(lambda e: e["tile_p"].val * vec_regs(e["tile_k"].size[-1]) <= MAX_ACC_REGS)
     if cfg.is_fallback:
-        bn = vector_divisor(co, 32)
+        bn = kblock or vector_divisor(co, 32)
         cfg.fallback_split("tile_k", [-1, bn])
         cfg.fallback_split("tile_c", [-1, 4])
         cfg["tile_size"] = _other(4 if 4 in sizes else sizes[0])
@@ -105,11 +111,15 @@ def _transform_pass(stage: Any, outer: Any, a: Any, b: Any, split: Any, factor: 
 
 
 def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                    padding: Any, pre_transformed: int = 0) -> tuple[Any, list[Any]]:
+                    padding: Any, pre_transformed: int = 0, kblock: int = 0
+                    ) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
     Arguments as :func:`conv2d_nchw` (stride must be 1, the kernel square); ``pre_transformed``
-    is 0 for an OIHW kernel or the tile size ``m`` the kernel was transformed for.
+    is 0 for an OIHW kernel or the tile size ``m`` the kernel was transformed for, then
+    ``[alpha, alpha, CI, CO]``, or, with ``kblock=b > 0``, blocked to
+    ``[alpha, alpha, CO/b, CI, b]`` (``u.reshape(alpha, alpha, CI, CO // b, b).transpose(0, 1,
+    3, 2, 4)``, done once for inference weights; fixes ``bn = b``).
     """
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     if stride_pair(stride) != (1, 1):
@@ -118,13 +128,16 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
         raise ValueError(f"conv2d_winograd needs a square kernel, got {KH}x{KW}")
     if pre_transformed not in (0, 2, 4):
         raise ValueError(f"pre_transformed must be 0, 2 or 4, got {pre_transformed}")
+    if kblock < 0 or (kblock and (not pre_transformed or CO % kblock)):
+        raise ValueError(f"conv2d_winograd: kblock must be 0 or (with pre_transformed) a "
+                         f"divisor of CO={CO}, got {kblock}")
     pt, pl, pb, pr = pad_tuple(padding)
     oh = out_size(H, KH, pt, pb, 1)
     ow = out_size(W, KW, pl, pr, 1)
     if oh < 1 or ow < 1:
         raise ValueError(f"conv2d_winograd: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    _define(cfg, CO, CI, [pre_transformed] if pre_transformed else [2, 4])
+    _define(cfg, CO, CI, [pre_transformed] if pre_transformed else [2, 4], kblock)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     m = cfg["tile_size"].val
     r = KH
@@ -136,7 +149,9 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     tp = divisor_at_most(P, cfg["tile_p"].val)
 
     data = te.placeholder((N, CI, H, W), name="data")
-    if pre_transformed:
+    if kblock:
+        kernel = te.placeholder((alpha, alpha, CO // bn, CI, bn), name="kernel")
+    elif pre_transformed:
         kernel = te.placeholder((alpha, alpha, CI, CO), name="kernel")
     else:
         kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
@@ -166,13 +181,23 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
         ky = te.reduce_axis((0, r), name="ky")
         kx = te.reduce_axis((0, r), name="kx")
         kernel_pack = te.compute(
-            (alpha, alpha, CI, CO),
-            lambda e, u, c, k: te.sum(kernel[k, c, ky, kx] * G[e, ky] * G[u, kx], axis=[ky, kx]),
+            (alpha, alpha, CO // bn, CI, bn),
+            lambda e, u, o, c, v: te.sum(kernel[o * bn + v, c, ky, kx] * G[e, ky] * G[u, kx],
+                                         axis=[ky, kx]),
             name="kernel_pack")
     rc = te.reduce_axis((0, CI), name="rc")
+
+    def kload(e: Any, u: Any, c: Any, k: Any) -> Any:
+        if pre_transformed and not kblock:  # [alpha, alpha, CI, CO]: bn floats per CO stride
+            return kernel[e, u, c, k]
+        return kernel_pack[e, u, k // bn, c, k % bn]
+
+    # NOTE: kernel_pack is blocked [alpha, alpha, CO/bn, CI, bn]: one register block's weights
+    # are one contiguous stream over rc (the transformed weights of a 7x7 layer are 16 MiB for
+    # F(2): streamed once per call, they are the GEMM's main cost when there are few tiles).
     bgemm = te.compute(
         (alpha, alpha, P, CO),
-        lambda e, u, p, k: te.sum(data_pack[e, u, rc, p] * kernel_pack[e, u, rc, k], axis=rc),
+        lambda e, u, p, k: te.sum(data_pack[e, u, rc, p] * kload(e, u, rc, k), axis=rc),
         name="bgemm")
     # NOTE: A^T M A in two passes too (rows, then columns).
     inv_row = te.compute(
@@ -204,8 +229,8 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[data_row].unroll(e)
     s[data_row].unroll(x)
     if not pre_transformed:
-        e, u, c, k = s[kernel_pack].op.axis
-        s[kernel_pack].parallel(c)
+        e, u, o, c, v = s[kernel_pack].op.axis
+        s[kernel_pack].parallel(s[kernel_pack].fuse(e, u, o))
 
     acc = s.cache_write(bgemm, "global")
     e, u, p, k = s[bgemm].op.axis
