@@ -11,8 +11,7 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
   Python.
 * ``XGBModel`` learns from fixed-length *state* features (loop extents/annotations per stage and
   split lengths), not TVM's 164-float per-store features; labels and weights follow TVM.
-* Not implemented: CrossThreadReduction and SpecialComputeLocationGPU sketch rules (the CUDA
-  backend has no cross-thread reduction yet), ``extract_tasks``.
+* ``extract_tasks`` takes a :mod:`templtune.graph` network (Relay is not part of templtune).
 * Layout rewrite (llvm, ``layout_rewrite_option=1``) re-lays the ``layout_free_placeholders``
   through a transform stage inside the kernel (INSERT_TRANSFORM_STAGE); option 2
   (REWRITE_FOR_PRE_TRANSFORMED, the kernel taking the re-laid constant) is treated as 1, and
@@ -42,6 +41,7 @@ from .measure_record import (
     load_records,
     save_records,
 )
+from .relay_integration import extract_tasks
 from .search_policy import EmptyPolicy, PreloadMeasuredStates, SketchPolicy
 from .search_task import HardwareParams, SearchTask, TuningOptions
 from .task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskScheduler
@@ -57,7 +57,7 @@ __all__ = [
     "LocalBuilder", "LocalRPCMeasureContext", "LocalRunner", "LogEstimatedLatency",
     "PrintTableInfo", "TaskScheduler", "MeasureInput", "MeasureResult",
     "PreloadMeasuredStates", "ProgramMeasurer", "RandomModel", "RecordReader", "RecordToFile",
-    "SearchTask", "SketchPolicy", "Stage", "State", "TuningOptions", "XGBModel",
+    "SearchTask", "SketchPolicy", "Stage", "State", "TuningOptions", "XGBModel", "extract_tasks",
     "decode_workload_key", "distill_record_file", "load_best_record", "load_records",
     "make_workload_key", "register_workload", "save_records", "workload_key_to_tensors",
 ]

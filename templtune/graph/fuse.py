@@ -1,0 +1,108 @@
+"""Operator fusion: partition a network into groups, one compiled kernel (and one task) each.
+
+The rule is Relay's for the patterns these networks contain: a compute-heavy *anchor* (conv2d,
+dense, pooling) absorbs the chain of element-wise/injective ops that follows it (bias_add, add,
+relu, batch_flatten) as long as each intermediate value has exactly one consumer; softmax stands
+alone. A residual ``add`` joins the group of its first operand; the other operand becomes an
+input of that group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from templtune import te
+
+from .ir import Call, Expr, Function, Var
+from .op import INJECTIVE, OPAQUE, get_op
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FusedGroup:
+    """Calls fused into one kernel (``calls[-1]`` is its output) and its external inputs."""
+
+    calls: tuple[Call, ...]
+    inputs: tuple[Expr, ...]
+
+    @property
+    def output(self) -> Call:
+        return self.calls[-1]
+
+    @property
+    def name(self) -> str:
+        return "fused_" + "_".join(c.op.replace(".", "_") for c in self.calls)
+
+    @property
+    def is_simple(self) -> bool:
+        """No reduction inside (Ansor skips such tasks unless ``include_simple_tasks``)."""
+        return all(get_op(c.op).kind == INJECTIVE for c in self.calls)
+
+    def to_tensors(self) -> list[te.Tensor]:
+        """The group as te tensors: one placeholder per input, then the output tensor.
+
+        Placeholders are named by position, so that equal layers give equal compute DAGs (and
+        one shared workload key)."""
+        env: dict[int, te.Tensor] = {}
+        ins = []
+        for k, e in enumerate(self.inputs):
+            ph = te.placeholder(e.shape, dtype=e.dtype, name=f"p{k}")
+            env[id(e)] = ph
+            ins.append(ph)
+        out = None
+        for c in self.calls:
+            out = get_op(c.op).compute([env[id(a)] for a in c.args], dict(c.attrs))
+            env[id(c)] = out
+        assert out is not None
+        return [*ins, out]
+
+
+def _consumers(calls: list[Call], out: Call) -> dict[int, int]:
+    count: dict[int, int] = {id(out): 1}
+    for c in calls:
+        for a in c.args:
+            count[id(a)] = count.get(id(a), 0) + 1
+    return count
+
+
+def partition(func: Function) -> list[FusedGroup]:
+    """The fused groups of ``func`` in execution order."""
+    calls = func.calls()
+    uses = _consumers(calls, func.body)
+    groups: list[list[Call]] = []
+    group_of: dict[int, int] = {}
+    for c in calls:
+        target = None
+        if get_op(c.op).kind == INJECTIVE:
+            prod = next((a for a in c.args if isinstance(a, Call)), None)
+            if prod is not None:
+                g = group_of[id(prod)]
+                if (groups[g][-1] is prod and uses[id(prod)] == 1
+                        and get_op(groups[g][0].op).kind != OPAQUE):
+                    target = g
+        if target is None:
+            groups.append([c])
+            target = len(groups) - 1
+        else:
+            groups[target].append(c)
+        group_of[id(c)] = target
+    # NOTE: a group can grow after later groups were opened (a residual add joins the block's
+    # group after the shortcut's group), so run groups in the order their outputs are produced.
+    pos = {id(c): k for k, c in enumerate(calls)}
+    groups.sort(key=lambda g: pos[id(g[-1])])
+    out: list[FusedGroup] = []
+    for g in groups:
+        inside = {id(c) for c in g}
+        seen: set[int] = set()
+        inputs: list[Expr] = []
+        for c in g:
+            for a in c.args:
+                if id(a) not in inside and id(a) not in seen:
+                    seen.add(id(a))
+                    inputs.append(a)
+        out.append(FusedGroup(tuple(g), tuple(inputs)))
+    return out
+
+
+def param_inputs(group: FusedGroup, params: dict[str, object]) -> list[bool]:
+    """Which inputs of ``group`` are bound parameters (constants at run time)."""
+    return [isinstance(e, Var) and e.name in params for e in group.inputs]

@@ -1,0 +1,104 @@
+"""Network builders with Relay's names and argument conventions (``relay.nn.conv2d`` ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .ir import Call, Expr, TensorType, Var
+from .op import GraphError, make_call
+
+__all__ = ["var", "add", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
+           "global_avg_pool2d", "batch_flatten", "dense", "softmax"]
+
+
+def _pair(x: Any, what: str) -> tuple[int, int]:
+    if isinstance(x, int):
+        return (x, x)
+    t = tuple(int(v) for v in x)
+    if len(t) != 2:
+        raise GraphError(f"{what} must be an int or a pair, got {x!r}")
+    return t  # type: ignore[return-value]
+
+
+def _padding(p: Any) -> tuple[int, int, int, int]:
+    """Relay's padding forms: int, (h, w) or (top, left, bottom, right)."""
+    if isinstance(p, int):
+        return (p, p, p, p)
+    t = tuple(int(v) for v in p)
+    if len(t) == 2:
+        return (t[0], t[1], t[0], t[1])
+    if len(t) == 4:
+        return t  # type: ignore[return-value]
+    raise GraphError(f"padding must be an int, (h, w) or (top, left, bottom, right), got {p!r}")
+
+
+def var(name: str, shape: Any = None, dtype: str = "float32") -> Var:
+    """A network input or parameter of a fixed shape."""
+    if shape is None:
+        raise GraphError(f"var {name!r} needs a shape (templtune networks are fully static)")
+    return Var(name, TensorType(tuple(int(s) for s in shape), dtype))
+
+
+def add(lhs: Expr, rhs: Expr) -> Call:
+    """Element-wise sum of two values of the same shape."""
+    return make_call("add", [lhs, rhs])
+
+
+def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0),
+           dilation: Any = (1, 1), groups: int = 1, channels: int | None = None,
+           kernel_size: Any = None, data_layout: str = "NCHW", kernel_layout: str | None = None
+           ) -> Call:
+    """2-D convolution; kernels are OIHW with NCHW data and HWIO (HWOI for depthwise) with NHWC."""
+    if _pair(dilation, "dilation") != (1, 1):
+        raise GraphError("nn.conv2d: only dilation 1 is supported in networks")
+    expected = {"NCHW": "OIHW", "NHWC": "HWIO" if groups == 1 else "HWOI"}.get(data_layout)
+    if expected is None:
+        raise GraphError(f"nn.conv2d: unsupported data_layout {data_layout!r} (NCHW or NHWC)")
+    if kernel_layout is not None and kernel_layout != expected:
+        raise GraphError(f"nn.conv2d: kernel_layout {kernel_layout!r} with {data_layout} data; "
+                         f"expected {expected}")
+    call = make_call("nn.conv2d", [data, weight], strides=_pair(strides, "strides"),
+                     padding=_padding(padding), groups=int(groups), data_layout=data_layout)
+    ch = call.shape[1] if data_layout == "NCHW" else call.shape[3]
+    if channels is not None and channels != ch:
+        raise GraphError(f"nn.conv2d: channels={channels} but the kernel gives {ch}")
+    return call
+
+
+def bias_add(data: Expr, bias: Expr, axis: int = 1) -> Call:
+    return make_call("nn.bias_add", [data, bias], axis=int(axis))
+
+
+def relu(data: Expr) -> Call:
+    return make_call("nn.relu", [data])
+
+
+def max_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1), padding: Any = (0, 0),
+               layout: str = "NCHW") -> Call:
+    return make_call("nn.max_pool2d", [data], pool_size=_pair(pool_size, "pool_size"),
+                     strides=_pair(strides, "strides"), padding=_padding(padding), layout=layout)
+
+
+def avg_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1), padding: Any = (0, 0),
+               layout: str = "NCHW") -> Call:
+    return make_call("nn.avg_pool2d", [data], pool_size=_pair(pool_size, "pool_size"),
+                     strides=_pair(strides, "strides"), padding=_padding(padding), layout=layout)
+
+
+def global_avg_pool2d(data: Expr, layout: str = "NCHW") -> Call:
+    return make_call("nn.global_avg_pool2d", [data], layout=layout)
+
+
+def batch_flatten(data: Expr) -> Call:
+    return make_call("nn.batch_flatten", [data])
+
+
+def dense(data: Expr, weight: Expr, units: int | None = None) -> Call:
+    call = make_call("nn.dense", [data, weight])
+    if units is not None and units != call.shape[1]:
+        raise GraphError(f"nn.dense: units={units} but the weight gives {call.shape[1]}")
+    return call
+
+
+def softmax(data: Expr, axis: int = -1) -> Call:
+    return make_call("nn.softmax", [data], axis=int(axis))
