@@ -18,8 +18,10 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "te", "topi", "autotvm", "auto_scheduler", "target", "schedule", "lower", "codegen", "runtime",
-    "dtype", "errors", "templates", "nd",
+    "dtype", "errors", "templates", "nd", "graph",
 }
+# NOTE: TVM's names for the network layer: ``relay`` (build, testing, nn) and ``graph_executor``.
+_ALIASES = {"relay": "templtune.graph", "graph_executor": "templtune.graph.executor"}
 _FUNCTIONS = {
     "build": ("templtune.build_module", "build"),
     "cpu": ("templtune.runtime.ndarray", "cpu"),
@@ -35,6 +37,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("templtune.lower")
     if name == "nd":
         return importlib.import_module("templtune.runtime.ndarray")
+    if name in _ALIASES:
+        return importlib.import_module(_ALIASES[name])
     if name in _FUNCTIONS:
         mod_name, attr = _FUNCTIONS[name]
         return getattr(importlib.import_module(mod_name), attr)

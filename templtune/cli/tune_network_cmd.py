@@ -1,0 +1,103 @@
+"""``templtune tune-network NAME``: the network-tuning tutorial as one command.
+
+Extracts the auto-scheduler tasks of a zoo network, tunes them under one trial budget with the
+task scheduler (resuming from the log when it exists), compiles the network with the best
+records, checks its output against the numpy interpreter and prints the inference time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from templtune.cli.main import CliError, command
+from templtune.cli.tune_cmd import parse_int_list, positive_int
+
+
+def _print_tasks(tasks: list, weights: list) -> None:
+    print(f"{'ID':>3}  {'weight':>6}  {'MFLOP':>9}  task")
+    for i, (t, w) in enumerate(zip(tasks, weights)):
+        print(f"{i:>3}  {w:>6}  {t.compute_dag.flop_ct / 1e6:9.2f}  {t.desc}")
+
+
+def cmd_tune_network(args: argparse.Namespace) -> int:
+    import templtune
+    from templtune import auto_scheduler, graph
+
+    image = parse_int_list(args.image_shape)
+    if len(image) != 3:
+        raise CliError(f"--image-shape takes C,H,W, got {args.image_shape!r}")
+    try:
+        net, params, ishape, _ = graph.testing.get_network(args.network, args.batch, args.layout,
+                                                           image_shape=image)
+    except graph.GraphError as exc:
+        raise CliError(str(exc)) from None
+    log = args.log or os.path.join(
+        "logs", f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}.json")
+    tasks, weights = auto_scheduler.extract_tasks(net, params, args.target)
+    print(f"{args.network}: {len(tasks)} tasks; log: {log}")
+    _print_tasks(tasks, weights)
+    if args.trials > 0:
+        if args.trials < len(tasks):
+            raise CliError(f"--trials {args.trials} is below the number of tasks ({len(tasks)}); "
+                           "each task needs at least one measurement")
+        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+        sched = auto_scheduler.TaskScheduler(
+            tasks, weights, load_log_file=log if os.path.isfile(log) else None,
+            callbacks=[auto_scheduler.PrintTableInfo()], seed=args.seed)
+        opts = auto_scheduler.TuningOptions(
+            num_measure_trials=args.trials, num_measures_per_round=args.per_round,
+            runner=auto_scheduler.LocalRunner(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms),
+            measure_callbacks=[auto_scheduler.RecordToFile(log)], verbose=0)
+        t0 = time.time()
+        sched.tune(opts, search_policy="sketch.random" if args.model == "random" else "default")
+        print(f"tuned {args.trials} trials in {time.time() - t0:.1f} s")
+    t0 = time.time()
+    if os.path.isfile(log):
+        with auto_scheduler.ApplyHistoryBest(log):
+            lib = graph.build(net, target=args.target, params=params)
+    else:
+        lib = graph.build(net, target=args.target, params=params)
+    print(f"compiled {len(lib.groups)} kernels ({lib.num_tuned} from tuned records) "
+          f"in {time.time() - t0:.1f} s")
+    module = graph.GraphModule(lib["default"](templtune.cpu()))
+    data = np.random.default_rng(args.seed).uniform(size=ishape).astype("float32")
+    module.set_input("data", data)
+    module.run()
+    expected = graph.evaluate(net, params, data=data)
+    np.testing.assert_allclose(module.get_output(0).numpy(), expected, rtol=1e-3, atol=1e-5)
+    print("check: the compiled network matches numpy")
+    ftimer = module.module.time_evaluator("run", templtune.cpu(), repeat=args.timing_repeat,
+                                          min_repeat_ms=args.timing_ms)
+    res = np.array(ftimer().results) * 1e3
+    print(f"Mean inference time (std dev): {res.mean():.2f} ms ({res.std():.2f} ms)")
+    return 0
+
+
+@command("tune-network", help="extract, tune, compile and time a zoo network (auto_scheduler)")
+def setup(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("network", help="resnet-18, resnet-34, resnet-50, resnet-101 or mobilenet")
+    parser.add_argument("--batch", type=positive_int, default=1)
+    parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
+    parser.add_argument("--image-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
+    parser.add_argument("--target", default="llvm")
+    parser.add_argument("--trials", type=int, default=0,
+                        help="total measurement trials over all tasks (0: compile and time "
+                             "with the log as it is; ~800 per task converges)")
+    parser.add_argument("--per-round", type=positive_int, default=64,
+                        help="measurements per task per round (default 64)")
+    parser.add_argument("--model", choices=("xgb", "random"), default="xgb",
+                        help="cost model guiding the search (default xgb)")
+    parser.add_argument("--log", default=None,
+                        help="records log (default logs/NETWORK-LAYOUT-BATCH-SHAPE.json)")
+    parser.add_argument("--repeat", type=positive_int, default=1,
+                        help="measurement repeats per candidate")
+    parser.add_argument("--min-repeat-ms", type=float, default=100)
+    parser.add_argument("--timing-repeat", type=positive_int, default=3)
+    parser.add_argument("--timing-ms", type=float, default=300,
+                        help="min_repeat_ms of the final timing (default 300)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.set_defaults(func=cmd_tune_network)

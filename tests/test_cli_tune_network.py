@@ -1,0 +1,51 @@
+"""``templtune tune-network``: extract, (tune,) compile, check against numpy, time."""
+
+from __future__ import annotations
+
+import pytest
+
+from templtune.cli.main import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_compile_and_time_without_tuning(capsys, tmp_path):
+    rc, out, _ = run(capsys, "tune-network", "resnet-18", "--image-shape", "3,32,32",
+                     "--log", str(tmp_path / "none.json"), "--timing-repeat", "1",
+                     "--timing-ms", "1")
+    assert rc == 0, out
+    assert "resnet-18: 19 tasks" in out
+    assert "fused_nn_conv2d_nn_bias_add_add_nn_relu" in out
+    assert "compiled 24 kernels (0 from tuned records)" in out
+    assert "check: the compiled network matches numpy" in out
+    assert "Mean inference time (std dev):" in out
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (("vgg-16",), "unknown network 'vgg-16'"),
+    (("resnet-18", "--image-shape", "32,32"), "--image-shape takes C,H,W"),
+    (("resnet-18", "--image-shape", "3,32,32", "--trials", "5"), "below the number of tasks"),
+])
+def test_bad_arguments_give_one_clear_line(capsys, argv, msg):
+    rc, _, err = run(capsys, "tune-network", *argv)
+    assert rc != 0
+    assert msg in err
+
+
+@pytest.mark.slow
+def test_tune_a_small_network_then_resume(capsys, tmp_path):
+    log = str(tmp_path / "m.json")
+    argv = ("tune-network", "mobilenet", "--image-shape", "3,32,32", "--per-round", "1",
+            "--model", "random", "--log", log, "--timing-repeat", "1", "--timing-ms", "1")
+    rc, out, _ = run(capsys, *argv, "--trials", "30")
+    assert rc == 0, out
+    n_tasks = int(out.split(": ", 1)[1].split(" tasks")[0])
+    with open(log) as f:
+        n_records = sum(1 for _ in f)
+    assert n_records >= n_tasks
+    assert "from tuned records" in out and "(0 from tuned records)" not in out
+    assert "check: the compiled network matches numpy" in out
