@@ -3,7 +3,9 @@
 Workloads: dense 1024^3, dense 1x512 -> 1000, dense 1x2048 -> 1000 (peer: numpy/OpenBLAS),
 the seed's ResNet layer 1x512x7x7 -> 512 3x3, conv2d 1x64x56x56 -> 64 3x3 and the ResNet stem
 1x3x224x224 -> 64 7x7 s2 (peer: PyTorch CPU, if installed: ``pip install torch==2.13.0``).
-The 3x3 layers also run the Winograd template (pre-transformed weights, as in inference), and
+The 3x3 layers also run the Winograd template (pre-transformed weights blocked by 8 output
+channels, as in inference), the stem and the 56x56 layer the width-vectorized direct template
+``conv2d_nchw_wvec``, and
 batch-1 dense and the convolutions also run with weights packed ahead of time (``prepacked``).
 Each templtune kernel uses the best config of the logs given (default: the shipped reference
 logs ``templates/logs/cpu/*.log`` and ``logs/pretune/*.log``); a workload with no record runs
@@ -68,6 +70,9 @@ PREPACK = {
     (1, 7, 7, 512, 512, 3, 3, 1, 1): 8, (1, 56, 56, 64, 64, 3, 3, 1, 1): 8,
     (1, 224, 224, 64, 3, 7, 7, 2, 3): 8,
 }
+
+#: output-channel block of the pre-transformed Winograd weights (template argument ``kblock``)
+WINO_KBLOCK = 8
 
 #: other direct templates timed on a workload (same NCHW data, OIHW kernel, NCHW output)
 VARIANTS = {
@@ -261,12 +266,15 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
 
         expected = conv2d_nchw_python(data, kern, st, pd)
         if kh == 3 and st == 1:
-            # Winograd F(2x2) and F(4x4) with pre-transformed weights.
+            # Winograd F(2x2) and F(4x4) with pre-transformed weights, blocked by WINO_KBLOCK
+            # output channels ([alpha, alpha, CO/b, CI, b]).
             for m in (2, 4):
-                wl = (*args, m)
+                wl = (*args, m, WINO_KBLOCK)
                 _, _, g = winograd_transform_matrices(m, kh, "float32")
-                kp = np.ascontiguousarray(np.einsum("ey,ocyx,ux->euco", g, kern, g),
-                                          dtype=np.float32)
+                kp = np.einsum("ey,ocyx,ux->euco", g, kern, g).astype(np.float32)
+                al = kp.shape[0]
+                kp = np.ascontiguousarray(kp.reshape(al, al, ci, co // WINO_KBLOCK, WINO_KBLOCK)
+                                          .transpose(0, 1, 3, 2, 4))
                 mod = build_tuned("conv2d_winograd", wl, logs)
                 kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
                 notes.append("" if ("conv2d_winograd", wl) in known else

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from templtune.templates import CATALOG, load
+from templtune.templates.x86._common import target_vector
 
 import templtune
 from templtune import autotvm
@@ -135,3 +136,41 @@ def test_catalog_checks_argument_count():
     with pytest.raises(ValueError, match="takes 3-4 arguments"):
         CATALOG["dense"].check_args((1, 2))
     CATALOG["conv2d_winograd"].check_args((1, 7, 7, 8, 8, 3, 3, 1, 1))
+
+
+@pytest.mark.parametrize("target,want", [
+    ("llvm -mcpu=znver4", (16, 28)),
+    ("llvm -mcpu=znver3", (8, 14)),
+    ("llvm -mcpu=znver4 -mattr=-avx512f", (8, 14)),
+    ("llvm -mcpu=haswell -mattr=+avx512f", (16, 28)),
+])
+def test_target_vector_follows_mcpu_and_mattr(target, want):
+    assert target_vector(target) == want
+
+
+def test_target_vector_defaults_to_the_host():
+    import llvmlite.binding as llvm
+
+    has512 = bool(llvm.get_host_cpu_features().get("avx512f", False))
+    assert target_vector("llvm") == ((16, 28) if has512 else (8, 14))
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=znver3", "llvm -mcpu=znver4"])
+def test_conv_space_register_budget_is_target_aware(target):
+    lanes, regs = target_vector(target)
+    task = autotvm.task.create("conv2d_nchw", (1, 56, 56, 64, 64, 3, 3, 1, 1), target)
+    space = task.config_space
+    worst = 0
+    for i in range(space.range_length):
+        if not space.is_index_valid(i):
+            continue
+        cfg = space.get(i)
+        acc = (cfg["tile_oh"].size[-1] * cfg["tile_ow"].size[-1]
+               * -(-cfg["tile_oc"].size[-1] // lanes))
+        assert acc <= regs, (target, cfg)
+        worst = max(worst, acc)
+    assert worst > 12 if lanes == 8 else worst > 14  # the budget is used, not undercut
+    # the AVX-512 space admits blocks the AVX2 one drops (16-lane rows count as one register)
+    if lanes == 16:
+        assert len(space) > len(autotvm.task.create(
+            "conv2d_nchw", (1, 56, 56, 64, 64, 3, 3, 1, 1), "llvm -mcpu=znver3").config_space)

@@ -16,7 +16,8 @@ Inputs are NCHW data and an OIHW kernel, the output is NCHW. Inside the kernel:
 Knobs: ``tile_oc`` ``[co_o, bn]``, ``tile_oh`` ``[oh_o, oh_bn]`` (``oh_bn <= 4``), ``tile_ow``
 ``[ow_o, ow_bn]`` (``ow_bn <= 32``), ``tile_ic`` ``[ci_o, ci_i]`` (``ci_i <= 64``),
 ``unroll_kw`` (unroll the kernel-width loop). ``multi_filter`` keeps blocks whose accumulators
-fit in the 32 vector registers.
+fit the target's vector registers (:func:`~._common.target_vector`: 14 ymm accumulators with
+AVX2, 28 zmm with AVX-512).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Any
 from templtune import autotvm, te
 
 from ._common import (
-    MAX_ACC_REGS,
     best_block,
     check_positive,
     divisor_at_most,
@@ -34,6 +34,7 @@ from ._common import (
     max_inner,
     pad_tuple,
     stride_pair,
+    target_vector,
     vec_regs,
 )
 
@@ -64,8 +65,9 @@ def _define(cfg: Any, co: int, oh: int, ow: int, ci: int, prepacked: int = 0) ->
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
     cfg.define_knob("unroll_kw", [True, False])
+    lanes, regs = target_vector()
     cfg.multi_filter(lambda e: 2 <= e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
-                     * vec_regs(e["tile_oc"].size[-1]) <= MAX_ACC_REGS
+                     * vec_regs(e["tile_oc"].size[-1], lanes) <= regs
                      or e["tile_oh"].size[-1] * e["tile_ow"].size[-1] == oh * ow)
     if cfg.is_fallback:
         bn, oh_bn, ow_bn = best_block(co, oh, ow, bns=[prepacked] if prepacked else None)

@@ -34,7 +34,6 @@ from templtune.topi.nn.winograd import winograd_transform_matrices
 from templtune.topi.utils import const_matrix
 
 from ._common import (
-    MAX_ACC_REGS,
     check_positive,
     divisor_at_most,
     host_vector,
@@ -42,6 +41,7 @@ from ._common import (
     max_inner,
     pad_tuple,
     stride_pair,
+    target_vector,
     vec_regs,
     vector_divisor,
 )
@@ -59,7 +59,9 @@ def _define(cfg: Any, co: int, ci: int, sizes: list[int], kblock: int = 0) -> No
         cfg.define_split("tile_k", co, num_outputs=2, filter=lane_filter(co))
     cfg.define_split("tile_c", ci, num_outputs=2, filter=max_inner(8))
     cfg.define_knob("tile_p", TILE_P)
-    cfg.multi_filter(lambda e: e["tile_p"].val * vec_regs(e["tile_k"].size[-1]) <= MAX_ACC_REGS)
+    t_lanes, t_regs = target_vector()
+    cfg.multi_filter(lambda e: e["tile_p"].val * vec_regs(e["tile_k"].size[-1], t_lanes)
+                     <= t_regs)
     if cfg.is_fallback:
         bn = kblock or vector_divisor(co, 32)
         cfg.fallback_split("tile_k", [-1, bn])

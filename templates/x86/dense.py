@@ -19,12 +19,12 @@ from typing import Any
 from templtune import autotvm, te
 
 from ._common import (
-    MAX_ACC_REGS,
     check_positive,
     divisor_at_most,
     host_vector,
     lane_filter,
     max_inner,
+    target_vector,
     vec_regs,
     vector_divisor,
 )
@@ -39,8 +39,9 @@ def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
     else:
         cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
-    cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1])
-                     <= MAX_ACC_REGS)
+    t_lanes, t_regs = target_vector()
+    cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1], t_lanes)
+                     <= t_regs)
     if cfg.is_fallback:
         lanes, regs = host_vector()
         bn = prepacked or vector_divisor(n)
