@@ -1,49 +1,33 @@
 """Cost models: RandomModel (tests) and XGBModel (learned, guides the evolutionary search).
 
-NOTE: templtune's XGBModel scores a state from a fixed-length *state feature* vector (per-stage
-loop extents by position, annotations, unroll pragma, plus the split lengths of every split
-step), not TVM's 164-float per-store features; the training target (normalised throughput
-``min_cost / cost`` per workload, weighted by itself) follows TVM.
+``XGBModel`` follows Ansor: every state is described by its per-store feature rows
+(:mod:`.feature`), one xgboost regressor scores rows, and the score of a state is the *sum* of
+its rows' scores ("pack-sum"). Training minimises the squared error of those sums against the
+normalised throughput ``min cost of the workload / cost`` with a custom objective (gradient
+``sum - y`` and hessian 1 on every row of a state, both times the state's weight), each state
+weighted by its label so that good programs count more; it stops early on the pack-sum RMSE.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .feature import (
+    get_per_store_features_from_measure_pairs,
+    get_per_store_features_from_states,
+)
 from .loop_state import State
 
 logger = logging.getLogger("templtune.auto_scheduler")
 
-_MAX_STAGES, _MAX_ITERS, _MAX_SPLITS = 8, 16, 32
-
-
-def state_features(state: State) -> np.ndarray:
-    """A fixed-length feature vector of a state (log2 scale)."""
-    f = np.zeros(_MAX_STAGES * (_MAX_ITERS * 3 + 2) + _MAX_SPLITS * 4, dtype=np.float32)
-    comp = [st for st in state.stages if st.op_type == 1][-_MAX_STAGES:]
-    w = _MAX_ITERS * 3 + 2
-    for si, st in enumerate(comp):
-        base = si * w
-        f[base] = st.compute_at
-        f[base + 1] = math.log2(st.auto_unroll_max_step + 1)
-        for ii, it in enumerate(st.iters[-_MAX_ITERS:]):
-            f[base + 2 + ii * 3] = math.log2((it.range or 1) + 1)
-            f[base + 3 + ii * 3] = it.annotation
-            f[base + 4 + ii * 3] = it.iter_kind
-    off = _MAX_STAGES * w
-    n = 0
-    for s in state.transform_steps:
-        lens = getattr(s, "lengths", None)
-        if isinstance(lens, tuple) and n < _MAX_SPLITS:
-            for j, x in enumerate(lens[:4]):
-                f[off + n * 4 + j] = math.log2((x or 1) + 1)
-            n += 1
-    return f
+#: Training stops after this many rounds, or earlier when the pack-sum RMSE has not improved
+#: by ``_MIN_DELTA`` for ``_EARLY_STOP`` rounds.
+MAX_ROUNDS, _EARLY_STOP, _MIN_DELTA = 400, 50, 1e-4
 
 
 class CostModel:
@@ -69,11 +53,54 @@ class RandomModel(CostModel):
         return self.rng.random(len(states))
 
 
-class XGBModel(CostModel):
-    """XGBoost regression of normalised throughput from state features.
+def _pack(xs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Stack per-state row blocks; return the rows and each row's state index."""
+    sizes = np.array([len(x) for x in xs], dtype=np.int64)
+    rows = np.concatenate(list(xs)) if len(xs) else np.zeros((0, 0), np.float32)
+    return rows, np.repeat(np.arange(len(xs)), sizes)
 
-    Parameters follow TVM (``num_warmup_sample``: random scores until more samples were seen;
-    ``model_file``: saved after each update).
+
+def pack_sum_objective(group: np.ndarray, y: np.ndarray, w: np.ndarray) -> Any:
+    """An xgboost custom objective: squared error of per-state sums of row predictions.
+
+    ``group[r]`` is the state of row ``r``; ``y``/``w`` are the per-state label and weight.
+    """
+    n = len(y)
+
+    def obj(preds: np.ndarray, dtrain: Any) -> tuple[np.ndarray, np.ndarray]:
+        sums = np.bincount(group, weights=preds, minlength=n)
+        ww = w[group]
+        return (sums[group] - y[group]) * ww, ww
+
+    return obj
+
+
+def pack_sum_rmse(group: np.ndarray, y: np.ndarray, w: np.ndarray) -> Any:
+    """An xgboost custom metric ``p-rmse``: weighted RMSE of the per-state sums."""
+    n = len(y)
+
+    def metric(preds: np.ndarray, dtrain: Any) -> tuple[str, float]:
+        sums = np.bincount(group, weights=preds, minlength=n)
+        return "p-rmse", float(np.sqrt(np.sum(w * (sums - y) ** 2) / max(np.sum(w), 1e-12)))
+
+    return metric
+
+
+class XGBModel(CostModel):
+    """XGBoost pack-sum regression of normalised throughput from per-store features.
+
+    Parameters
+    ----------
+    verbose_eval : int
+        Log the training metric every this many rounds (at debug level).
+    num_warmup_sample : int
+        ``predict`` returns random scores until more samples than this have been seen.
+    seed : int, optional
+        Seed of xgboost and of the warm-up scores (43 when None, as TVM).
+    model_file : str, optional
+        Saved after each training.
+    adaptive_training : bool
+        Skip a retraining when fewer than a fifth of the previous training size is new.
     """
 
     def __init__(self, verbose_eval: int = 25, num_warmup_sample: int = 100,
@@ -81,87 +108,97 @@ class XGBModel(CostModel):
                  adaptive_training: bool = False) -> None:
         self.params = {"max_depth": 10, "gamma": 0.001, "min_child_weight": 0, "eta": 0.2,
                        "nthread": max(1, (os.cpu_count() or 2) // 2), "verbosity": 0,
-                       "seed": seed or 43, "objective": "reg:squarederror"}
+                       "seed": seed or 43, "disable_default_eval_metric": 1,
+                       "base_score": 0.0}
+        self.verbose_eval = verbose_eval
         self.num_warmup_sample = num_warmup_sample
         self.model_file = model_file
         self.adaptive_training = adaptive_training
         self.rng = np.random.default_rng(seed or 43)
-        self.xs: list[np.ndarray] = []
+        self.xs: list[np.ndarray] = []  # per measured state: its (n_stores, F) rows
         self.costs: list[float] = []
         self.keys: list[str] = []
         self.bst: Any = None
         self.last_train_length = 0
 
-    def _add(self, key: str, x: np.ndarray, cost: float) -> None:
-        self.keys.append(key)
-        self.xs.append(x)
-        self.costs.append(cost)
+    # ---- data ------------------------------------------------------------------------------
+    def _add_pairs(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+        from .measure import MAX_FLOAT
 
-    def update(self, inputs: list, results: list) -> None:
-        for inp, res in zip(inputs, results):
-            state = inp.state
-            if not hasattr(state, "stages"):
-                dag = getattr(inp.task, "compute_dag", None)
-                if dag is None:
-                    continue
-                state = dag.replay(state.transform_steps)
-            cost = res.mean_cost if res.error_no == 0 else 1e10
-            self._add(inp.task.workload_key, state_features(state), cost)
-        if self.adaptive_training and len(self.xs) - self.last_train_length < \
-                self.last_train_length / 5:
-            return
-        self._train()
+        feats, _, _ = get_per_store_features_from_measure_pairs(inputs, results)
+        for inp, res, x in zip(inputs, results, feats):
+            self.keys.append(inp.task.workload_key)
+            self.xs.append(x)
+            self.costs.append(res.mean_cost if res.error_no == 0 else MAX_FLOAT)
 
     def _labels(self) -> np.ndarray:
         best: dict[str, float] = {}
         for k, c in zip(self.keys, self.costs):
             best[k] = min(best.get(k, 1e30), c)
-        return np.array([best[k] / c for k, c in zip(self.keys, self.costs)], dtype=np.float32)
+        return np.array([best[k] / c for k, c in zip(self.keys, self.costs)], dtype=np.float64)
 
-    def _train(self) -> None:
-        import xgboost as xgb
-
-        if len(self.xs) < 2:
+    def update(self, inputs: list, results: list) -> None:
+        """Add measured pairs and retrain (from scratch, on all data)."""
+        self._add_pairs(inputs, results)
+        if self.adaptive_training and len(self.xs) - self.last_train_length < \
+                self.last_train_length / 5:
             return
-        y = self._labels()
-        d = xgb.DMatrix(np.stack(self.xs), label=y, weight=np.maximum(y, 1e-3))
-        self.bst = xgb.train(self.params, d, num_boost_round=200)
-        self.last_train_length = len(self.xs)
-        if self.model_file:
-            self.save(self.model_file)
-
-    def predict(self, task: Any, states: list[State]) -> np.ndarray:
-        if self.bst is None or len(self.xs) <= self.num_warmup_sample:
-            return self.rng.random(len(states))
-        import xgboost as xgb
-
-        x = np.stack([state_features(s) for s in states])
-        return self.bst.predict(xgb.DMatrix(x))
+        self._train()
 
     def update_from_file(self, file_name: str, n_lines: int | None = None) -> None:
         """Pre-train from a record log (records whose workload is registered)."""
-        from .compute_dag import ComputeDAG
         from .measure_record import RecordReader
 
         inputs, results = RecordReader(file_name).read_lines(n_lines)
-        dags: dict[str, Any] = {}
-        for inp, res in zip(inputs, results):
-            key = inp.task.workload_key
-            if key not in dags:
-                try:
-                    dags[key] = ComputeDAG(key)
-                except Exception:  # noqa: BLE001 - unknown workload: skip its records
-                    dags[key] = None
-            dag = dags[key]
-            if dag is None:
-                continue
-            try:
-                state = dag.replay(inp.state.transform_steps)
-            except Exception:  # noqa: BLE001
-                continue
-            self._add(key, state_features(state), res.mean_cost if res.error_no == 0 else 1e10)
+        self._add_pairs(inputs, results)
         self._train()
 
+    # ---- training --------------------------------------------------------------------------
+    def _train(self) -> None:
+        import xgboost as xgb
+
+        keep = [k for k, x in enumerate(self.xs) if len(x)]
+        if len(keep) < 2:
+            return
+        y = self._labels()[keep]
+        # NOTE: weight = label (TVM): a failed or slow program barely pulls the model; the
+        # floor keeps it from being ignored entirely.
+        w = np.maximum(y, 1e-3)
+        rows, group = _pack([self.xs[k] for k in keep])
+        d = xgb.DMatrix(rows)
+        self.bst = xgb.train(
+            self.params, d, num_boost_round=MAX_ROUNDS, evals=[(d, "tr")],
+            obj=pack_sum_objective(group, y, w), custom_metric=pack_sum_rmse(group, y, w),
+            verbose_eval=False, callbacks=[xgb.callback.EarlyStopping(
+                rounds=_EARLY_STOP, metric_name="p-rmse", data_name="tr",
+                min_delta=_MIN_DELTA, save_best=True)])
+        self.last_train_length = len(self.xs)
+        logger.debug("XGBModel: trained on %d states (%d rows), %d rounds", len(keep),
+                     len(rows), self.bst.num_boosted_rounds())
+        if self.model_file:
+            self.save(self.model_file)
+
+    # ---- prediction ------------------------------------------------------------------------
+    def predict(self, task: Any, states: list[State]) -> np.ndarray:
+        """Scores of ``states`` (higher is better); ``-inf`` for a state that does not lower,
+        random in [0, 1) while the model has seen ``num_warmup_sample`` samples or fewer."""
+        if self.bst is None or len(self.xs) <= self.num_warmup_sample:
+            return self.rng.random(len(states))
+        return self.predict_features(get_per_store_features_from_states(states, task))
+
+    def predict_features(self, xs: Sequence[np.ndarray]) -> np.ndarray:
+        """Pack-sum scores of per-state feature blocks (``-inf`` for an empty block)."""
+        out = np.full(len(xs), -np.inf)
+        if self.bst is None:
+            raise RuntimeError("XGBModel.predict_features: the model is not trained")
+        nonempty = [k for k, x in enumerate(xs) if len(x)]
+        if nonempty:
+            rows, group = _pack([xs[k] for k in nonempty])
+            preds = self.bst.inplace_predict(rows)
+            out[nonempty] = np.bincount(group, weights=preds, minlength=len(nonempty))
+        return out
+
+    # ---- persistence -----------------------------------------------------------------------
     def save(self, file_name: str) -> None:
         if self.bst is not None:
             self.bst.save_model(file_name)

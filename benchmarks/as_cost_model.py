@@ -1,0 +1,196 @@
+"""Auto-scheduler cost model quality: per-store features (XGBModel) vs the old state features.
+
+Two steps:
+
+* ``record``: sample ``--count`` distinct states of dense ``--n``^3 (``out = data @ weight.T``,
+  as ``benchmarks/auto_scheduler.py``) from the SketchPolicy's initial population plus one or
+  two mutations of them (a mix of random and search-like states), measure them with the real
+  builder/runner and append the records to ``--log``;
+* ``eval``: for ``--splits`` random train/test splits of the log (``--train`` fraction), train
+  the per-store ``XGBModel`` and a pack-free XGBoost model on the old fixed-length state
+  features (templtune's previous model, kept here for the comparison) with the same labels and
+  weights, and report on the held-out states the Spearman rank correlation with the measured
+  throughput and the top-k recall (how many of the k truly best held-out states are among the k
+  best predicted), medians over the splits.
+
+Run: ``python benchmarks/as_cost_model.py record --n 512 --count 128 --log dense512.json`` then
+``python benchmarks/as_cost_model.py eval --n 512 --log dense512.json``. The scores are
+properties of the models on one log; they do not depend on the machine's load (the
+measurements in the log do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from templtune import auto_scheduler, te
+
+
+@auto_scheduler.register_workload("bench_cm_dense", override=True)
+def dense(M, N, K):
+    data = te.placeholder((M, K), name="data")
+    weight = te.placeholder((N, K), name="weight")
+    k = te.reduce_axis((0, K), name="k")
+    out = te.compute((M, N), lambda i, j: te.sum(data[i, k] * weight[j, k], axis=k), name="out",
+                     attrs={"layout_free_placeholders": [weight]})
+    return [data, weight, out]
+
+
+def _task(n: int) -> auto_scheduler.SearchTask:
+    return auto_scheduler.SearchTask(func=dense, args=(n, n, n), target="llvm")
+
+
+def record(args: argparse.Namespace) -> None:
+    from templtune.auto_scheduler.feature import state_key
+    from templtune.auto_scheduler.measure import LocalBuilder, LocalRunner, ProgramMeasurer
+
+    task = _task(args.n)
+    pol = auto_scheduler.SketchPolicy(task, seed=args.seed, verbose=0)
+    rng = np.random.default_rng(args.seed)
+    pop = pol.sample_initial_population(args.count)
+    states, seen = [], set()
+    for s in pop:
+        for _ in range(int(rng.integers(0, 3))):
+            m = pol._mutate(s)
+            s = m if m is not None else s
+        k = state_key(s)
+        if k not in seen:
+            seen.add(k)
+            states.append(s)
+    states = states[:args.count]
+    if args.with_init:
+        states.insert(0, task.compute_dag.get_init_state())
+    measurer = ProgramMeasurer(LocalBuilder(timeout=30),
+                               LocalRunner(timeout=30, number=2, repeat=3, min_repeat_ms=0),
+                               [auto_scheduler.RecordToFile(args.log)], verbose=1)
+    t0 = time.time()
+    inputs, results = measurer.measure(task, pol, states)
+    ok = sum(r.error_no == 0 for r in results)
+    print(f"measured {len(inputs)} states ({ok} valid) in {time.time() - t0:.0f} s -> "
+          f"{args.log}")
+    measurer.close()
+
+
+# ---- the previous state features (templtune before per-store features), for comparison ----
+_MAX_STAGES, _MAX_ITERS, _MAX_SPLITS = 8, 16, 32
+
+
+def state_features(state) -> np.ndarray:
+    f = np.zeros(_MAX_STAGES * (_MAX_ITERS * 3 + 2) + _MAX_SPLITS * 4, dtype=np.float32)
+    comp = [st for st in state.stages if st.op_type == 1][-_MAX_STAGES:]
+    w = _MAX_ITERS * 3 + 2
+    for si, st in enumerate(comp):
+        base = si * w
+        f[base] = st.compute_at
+        f[base + 1] = math.log2(st.auto_unroll_max_step + 1)
+        for ii, it in enumerate(st.iters[-_MAX_ITERS:]):
+            f[base + 2 + ii * 3] = math.log2((it.range or 1) + 1)
+            f[base + 3 + ii * 3] = it.annotation
+            f[base + 4 + ii * 3] = it.iter_kind
+    off = _MAX_STAGES * w
+    n = 0
+    for s in state.transform_steps:
+        lens = getattr(s, "lengths", None)
+        if isinstance(lens, tuple) and n < _MAX_SPLITS:
+            for j, x in enumerate(lens[:4]):
+                f[off + n * 4 + j] = math.log2((x or 1) + 1)
+            n += 1
+    return f
+
+
+def _old_model(xs: np.ndarray, y: np.ndarray, seed: int):
+    import xgboost as xgb
+
+    params = {"max_depth": 10, "gamma": 0.001, "min_child_weight": 0, "eta": 0.2,
+              "nthread": 1, "verbosity": 0, "seed": seed, "objective": "reg:squarederror"}
+    return xgb.train(params, xgb.DMatrix(xs, label=y, weight=np.maximum(y, 1e-3)),
+                     num_boost_round=200)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    ra = np.argsort(np.argsort(a)).astype(float)
+    rb = np.argsort(np.argsort(b)).astype(float)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _recall(pred: np.ndarray, y: np.ndarray, k: int) -> float:
+    return len(set(np.argsort(-pred)[:k]) & set(np.argsort(-y)[:k])) / k
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    from templtune.auto_scheduler.cost_model import XGBModel
+    from templtune.auto_scheduler.feature import normalized_throughputs
+
+    task = _task(args.n)
+    dag = task.compute_dag
+    inputs, results = auto_scheduler.RecordReader(args.log).read_lines()
+    ok = [k for k, r in enumerate(results) if r.error_no == 0]
+    inputs = [auto_scheduler.MeasureInput(task, dag.replay(inputs[k].state.transform_steps))
+              for k in ok]
+    results = [results[k] for k in ok]
+    y, _ = normalized_throughputs(inputs, results)
+    t0 = time.perf_counter()
+    old_x = np.stack([state_features(dag.infer_bound_from_state(i.state)) for i in inputs])
+    t1 = time.perf_counter()
+    print(f"{len(inputs)} valid states; best {dag.flop_ct / min(r.mean_cost for r in results) / 1e9:.1f} "
+          f"GFLOPS, worst {dag.flop_ct / max(r.mean_cost for r in results) / 1e9:.2f}")
+    rows = {"per-store XGBModel": [], "state features (old)": []}
+    fit_s = []
+    for sp in range(args.splits):
+        rng = np.random.default_rng(1000 + sp)
+        perm = rng.permutation(len(inputs))
+        n_tr = int(len(inputs) * args.train)
+        tr, te_ = perm[:n_tr], perm[n_tr:]
+        model = XGBModel(num_warmup_sample=-1, seed=sp + 1)
+        model.params["nthread"] = 1
+        t = time.perf_counter()
+        model.update([inputs[k] for k in tr], [results[k] for k in tr])
+        fit_s.append(time.perf_counter() - t)
+        p_new = model.predict(task, [inputs[k].state for k in te_])
+        y_tr = y[tr] / y[tr].max()
+        p_old = _old_model(old_x[tr], y_tr, sp + 1).inplace_predict(old_x[te_])
+        k = max(1, len(te_) // 8)
+        for name, p in (("per-store XGBModel", p_new), ("state features (old)", p_old)):
+            rows[name].append((_spearman(p, y[te_]), _recall(p, y[te_], k)))
+    print(f"{args.splits} splits, train {args.train:.0%} ({n_tr} states), test {len(te_)}, "
+          f"top-k recall with k = {k}; update (features + fit) median {np.median(fit_s):.2f} s; "
+          f"old features {1e3 * (t1 - t0) / len(inputs):.1f} ms/state")
+    print(f"{'model':<22} {'spearman (median)':>18} {'min':>6} {'top-k recall (median)':>22}")
+    for name, r in rows.items():
+        a = np.array(r)
+        print(f"{name:<22} {np.median(a[:, 0]):>18.3f} {a[:, 0].min():>6.3f} "
+              f"{np.median(a[:, 1]):>22.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("--n", type=int, default=512)
+    r.add_argument("--count", type=int, default=128)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--log", required=True)
+    r.add_argument("--with-init", action="store_true", help="also measure the naive state")
+    e = sub.add_parser("eval")
+    e.add_argument("--n", type=int, default=512)
+    e.add_argument("--log", required=True)
+    e.add_argument("--train", type=float, default=0.5)
+    e.add_argument("--splits", type=int, default=10)
+    args = ap.parse_args(argv)
+    if args.cmd == "record":
+        if os.path.exists(args.log):
+            print(f"appending to {args.log}", file=sys.stderr)
+        record(args)
+    else:
+        evaluate(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
