@@ -84,7 +84,8 @@ def test_default_build_matches_numpy(resnet18_small: tuple) -> None:
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_mobilenet_layouts_match_numpy(layout: str) -> None:
-    net, params = graph.testing.mobilenet.get_workload(image_shape=(3, 32, 32), layout=layout,
+    shape = (3, 32, 32) if layout == "NCHW" else (32, 32, 3)
+    net, params = graph.testing.mobilenet.get_workload(image_shape=shape, layout=layout,
                                                        alpha=0.25, num_classes=10)
     x = np.random.default_rng(1).standard_normal(net.params[0].shape).astype("float32")
     out = _run(graph.build(net, "llvm", params), x)

@@ -31,8 +31,9 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     if len(image) != 3:
         raise CliError(f"--image-shape takes C,H,W, got {args.image_shape!r}")
     try:
+        shape = image if args.layout == "NCHW" else (image[1], image[2], image[0])
         net, params, ishape, _ = graph.testing.get_network(args.network, args.batch, args.layout,
-                                                           image_shape=image)
+                                                           image_shape=shape)
     except graph.GraphError as exc:
         raise CliError(str(exc)) from None
     log = args.log or os.path.join(

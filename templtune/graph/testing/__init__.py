@@ -21,9 +21,10 @@ __all__ = ["get_network", "mobilenet", "resnet"]
 
 
 def get_network(name: str, batch_size: int = 1, layout: str = "NCHW", dtype: str = "float32",
-                image_shape: Any = (3, 224, 224), seed: int = 0
+                image_shape: Any = None, seed: int = 0
                 ) -> tuple[Function, dict[str, np.ndarray], tuple[int, ...], tuple[int, ...]]:
-    """``(network, params, input_shape, output_shape)`` for ``"resnet-N"`` or ``"mobilenet"``."""
+    """``(network, params, input_shape, output_shape)`` for ``"resnet-N"`` or ``"mobilenet"``;
+    ``image_shape`` is in the layout's order (default 224x224 RGB)."""
     if name.startswith("resnet-"):
         try:
             layers = int(name.split("-", 1)[1])

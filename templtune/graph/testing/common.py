@@ -57,10 +57,16 @@ class _Builder:
         return nn.softmax(nn.bias_add(nn.dense(y, w), b, axis=1), axis=1)
 
 
-def _data(batch_size: int, image_shape: tuple[int, int, int], layout: str, dtype: str) -> Var:
-    c, h, w = image_shape
-    return nn.var("data", (batch_size, c, h, w) if layout == "NCHW" else (batch_size, h, w, c),
-                  dtype)
+def _data(batch_size: int, image_shape: Any, layout: str, dtype: str) -> tuple[Var, int]:
+    """The input variable and its channel count; ``image_shape`` is in the layout's order
+    (C, H, W for NCHW; H, W, C for NHWC), as in Relay's model zoo."""
+    shape = tuple(int(s) for s in image_shape)
+    if len(shape) != 3:
+        raise GraphError(f"image_shape must have 3 dimensions, got {image_shape!r}")
+    if layout not in ("NCHW", "NHWC"):
+        raise GraphError(f"unsupported layout {layout!r} (NCHW or NHWC)")
+    channels = shape[0] if layout == "NCHW" else shape[2]
+    return nn.var("data", (batch_size, *shape), dtype), channels
 
 
 def _residual_unit(b: _Builder, x: Call, name: str, cin: int, cout: int, stride: int,
@@ -88,8 +94,8 @@ def resnet(num_layers: int = 18, batch_size: int = 1, image_shape: Any = (3, 224
     kind, units = _RESNET[num_layers]
     bottleneck = kind == "bottleneck"
     b = _Builder(layout, dtype, seed)
-    data = _data(batch_size, tuple(image_shape), layout, dtype)
-    x = b.conv(data, "conv0", image_shape[0], 64, 7, 2, 3)
+    data, channels = _data(batch_size, image_shape, layout, dtype)
+    x = b.conv(data, "conv0", channels, 64, 7, 2, 3)
     x = nn.max_pool2d(x, 3, 2, 1, layout=layout)
     cin = 64
     widths = (256, 512, 1024, 2048) if bottleneck else (64, 128, 256, 512)
@@ -112,9 +118,9 @@ def mobilenet(batch_size: int = 1, image_shape: Any = (3, 224, 224), layout: str
               ) -> tuple[Function, dict[str, np.ndarray]]:
     """MobileNet v1 (Howard et al. 2017) with width multiplier ``alpha``: ``(network, params)``."""
     b = _Builder(layout, dtype, seed)
-    data = _data(batch_size, tuple(image_shape), layout, dtype)
+    data, channels = _data(batch_size, image_shape, layout, dtype)
     cin = max(8, int(32 * alpha))
-    x = b.conv(data, "conv0", image_shape[0], cin, 3, 2, 1)
+    x = b.conv(data, "conv0", channels, cin, 3, 2, 1)
     for k, (width, stride) in enumerate(_MOBILENET):
         cout = max(8, int(width * alpha))
         x = b.conv(x, f"sep{k}_dw", cin, cin, 3, stride, 1, depthwise=True)

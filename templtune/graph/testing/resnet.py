@@ -10,8 +10,11 @@ from ..ir import Function
 from .common import resnet
 
 
-def get_workload(num_layers: int = 18, batch_size: int = 1, image_shape: Any = (3, 224, 224),
+def get_workload(num_layers: int = 18, batch_size: int = 1, image_shape: Any = None,
                  layout: str = "NCHW", dtype: str = "float32", num_classes: int = 1000,
                  seed: int = 0) -> tuple[Function, dict[str, np.ndarray]]:
-    """``(network, params)`` of ResNet-``num_layers`` (18, 34, 50 or 101)."""
+    """``image_shape`` is in the layout's order (default 224x224x3); returns
+    ``(network, params)`` of ResNet-``num_layers`` (18, 34, 50 or 101)."""
+    if image_shape is None:
+        image_shape = (3, 224, 224) if layout == "NCHW" else (224, 224, 3)
     return resnet(num_layers, batch_size, image_shape, layout, dtype, num_classes, seed)
