@@ -189,3 +189,15 @@ def test_vector_bool_and_scalar_predicated_load():
     xv, yv = np.full(8, 5.0, "float32"), np.zeros(8, "float32")
     m2(xv, yv)
     np.testing.assert_allclose(yv, [6, 1, 1, 1, 1, 1, 1, 1])
+
+
+def test_thread_count_environment(monkeypatch) -> None:
+    from templtune.codegen.llvm.compile import default_num_threads
+
+    monkeypatch.delenv("TEMPLTUNE_NUM_THREADS", raising=False)
+    monkeypatch.setenv("TVM_NUM_THREADS", "3")
+    assert default_num_threads() == 3  # TVM's variable carries over
+    monkeypatch.setenv("TEMPLTUNE_NUM_THREADS", "1")
+    assert default_num_threads() == 1  # ours wins
+    monkeypatch.setenv("TEMPLTUNE_NUM_THREADS", "x")
+    assert default_num_threads() == 3  # a bad value is ignored (warned), not fatal

@@ -258,14 +258,15 @@ def load_libgomp() -> bool:
 
 def default_num_threads(target: object | None = None) -> int:
     """Threads for parallel loops: target ``-num-cores``, else ``TEMPLTUNE_NUM_THREADS``, else
-    the CPU count."""
+    ``TVM_NUM_THREADS`` (so TVM users' settings carry over), else the CPU count."""
     attrs = getattr(target, "attrs", {}) or {}
     if attrs.get("num-cores"):
         return int(attrs["num-cores"])
-    env = os.environ.get("TEMPLTUNE_NUM_THREADS")
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            log.warning("ignoring TEMPLTUNE_NUM_THREADS=%r (not an integer)", env)
+    for name in ("TEMPLTUNE_NUM_THREADS", "TVM_NUM_THREADS"):
+        env = os.environ.get(name)
+        if env:
+            try:
+                return max(1, int(env))
+            except ValueError:
+                log.warning("ignoring %s=%r (not an integer)", name, env)
     return os.cpu_count() or 1
