@@ -9,24 +9,32 @@ dense) and each seed, every tuner runs ``max(checkpoints)`` trials. Printed per 
 * for XGB, the per-round time split: feature extraction, model fit, simulated annealing.
 
 Measurements of a workload are cached by config index and shared by every tuner and seed, so
-runs are compared on the same numbers and each config is compiled and timed once.
+runs are compared on the same numbers and each config is compiled and timed once (``--cache``
+keeps them in a JSON file across runs). Kernels run on one thread (``--threads``) and one
+measurement at a time: on a shared 2-core machine this is far less noisy than two threads.
+
+Spaces (``--space``): ``wide`` (default, primary) uses the TVM-scale spaces of
+``benchmarks/wide_templates.py`` (the library kernels over thousands of mostly unfiltered
+points); ``library`` uses the library templates as they are (small filtered spaces); ``both``
+runs both. The XGB runs of one workload share one feature cache (features depend only on the
+config, like the measurements); ``--prefetch`` extracts the features of the whole space once,
+in the process pool, before tuning (reported separately).
 
 Usage::
 
     python benchmarks/sample_efficiency.py                      # real builder/runner, llvm
     python benchmarks/sample_efficiency.py --fake               # synthetic costs (smoke test)
-    python benchmarks/sample_efficiency.py --conv-template conv2d_nchw.x86 \\
-        --dense-template dense_nopack.x86 --checkpoints 50,100 --seeds 0
+    python benchmarks/sample_efficiency.py --space library --checkpoints 50,100 --seeds 0
 
-Templates default to the project's x86 templates (``conv2d_nchw.x86`` / ``dense.x86``, imported
-from ``templtune.templates.x86``), else to the first registered template whose name contains
-"conv2d" / "dense"; if none is registered, the small templates defined in this file are used.
+Library templates default to the project's x86 templates (``conv2d_nchw.x86`` /
+``dense.x86``), else to the first registered template whose name contains "conv2d" / "dense".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -36,9 +44,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from templates.tiled_dense import tiled_dense  # noqa: E402
-from templtune import autotvm, te  # noqa: E402
+from templtune import autotvm  # noqa: E402
+from templtune.autotvm.feature.extract import FeatureExtractor  # noqa: E402
 from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner  # noqa: E402
 from templtune.autotvm.measure.measure import (  # noqa: E402
     Builder,
@@ -57,53 +66,6 @@ CONV_ARGS = (1, 7, 7, 512, 512, 3, 3, (1, 1), (1, 1))
 DENSE_ARGS = (1024, 1024, 1024)
 
 
-# ------------------------------------------------------------------------- fallback templates
-@autotvm.template("sample_efficiency/conv2d_nchw")
-def bench_conv2d(N, H, W, CO, CI, KH, KW, stride, padding):  # noqa: N803 - tutorial names
-    """Direct NCHW conv2d with tiled output channels / width and a split reduction."""
-    sh, sw = stride
-    ph, pw = padding
-    data = te.placeholder((N, CI, H, W), name="data")
-    kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
-    pad = te.compute((N, CI, H + 2 * ph, W + 2 * pw),
-                     lambda n, c, y, x: te.if_then_else(
-                         te.all(y >= ph, y < H + ph, x >= pw, x < W + pw),
-                         data[n, c, y - ph, x - pw], 0.0), name="pad")
-    OH, OW = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1  # noqa: N806
-    rc = te.reduce_axis((0, CI), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    conv = te.compute((N, CO, OH, OW), lambda n, f, y, x: te.sum(
-        pad[n, rc, y * sh + ry, x * sw + rx] * kernel[f, rc, ry, rx], axis=[rc, ry, rx]),
-        name="conv")
-    s = te.create_schedule(conv.op)
-    s[pad].compute_inline()
-    cfg = autotvm.get_config()
-    n, f, y, x = s[conv].op.axis
-    cfg.define_split("tile_f", f, num_outputs=3)
-    cfg.define_split("tile_x", x, num_outputs=2)
-    cfg.define_split("tile_rc", rc, num_outputs=2)
-    cfg.define_knob("vec", [0, 1])
-    cfg.define_knob("unroll_rx", [0, 1])
-    fo, fm, fi = cfg["tile_f"].apply(s, conv, f)
-    xo, xi = cfg["tile_x"].apply(s, conv, x)
-    rco, rci = cfg["tile_rc"].apply(s, conv, rc)
-    s[conv].reorder(n, fo, y, xo, fm, rco, ry, rci, rx, fi, xi)
-    s[conv].parallel(fo)
-    if cfg["unroll_rx"].val:
-        s[conv].unroll(rx)
-    if cfg["vec"].val:
-        s[conv].vectorize(xi)
-    cfg.add_flop(2 * N * CO * OH * OW * CI * KH * KW)
-    return s, [data, kernel, conv]
-
-
-@autotvm.template("sample_efficiency/dense")
-def bench_dense(M, N, K):  # noqa: N803
-    """``C[i, j] = sum_k A[i, k] * B[k, j]`` with 3-level tiling, vectorisation and parallelism."""
-    return tiled_dense(M, N, K, parallel=True)
-
-
 def register_x86_templates() -> None:
     """Import the project's x86 templates if available (they register on import)."""
     for mod in ("templtune.templates.x86", "templates.x86"):
@@ -120,14 +82,32 @@ def pick_template(kind: str, explicit: str | None) -> str:
     register_x86_templates()
     names = [n for n in TASK_TABLE if kind in n and not n.startswith("sample_efficiency/")]
     x86 = [n for n in names if "x86" in n or "cpu" in n]
-    return (x86 or names or [f"sample_efficiency/{'conv2d_nchw' if kind == 'conv2d' else kind}"])[0]
+    if not (x86 or names):
+        raise SystemExit(f"no registered {kind} template")
+    return (x86 or names)[0]
 
 
 # ------------------------------------------------------------------------- shared measurement cache
 class _Cache:
-    def __init__(self) -> None:
+    """Measurements by config index (optionally loaded from / saved to a JSON file)."""
+
+    def __init__(self, path: Path | None = None, key: str = "") -> None:
         self.results: dict[int, MeasureResult] = {}
         self.builds: dict[int, BuildResult] = {}
+        self.path, self.key = path, key
+        if path is not None and path.exists():
+            stored = json.loads(path.read_text()).get(key, {})
+            for i, (costs, err) in stored.items():
+                self.results[int(i)] = MeasureResult(tuple(costs), MeasureErrorNo(err), 0.0, 0.0)
+            print(f"  {len(self.results)} cached measurements loaded from {path}")
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        data = json.loads(self.path.read_text()) if self.path.exists() else {}
+        data[self.key] = {str(i): [list(r.costs), int(r.error_no)]
+                          for i, r in sorted(self.results.items())}
+        self.path.write_text(json.dumps(data))
 
 
 class CachingBuilder(Builder):
@@ -177,13 +157,14 @@ class CachingRunner(Runner):
 
 
 # ------------------------------------------------------------------------- experiment
-def make_tuner(name: str, task: Any, seed: int, feature_type: str, n_workers: int | None) -> Any:
+def make_tuner(name: str, task: Any, seed: int, feature_type: str,
+               extractor: FeatureExtractor | None) -> Any:
     # NOTE: each tuner gets its own seed stream: with one shared integer seed, GATuner's
     # initial population and RandomTuner's first picks are the very same configs.
     seed = int(np.random.SeedSequence([seed, sum(map(ord, name))]).generate_state(1)[0])
     if name == "xgb":
-        return XGBTuner(task, feature_type=feature_type, seed=seed, n_workers=n_workers,
-                        num_threads=1)
+        return XGBTuner(task, feature_type=feature_type, seed=seed, num_threads=1,
+                        extractor=extractor)
     if name == "ga":
         return GATuner(task, seed=seed)
     if name == "random":
@@ -192,8 +173,8 @@ def make_tuner(name: str, task: Any, seed: int, feature_type: str, n_workers: in
 
 
 def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
-            feature_type: str, n_workers: int | None) -> dict[str, Any]:
-    tuner = make_tuner(tuner_name, task, seed, feature_type, n_workers)
+            feature_type: str, extractor: FeatureExtractor | None) -> dict[str, Any]:
+    tuner = make_tuner(tuner_name, task, seed, feature_type, extractor)
     curve: list[float] = []
     tic = time.perf_counter()
 
@@ -201,10 +182,9 @@ def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
         before = len(curve)
         for r in results:
             curve.append(t._flops(r) if r.ok else 0.0)
-        if len(curve) // 25 > before // 25:
+        if len(curve) // 100 > before // 100:
             print(f"    {tuner_name} seed {seed}: {len(curve)} trials, best "
-                      f"{max(curve) / 1e9:.2f} GFLOPS, {time.perf_counter() - tic:.0f} s",
-                      flush=True)
+                  f"{max(curve) / 1e9:.2f} GFLOPS, {time.perf_counter() - tic:.0f} s", flush=True)
 
     tuner.tune(n_trial=n_trial, measure_option=option, callbacks=[record])
     out: dict[str, Any] = {"curve": curve, "seconds": time.perf_counter() - tic}
@@ -237,73 +217,126 @@ def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
         if rounds:
             split = {k: float(np.mean([x[k] for x in rounds])) for k in ("extract", "fit",
                                                                           "optimize")}
+            # NOTE: a "round" is the wall time of a run divided by its re-planning rounds
+            # (measuring plan_size configs plus the model work); measurements served from the
+            # shared cache make rounds shorter than in a real tuning session.
+            per_round = float(np.mean([r["seconds"] / max(1, len(r.get("rounds", [])))
+                                       for r in per.values()]))
+            split["round"] = per_round
             entry["round_seconds"] = split
-            print(f"         per round: features {split['extract']:.2f} s, fit "
-                  f"{split['fit']:.2f} s, SA {split['optimize']:.2f} s ({len(rounds)} rounds)")
+            print(f"         per round ({len(rounds)} rounds, {per_round:.1f} s each): features "
+                  f"{split['extract']:.2f} s ({split['extract'] / per_round:.0%}), fit "
+                  f"{split['fit']:.2f} s ({split['fit'] / per_round:.0%}), SA "
+                  f"{split['optimize']:.2f} s ({split['optimize'] / per_round:.0%})")
         summary["tuners"][tname] = entry
     return summary
+
+
+WORKLOADS = {"conv2d": ("conv2d", "sample_efficiency/conv2d_wide", CONV_ARGS),
+             "dense": ("dense", "sample_efficiency/dense_wide", DENSE_ARGS)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="conv2d,dense")
+    p.add_argument("--space", default="wide", choices=("wide", "library", "both"))
     p.add_argument("--tuners", default="xgb,ga,random")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--checkpoints", default="50,100,200,400")
-    p.add_argument("--conv-template")
-    p.add_argument("--dense-template")
+    p.add_argument("--conv-template", help="library conv2d template (default conv2d_nchw.x86)")
+    p.add_argument("--dense-template", help="library dense template (default dense.x86)")
     p.add_argument("--target", default="llvm")
     p.add_argument("--feature-type", default="itervar", choices=("itervar", "knob", "curve"))
     p.add_argument("--n-parallel", type=int, default=2, help="builds per batch")
     p.add_argument("--n-workers", type=int, default=None, help="feature-extraction processes")
+    p.add_argument("--prefetch", action="store_true",
+                   help="extract the features of the whole space before tuning")
+    p.add_argument("--threads", type=int, default=1, help="threads of the measured kernels")
+    p.add_argument("--cache", help="JSON file of measurements shared across runs")
     p.add_argument("--fake", action="store_true", help="synthetic costs instead of measuring")
     p.add_argument("--json", help="write the summary here")
     a = p.parse_args(argv)
+    # NOTE: set before the runner's measurement process starts (it inherits the environment).
+    os.environ["TEMPLTUNE_NUM_THREADS"] = str(a.threads)
+    import wide_templates  # noqa: F401 - registers the wide templates
+
     checkpoints = sorted(int(c) for c in a.checkpoints.split(","))
     seeds = [int(s) for s in a.seeds.split(",")]
     n_trial = checkpoints[-1]
     summaries = []
+    spaces = ["wide", "library"] if a.space == "both" else [a.space]
     for wl in a.workloads.split(","):
-        if wl == "conv2d":
-            tname, args = pick_template("conv2d", a.conv_template), CONV_ARGS
-        elif wl == "dense":
-            tname, args = pick_template("dense", a.dense_template), DENSE_ARGS
-        else:
+        if wl not in WORKLOADS:
             raise SystemExit(f"unknown workload {wl!r}")
-        task = autotvm.task.create(tname, args=args, target=a.target)
-        explicit = a.conv_template if wl == "conv2d" else a.dense_template
-        if not explicit and len(task.config_space) < 2 * n_trial:
-            # NOTE: a space smaller than twice the budget cannot separate the tuners.
-            fallback = f"sample_efficiency/{'conv2d_nchw' if wl == 'conv2d' else 'dense'}"
-            print(f"{wl}: {tname} has only {len(task.config_space)} configs; using {fallback}")
-            tname = fallback
-            task = autotvm.task.create(tname, args=args, target=a.target)
-        print(f"{wl}: template {tname}, {len(task.config_space)} configs, "
-              f"{(task.flop or 0) / 1e9:.3f} GFLOP")
-        cache = _Cache()
-        if a.fake:
-            inner_b: Builder = FakeBuilder(n_parallel=a.n_parallel)
-            inner_r: Runner = FakeRunner(seed=0)
-        else:
-            from templtune.autotvm.measure.local_builder import LocalBuilder
-            from templtune.autotvm.measure.local_runner import LocalRunner
-
-            inner_b = LocalBuilder(n_parallel=a.n_parallel)
-            inner_r = LocalRunner(number=3, repeat=1, min_repeat_ms=20)
-        builder, runner = CachingBuilder(inner_b, cache), CachingRunner(inner_r, cache)
-        option = measure_option(builder, runner)
-        runs: dict[str, dict[int, dict[str, Any]]] = {}
-        for tuner_name in a.tuners.split(","):
-            runs[tuner_name] = {}
-            for seed in seeds:
-                runs[tuner_name][seed] = run_one(task, tuner_name, seed, n_trial, option,
-                                                 a.feature_type, a.n_workers)
-                print(f"  {tuner_name} seed {seed}: {runs[tuner_name][seed]['seconds']:.1f} s, "
-                      f"{runner.n_measured} distinct configs measured so far", flush=True)
-        summaries.append(summarize(wl, runs, checkpoints))
-    if a.json:
-        Path(a.json).write_text(json.dumps(summaries, indent=1))
+        kind, wide_name, args = WORKLOADS[wl]
+        for space in spaces:
+            explicit = a.conv_template if wl == "conv2d" else a.dense_template
+            tname = wide_name if space == "wide" else pick_template(kind, explicit)
+            summaries.append(run_workload(a, f"{wl}/{space}", tname, args, seeds, n_trial,
+                                          checkpoints))
+            if a.json:
+                Path(a.json).write_text(json.dumps(summaries, indent=1))
     return 0
+
+
+def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, seeds: list[int],
+                 n_trial: int, checkpoints: list[int]) -> dict[str, Any]:
+    """Tune one workload with every tuner and seed; print and return its summary."""
+    task = autotvm.task.create(tname, args=args, target=a.target)
+    print(f"{label}: template {tname}, {len(task.config_space)} configs, "
+          f"{(task.flop or 0) / 1e9:.3f} GFLOP", flush=True)
+    cache = _Cache(Path(a.cache) if a.cache and not a.fake else None,
+                   f"{tname}{args}/{a.threads}t")
+    if a.fake:
+        inner_b: Builder = FakeBuilder(n_parallel=a.n_parallel)
+        inner_r: Runner = FakeRunner(seed=0)
+    else:
+        from templtune.autotvm.measure.local_builder import LocalBuilder
+        from templtune.autotvm.measure.local_runner import LocalRunner
+
+        inner_b = LocalBuilder(n_parallel=a.n_parallel)
+        # NOTE: one timed run (after the correctness run): kernels take 5-1000 ms here and
+        # the budget is thousands of distinct configs; configs slower than ~2 s (under ~5%
+        # of the best) time out and count as failures, as in AutoTVM.
+        inner_r = LocalRunner(number=1, repeat=1, min_repeat_ms=0, cooldown_interval=0,
+                              timeout=2.0)
+    builder, runner = CachingBuilder(inner_b, cache), CachingRunner(inner_r, cache)
+    option = measure_option(builder, runner)
+    extractor = None
+    summary_extra: dict[str, Any] = {"template": tname, "n_configs": len(task.config_space)}
+    if "xgb" in a.tuners.split(","):
+        extractor = FeatureExtractor(task, a.feature_type, a.n_workers)
+        if a.prefetch:
+            from templtune.autotvm.tuner.index_based import space_is_valid
+
+            tic = time.perf_counter()
+            valid = [i for i in range(int(task.config_space.range_length))
+                     if space_is_valid(task.config_space, i)]
+            extractor.get(valid)
+            summary_extra["prefetch_seconds"] = time.perf_counter() - tic
+            print(f"  prefetched {a.feature_type} features of {len(valid)} configs in "
+                  f"{summary_extra['prefetch_seconds']:.1f} s", flush=True)
+    runs: dict[str, dict[int, dict[str, Any]]] = {t: {} for t in a.tuners.split(",")}
+    # NOTE: seeds outside, tuners inside: load from other processes on this machine drifts
+    # over time, and interleaving keeps it from favouring one tuner.
+    for seed in seeds:
+        for tuner_name in runs:
+            runs[tuner_name][seed] = run_one(task, tuner_name, seed, n_trial, option,
+                                             a.feature_type, extractor)
+            print(f"  {tuner_name} seed {seed}: {runs[tuner_name][seed]['seconds']:.1f} s, "
+                  f"{runner.n_measured} distinct configs measured so far", flush=True)
+            cache.save()
+    if extractor is not None:
+        extractor.close()
+        summary_extra["feature_seconds_total"] = extractor.seconds
+        summary_extra["features_computed"] = extractor.n_computed
+    builder.close()
+    runner.close()
+    summary = summarize(label, runs, checkpoints)
+    summary.update(summary_extra)
+    summary["measured_gflops"] = {str(i): (task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
+                                  for i, r in sorted(cache.results.items())}
+    return summary
 
 
 if __name__ == "__main__":
