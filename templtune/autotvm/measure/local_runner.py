@@ -39,6 +39,14 @@ class LocalRunner(PoolOwner, Runner):
     compared with a reference computed once per task (the task's outputs built with the naive
     schedule, or the numpy evaluator) and a mismatch is ``WRONG_ANSWER`` (not timed).
 
+    The measurement process pins glibc's mmap/trim thresholds (templtune deviation, see
+    :func:`~.worker._pin_scratch_allocator`; ``TEMPLTUNE_RUNNER_PIN_MALLOC=0`` turns it off), so a
+    kernel's per-call scratch buffers are not page-faulted in again on every timed call: the
+    tuner then times the steady state a benchmark or a pooling runtime sees (unpinned, measured
+    on znver3: Winograd 56x56 ~1.9x, dense 1024^3 ~1.35x slower, by config-dependent amounts).
+    Kernels run with ``TEMPLTUNE_NUM_THREADS`` threads (default: all cores), as in the tuning
+    process; compare hand timings at the same thread count.
+
     Parameters
     ----------
     timeout : float

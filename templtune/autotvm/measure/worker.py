@@ -7,7 +7,9 @@ tuples back. Per-process caches live here; they are filled inside the worker, ne
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -344,6 +346,38 @@ def has_run_state(token: str) -> bool:
     return token in _RUN
 
 
+_ALLOCATOR_PINNED: list[bool] = []
+
+
+def _pin_scratch_allocator() -> bool:
+    """Keep glibc from handing freed scratch buffers back to the OS in this runner process.
+
+    A built x86 kernel allocates its intermediate buffers (packed data and weights, Winograd
+    tiles) on every call. By default glibc serves the large ones with fresh ``mmap`` pages, or
+    trims its heap after the call, so every timed call page-faults them in again: measured on
+    znver3, 1 thread, the 56x56 Winograd F(4) kernel timed ~40% slower this way, the packed
+    direct conv2d ~15%, and the difference depends on the config (scratch size), so the tuner
+    ranked configs by page faults and its times disagreed with a benchmark that pins the
+    allocator (``benchmarks/ops.py``) or a runtime that pools workspaces (TVM's). Pinning
+    the thresholds (``mallopt``; 32 MiB is glibc's largest mmap threshold on 64-bit hosts)
+    times the steady state instead. ``TEMPLTUNE_RUNNER_PIN_MALLOC=0`` turns it off; returns
+    whether the allocator is pinned.
+    """
+    if _ALLOCATOR_PINNED:
+        return _ALLOCATOR_PINNED[0]
+    ok = False
+    if os.environ.get("TEMPLTUNE_RUNNER_PIN_MALLOC", "1") != "0":
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+            m_trim_threshold, m_mmap_threshold = -1, -3
+            ok = bool(libc.mallopt(m_mmap_threshold, 32 << 20)
+                      and libc.mallopt(m_trim_threshold, 256 << 20))
+        except (OSError, AttributeError):  # not glibc: nothing to pin
+            ok = False
+    _ALLOCATOR_PINNED.append(ok)
+    return ok
+
+
 def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_repeat_ms: float,
                   flush: bool, check: bool, rtol: float, atol: float,
                   timeout: float | None = None) -> tuple:
@@ -358,6 +392,7 @@ def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_rep
     import templtune
 
     t_start = time.perf_counter()
+    _pin_scratch_allocator()
     st = _RUN[token]
     module = load_artifact(artifact)
     dev = templtune.cuda() if st.device == "cuda" else templtune.cpu()
