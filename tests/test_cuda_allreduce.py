@@ -57,8 +57,7 @@ def _direct_bound(kind: str, rows: int = 3, n: int = 100, nthreads: int = 32):
     B = te.compute((rows,), lambda i: red(A[i, k], axis=k), name="B")
     s = te.create_schedule(B.op)
     _, ki = s[B].split(B.op.reduce_axis[0], factor=nthreads)
-    s[B].allow_reduce_bind = True
-    s[B].bind(ki, te.thread_axis("threadIdx.x"))
+    s[B].bind(ki, te.thread_axis("threadIdx.x"))  # TVM allows this without rfactor
     s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
     return s, A, B
 

@@ -193,11 +193,12 @@ def test_inline_output_and_reduction():
         s[C].compute_inline()
 
 
-def test_bind_reduce_axis_without_rfactor():
+def test_bind_reduce_axis_to_blocks_is_refused():
     A, B, C = matmul()
     s = te.create_schedule(C.op)
-    with err(r"stage C, axis k: cannot bind a reduction axis to a thread without rfactor"):
-        s[C].bind(s[C].op.reduce_axis[0], te.thread_axis("threadIdx.x"))
+    with err(r"stage C, axis k: cannot bind a reduction axis to blockIdx.x \(only threadIdx"):
+        s[C].bind(s[C].op.reduce_axis[0], te.thread_axis("blockIdx.x"))
+    s[C].bind(s[C].op.reduce_axis[0], te.thread_axis("threadIdx.x"))  # cross-thread: allowed
 
 
 def test_split_already_split():

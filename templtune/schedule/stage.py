@@ -229,8 +229,12 @@ class Stage:
         self._leaf_pos(iv, "bind")
         if not isinstance(thread_iv, IterVar) or not thread_iv.thread_tag.startswith(_THREAD_TAGS):
             raise self._err(f"bind needs a thread axis (te.thread_axis), got {thread_iv!r}", iv)
-        if iv.iter_type is IterKind.REDUCE and not self.allow_reduce_bind:
-            raise self._err("cannot bind a reduction axis to a thread without rfactor", iv)
+        # NOTE: as TVM, a reduction axis may go to threadIdx.* directly (the CUDA backend
+        # lowers it to a cross-thread all-reduce); blocks and virtual threads cannot reduce.
+        if iv.iter_type is IterKind.REDUCE and not self.allow_reduce_bind \
+                and not thread_iv.thread_tag.startswith("threadIdx"):
+            raise self._err(f"cannot bind a reduction axis to {thread_iv.thread_tag} (only "
+                            f"threadIdx.* axes can reduce across threads)", iv)
         for other, a in self.iter_var_attrs.items():
             if other is not iv and a.bind_thread is thread_iv:
                 raise self._err(f"thread axis {thread_iv.thread_tag} is already bound to "
