@@ -8,7 +8,8 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
   Attached stages keep the extents their own steps give until ``infer_bound_from_state``.
 * States are de-duplicated by their encoded step list, not by the printed loop nest.
 * Default ``evolutionary_search_population`` is 256 (TVM: 2048): candidates are replayed in
-  Python.
+  Python. On CPU, ``max_innermost_split_factor`` defaults to 16 (TVM: 64; register-sized
+  innermost tiles, see ``search_policy.CPU_PARAMS``).
 * ``XGBModel`` learns from fixed-length *state* features (loop extents/annotations per stage and
   split lengths), not TVM's 164-float per-store features; labels and weights follow TVM.
 * ``extract_tasks`` takes a :mod:`templtune.graph` network (Relay is not part of templtune).

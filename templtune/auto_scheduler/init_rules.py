@@ -141,8 +141,11 @@ def annotate_parallel(policy: Any, state: State, rng: np.random.Generator) -> St
 
 
 def annotate_vectorize(policy: Any, state: State, rng: np.random.Generator) -> State:
-    from .sketch import is_tiled
-
+    """Fuse a random number of the innermost spatial iterators (product at most
+    ``max_vectorize_size``) and vectorize the result (TVM's InitVectorization)."""
+    # NOTE: tiled stages fuse too (they used to vectorize the innermost iterator only): with
+    # tiles like co.3=16, oh.3=ow.3=1 the fused loop is contiguous in the write cache and
+    # vectorizes, which the innermost extent-1 iterator alone cannot.
     maxv = policy.params["max_vectorize_size"]
     for k in range(len(state.stages)):
         st = state.stages[k]
@@ -160,8 +163,6 @@ def annotate_vectorize(policy: Any, state: State, rng: np.random.Generator) -> S
             if prod > maxv:
                 break
             count += 1
-            if is_tiled(state, k):
-                break
         if count == 0:
             continue
         n = 1 if count == 1 else int(rng.integers(1, count))
