@@ -72,7 +72,7 @@ PREPACK = {
 }
 
 #: output-channel block of the pre-transformed Winograd weights (template argument ``kblock``)
-WINO_KBLOCK = 8
+WINO_KBLOCK = {(1, 7, 7, 512, 512, 3, 3, 1, 1): 8, (1, 56, 56, 64, 64, 3, 3, 1, 1): 16}
 
 #: other direct templates timed on a workload (same NCHW data, OIHW kernel, NCHW output)
 VARIANTS = {
@@ -268,12 +268,13 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         if kh == 3 and st == 1:
             # Winograd F(2x2) and F(4x4) with pre-transformed weights, blocked by WINO_KBLOCK
             # output channels ([alpha, alpha, CO/b, CI, b]).
+            kb = WINO_KBLOCK.get(args, 8)
             for m in (2, 4):
-                wl = (*args, m, WINO_KBLOCK)
+                wl = (*args, m, kb)
                 _, _, g = winograd_transform_matrices(m, kh, "float32")
                 kp = np.einsum("ey,ocyx,ux->euco", g, kern, g).astype(np.float32)
                 al = kp.shape[0]
-                kp = np.ascontiguousarray(kp.reshape(al, al, ci, co // WINO_KBLOCK, WINO_KBLOCK)
+                kp = np.ascontiguousarray(kp.reshape(al, al, ci, co // kb, kb)
                                           .transpose(0, 1, 3, 2, 4))
                 mod = build_tuned("conv2d_winograd", wl, logs)
                 kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
