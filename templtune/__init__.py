@@ -20,8 +20,10 @@ _SUBMODULES = {
     "te", "topi", "autotvm", "auto_scheduler", "target", "schedule", "lower", "codegen", "runtime",
     "dtype", "errors", "templates", "nd", "graph",
 }
-# NOTE: TVM's names for the network layer: ``relay`` (build, testing, nn) and ``graph_executor``.
-_ALIASES = {"relay": "templtune.graph", "graph_executor": "templtune.graph.executor"}
+# NOTE: TVM's names for the network layer: ``relay`` (build, testing, nn), ``graph_executor``
+# and ``transform`` (PassContext).
+_ALIASES = {"relay": "templtune.graph", "graph_executor": "templtune.graph.executor",
+            "transform": "templtune.graph.transform"}
 _FUNCTIONS = {
     "build": ("templtune.build_module", "build"),
     "cpu": ("templtune.runtime.ndarray", "cpu"),

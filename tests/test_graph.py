@@ -139,3 +139,45 @@ def test_bad_networks_name_the_problem() -> None:
     net = nn.relu(data)
     with pytest.raises(graph.GraphError, match="not an input"):
         graph.build(graph.Function((data,), net), "llvm", {"w": np.zeros(3)})
+
+
+def test_pass_context_controls_fusion_and_records(tmp_path) -> None:
+    from templtune import transform
+
+    net, params = graph.testing.mobilenet.get_workload(image_shape=(3, 16, 16), alpha=0.25,
+                                                       num_classes=10)
+    n_ops = len(net.calls())
+    with transform.PassContext(opt_level=0):
+        assert len(graph.partition(net, transform.PassContext.current().fuse)) == n_ops
+        tasks0, _ = auto_scheduler.extract_tasks(net, params, "llvm", include_simple_tasks=True)
+    fused = graph.partition(net)
+    assert len(fused) < n_ops
+    assert max(len(g.calls) for g in graph.partition(net, max_depth=2)) == 2
+    with transform.PassContext(config={"relay.FuseOps.max_depth": 2}):
+        x = np.random.default_rng(2).standard_normal(net.params[0].shape).astype("float32")
+        out = _run(graph.build(net, "llvm", params), x)
+    np.testing.assert_allclose(out, graph.evaluate(net, params, data=x), rtol=1e-4, atol=1e-6)
+    assert len(tasks0) > len(auto_scheduler.extract_tasks(net, params, "llvm",
+                                                          include_simple_tasks=True)[0])
+    with pytest.raises(graph.GraphError, match="unknown PassContext config 'relay.bogus'"):
+        transform.PassContext(config={"relay.bogus": 1})
+    with pytest.raises(graph.GraphError, match="networks run on llvm"):
+        graph.build(net, "cuda", params)
+
+
+def test_use_auto_scheduler_false_ignores_records(tmp_path, resnet18_small: tuple) -> None:
+    from templtune import transform
+
+    net, params, _ = resnet18_small
+    tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
+    task = tasks[-1]
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
+    state = policy.sample_initial_population(2)[0]
+    log = str(tmp_path / "one.json")
+    auto_scheduler.save_records(log, [MeasureInput(task, state)],
+                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    with auto_scheduler.ApplyHistoryBest(log):
+        assert graph.build(net, "llvm", params).num_tuned == 1
+        cfg = {"relay.backend.use_auto_scheduler": False}
+        with transform.PassContext(opt_level=3, config=cfg):
+            assert graph.build(net, "llvm", params).num_tuned == 0

@@ -1,13 +1,15 @@
 """Whole networks: a small Relay-shaped IR, a model zoo, operator fusion, task extraction for
 the auto-scheduler, compilation with tuned (or default) schedules, and a graph executor.
 
-Tutorial names work after changing imports (``from templtune import relay, auto_scheduler``)::
+Tutorial names work after changing imports
+(``from templtune import relay, auto_scheduler, transform, graph_executor``)::
 
     mod, params = relay.testing.resnet.get_workload(num_layers=18, batch_size=1)
     tasks, task_weights = auto_scheduler.extract_tasks(mod["main"], params, target)
     ...
     with auto_scheduler.ApplyHistoryBest(log_file):
-        lib = relay.build(mod, target=target, params=params)
+        with transform.PassContext(opt_level=3, config={"relay.backend.use_auto_scheduler": True}):
+            lib = relay.build(mod, target=target, params=params)
     module = graph_executor.GraphModule(lib["default"](dev))
 
 Deviations from Relay: networks are static-shaped dataflow graphs of the operators in
@@ -28,7 +30,8 @@ from .ir import Call, Function, TensorType, Var
 from .nn import add, var
 from .op import GraphError
 from .reference import evaluate
+from .transform import PassContext
 
 __all__ = ["BenchmarkResult", "Call", "Function", "FusedGroup", "GraphError",
-           "GraphExecutorFactoryModule", "GraphModule", "TensorType", "Var", "add", "build",
+           "GraphExecutorFactoryModule", "GraphModule", "PassContext", "TensorType", "Var", "add", "build",
            "default_schedule", "evaluate", "extract_tasks", "nn", "partition", "testing", "var"]

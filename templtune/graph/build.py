@@ -25,6 +25,7 @@ from templtune.te.tensor import ComputeOp
 from .fuse import FusedGroup, partition
 from .ir import Function, Var
 from .op import GraphError
+from .transform import PassContext
 
 logger = logging.getLogger("templtune.graph")
 
@@ -75,12 +76,13 @@ def default_schedule(tensors: list[te.Tensor]) -> Any:
     return s
 
 
-def schedule_group(group: FusedGroup, target: Target) -> tuple[Any, list[te.Tensor], str, bool]:
+def schedule_group(group: FusedGroup, target: Target, use_records: bool = True
+                   ) -> tuple[Any, list[te.Tensor], str, bool]:
     """``(schedule, tensors, workload_key, tuned)`` for one group."""
     tensors = group.to_tensors()
     dag = ComputeDAG(tensors)
     key = dag.workload_key()
-    ctx = ApplyHistoryBest.current()
+    ctx = ApplyHistoryBest.current() if use_records else None
     state = ctx.query(target, key) if ctx is not None else None
     if state is not None:
         full = dag.replay(state.transform_steps)
@@ -160,11 +162,16 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
         raise GraphError(f"build expects a graph Function, got {type(mod).__name__}")
     tgt = Target(target) if isinstance(target, str) else (target or Target.current()
                                                           or Target("llvm"))
+    if tgt.kind != "llvm":
+        raise GraphError(f"networks run on llvm (CPU) targets, not {tgt.kind!r}; for a GPU, "
+                         f"tune the tasks of extract_tasks(mod, params, 'cuda') and build them "
+                         f"one by one")
     bound = _check_params(mod, params or {})
+    pc = PassContext.current()
     compiled: list[CompiledGroup] = []
     cache: dict[str, tuple[Any, bool]] = {}
-    for group in partition(mod):
-        sch, tensors, key, tuned = schedule_group(group, tgt)
+    for group in partition(mod, pc.fuse, pc.max_fuse_depth):
+        sch, tensors, key, tuned = schedule_group(group, tgt, pc.use_auto_scheduler)
         if key not in cache:
             cache[key] = (templtune.build(sch, tensors, target=tgt, name=group.name), tuned)
         kernel, tuned = cache[key]

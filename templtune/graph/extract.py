@@ -11,6 +11,7 @@ from templtune.target import Target
 from .fuse import partition
 from .ir import Function
 from .op import GraphError
+from .transform import PassContext
 
 
 def extract_tasks(mod: Function, params: dict[str, Any] | None = None, target: Any = "llvm",
@@ -43,7 +44,8 @@ def extract_tasks(mod: Function, params: dict[str, Any] | None = None, target: A
     order: list[str] = []
     found: dict[str, tuple[ComputeDAG, list[str]]] = {}
     weights: dict[str, int] = {}
-    for group in partition(mod):
+    pc = PassContext.current()
+    for group in partition(mod, opt_level >= 1 and pc.fuse, pc.max_fuse_depth):
         if group.is_simple and not include_simple_tasks:
             continue
         dag = ComputeDAG(group.to_tensors())

@@ -64,20 +64,22 @@ def _consumers(calls: list[Call], out: Call) -> dict[int, int]:
     return count
 
 
-def partition(func: Function) -> list[FusedGroup]:
-    """The fused groups of ``func`` in execution order."""
+def partition(func: Function, fuse: bool = True, max_depth: int = 256) -> list[FusedGroup]:
+    """The fused groups of ``func`` in execution order (one op per group when not ``fuse``;
+    at most ``max_depth`` ops per group)."""
     calls = func.calls()
     uses = _consumers(calls, func.body)
     groups: list[list[Call]] = []
     group_of: dict[int, int] = {}
     for c in calls:
         target = None
-        if get_op(c.op).kind == INJECTIVE:
+        if fuse and get_op(c.op).kind == INJECTIVE:
             prod = next((a for a in c.args if isinstance(a, Call)), None)
             if prod is not None:
                 g = group_of[id(prod)]
                 if (groups[g][-1] is prod and uses[id(prod)] == 1
-                        and get_op(groups[g][0].op).kind != OPAQUE):
+                        and get_op(groups[g][0].op).kind != OPAQUE
+                        and len(groups[g]) < max_depth):
                     target = g
         if target is None:
             groups.append([c])

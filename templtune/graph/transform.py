@@ -1,0 +1,62 @@
+"""``PassContext``: the build options of a network (TVM's ``tvm.transform.PassContext``).
+
+Honoured: ``opt_level`` (0 disables operator fusion, as Relay's FuseOps), ``disabled_pass``
+(``"FuseOps"``), and the config keys ``relay.backend.use_auto_scheduler`` (False makes
+``relay.build`` ignore auto-scheduler records; templtune uses them by default when an
+``ApplyHistoryBest`` is active, where TVM needs the flag) and ``relay.FuseOps.max_depth`` (the
+most operators in one fused group, default 256). An unknown config key is an error naming it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+from .op import GraphError
+
+_KNOWN = {"relay.backend.use_auto_scheduler": bool, "relay.FuseOps.max_depth": int}
+_CURRENT: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar(
+    "templtune_pass_context", default=None)
+
+
+class PassContext:
+    """Options for building networks, used as ``with PassContext(opt_level=3, config={...}):``."""
+
+    def __init__(self, opt_level: int = 2, required_pass: Any = None, disabled_pass: Any = None,
+                 instruments: Any = None, config: dict[str, Any] | None = None) -> None:
+        if not isinstance(opt_level, int) or not 0 <= opt_level <= 4:
+            raise GraphError(f"opt_level must be an int in 0..4, got {opt_level!r}")
+        self.opt_level = opt_level
+        self.required_pass = tuple(required_pass or ())
+        self.disabled_pass = tuple(disabled_pass or ())
+        self.config: dict[str, Any] = {}
+        for key, value in (config or {}).items():
+            kind = _KNOWN.get(key)
+            if kind is None:
+                raise GraphError(f"unknown PassContext config {key!r}; known: {sorted(_KNOWN)}")
+            self.config[key] = kind(value)
+        self._token: Any = None
+
+    @staticmethod
+    def current() -> PassContext:
+        """The innermost active context (a default one when none is active)."""
+        return _CURRENT.get() or PassContext()
+
+    @property
+    def fuse(self) -> bool:
+        return self.opt_level >= 1 and "FuseOps" not in self.disabled_pass
+
+    @property
+    def max_fuse_depth(self) -> int:
+        return int(self.config.get("relay.FuseOps.max_depth", 256))
+
+    @property
+    def use_auto_scheduler(self) -> bool:
+        return bool(self.config.get("relay.backend.use_auto_scheduler", True))
+
+    def __enter__(self) -> PassContext:
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)
