@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 import templtune
-from templtune import auto_scheduler, graph_executor, relay
+from templtune import auto_scheduler, graph_executor, relay, transform
 
 
 def get_network(name: str, batch_size: int, layout: str, image: int) -> tuple:
@@ -72,7 +72,8 @@ def main() -> None:
 
     print("Compile...")
     with auto_scheduler.ApplyHistoryBest(log_file):
-        lib = relay.build(mod, target=target, params=params)
+        with transform.PassContext(opt_level=3, config={"relay.backend.use_auto_scheduler": True}):
+            lib = relay.build(mod, target=target, params=params)
 
     dev = templtune.cpu()
     module = graph_executor.GraphModule(lib["default"](dev))
