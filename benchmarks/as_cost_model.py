@@ -64,6 +64,11 @@ def record(args: argparse.Namespace) -> None:
             seen.add(k)
             states.append(s)
     states = states[:args.count]
+    if args.again:
+        # NOTE: measure the states of an existing log again: the Spearman correlation of two
+        # measurements of the same states is the ceiling any model can reach on this machine
+        prev, _ = auto_scheduler.RecordReader(args.again).read_lines()
+        states = [task.compute_dag.replay(i.state.transform_steps) for i in prev][:args.count]
     if args.with_init:
         states.insert(0, task.compute_dag.get_init_state())
     measurer = ProgramMeasurer(LocalBuilder(timeout=30),
@@ -177,13 +182,28 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--log", required=True)
     r.add_argument("--with-init", action="store_true", help="also measure the naive state")
+    r.add_argument("--again", metavar="LOG", help="measure the first --count states of LOG")
+    c = sub.add_parser("compare", help="Spearman of the throughputs of two logs of the same "
+                       "states (measurement repeatability)")
+    c.add_argument("logs", nargs=2)
     e = sub.add_parser("eval")
     e.add_argument("--n", type=int, default=512)
     e.add_argument("--log", required=True)
     e.add_argument("--train", type=float, default=0.5)
     e.add_argument("--splits", type=int, default=10)
     args = ap.parse_args(argv)
-    if args.cmd == "record":
+    if args.cmd == "compare":
+        costs = []
+        for f in args.logs:
+            ins, res = auto_scheduler.RecordReader(f).read_lines()
+            costs.append({str([st.encode() for st in i.state.transform_steps]): r.mean_cost
+                          for i, r in zip(ins, res) if r.error_no == 0})
+        common = sorted(set(costs[0]) & set(costs[1]))
+        a = np.array([costs[0][k] for k in common])
+        b = np.array([costs[1][k] for k in common])
+        print(f"{len(common)} states in both logs: spearman {_spearman(1 / a, 1 / b):.3f}, "
+              f"median |log2 ratio| {np.median(np.abs(np.log2(a / b))):.3f}")
+    elif args.cmd == "record":
         if os.path.exists(args.log):
             print(f"appending to {args.log}", file=sys.stderr)
         record(args)

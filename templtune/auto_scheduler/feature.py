@@ -57,15 +57,21 @@ def _dag_of(task: Any) -> Any:
     return _DAGS_BY_KEY[key]
 
 
-def lower_state(dag: Any, state: Any, is_gpu: bool = False) -> Any:
-    """The loop nest (statement) of ``state`` replayed on ``dag``: bound inference and nest
-    building, vectorized/unrolled loops kept as loops."""
+def _layout_rewrite(task: Any) -> int:
+    return int(getattr(task, "layout_rewrite_option", 0) or 0)
+
+
+def lower_state(dag: Any, state: Any, is_gpu: bool = False, layout_rewrite: int = 0) -> Any:
+    """The loop nest (statement) of ``state`` replayed on ``dag`` as it is measured (with the
+    task's layout rewrite): bound inference and nest building, vectorized/unrolled loops kept
+    as loops."""
     from templtune.lower.nest import build_nest
     from templtune.schedule.bound import infer_bound
 
     if not hasattr(state, "stages"):
         state = dag.replay(state.transform_steps)
-    sch, args = dag.apply_steps_from_state(state, is_gpu=is_gpu)
+    sch, args = dag.apply_steps_from_state(state, layout_rewrite=layout_rewrite,
+                                           is_gpu=is_gpu)
     tensors = [sch.resolve(a) for a in args]
     _, body = build_nest(sch, tensors, infer_bound(sch))
     return body
@@ -76,10 +82,11 @@ def _width(max_n_bufs: int | None) -> int:
 
 
 def features_of_state(dag: Any, state: Any, is_gpu: bool = False,
-                      max_n_bufs: int | None = None) -> np.ndarray:
+                      max_n_bufs: int | None = None, layout_rewrite: int = 0) -> np.ndarray:
     """Uncached ``(n_stores, F)`` features of one state; ``(0, F)`` if it does not lower."""
     try:
-        return features_of_body(lower_state(dag, state, is_gpu), is_gpu, max_n_bufs)
+        return features_of_body(lower_state(dag, state, is_gpu, layout_rewrite), is_gpu,
+                                max_n_bufs)
     except Exception as exc:  # noqa: BLE001 - a state that does not lower has no stores
         logger.debug("per-store features: state does not lower (%s: %s)",
                      type(exc).__name__, exc)
@@ -116,19 +123,21 @@ def get_per_store_features_from_states(states: Sequence[Any], task: Any,
     dag = _dag_of(task)
     if dag is None:
         return [np.zeros((0, _width(n_bufs)), dtype=np.float32) for _ in states]
-    gpu = _is_gpu(task)
+    gpu, lr = _is_gpu(task), _layout_rewrite(task)
     cache = _cache(dag)
     out = []
     for s in states:
-        key = (gpu, n_bufs, state_key(s))
+        key = (gpu, lr, n_bufs, state_key(s))
         x = cache.get(key)
         if x is None:
-            x = features_of_state(dag, s, gpu, n_bufs)
-            if len(cache) >= CACHE_LIMIT:
-                for k in list(cache)[:CACHE_LIMIT // 10]:
-                    del cache[k]
-            cache[key] = x
+            # NOTE: a fork pool was measured slower here (0.8x on the shared 2-core machine:
+            # the lowering is pure Python and the cores are busy); states are extracted
+            # in-process.
+            x = cache[key] = features_of_state(dag, s, gpu, n_bufs, lr)
         out.append(x)
+    if len(cache) > CACHE_LIMIT:
+        for k in list(cache)[:len(cache) - CACHE_LIMIT + CACHE_LIMIT // 10]:
+            del cache[k]
     return out
 
 

@@ -128,39 +128,41 @@ def _atom_extent(atom: tuple, ext: int) -> int:
     return min(n, m) if m else n
 
 
-def _footprint(acc: Access, geo: _Geom, varying: dict[Any, int]) -> tuple[float, float]:
-    """``(distinct elements, distinct 64-byte lines)`` that ``acc`` touches while the loops in
-    ``varying`` (var -> extent) run and all others stay fixed."""
+def _footprints(acc: Access, geo: _Geom, loops: Sequence[Any]) -> list[tuple[float, float]]:
+    """``(distinct elements, distinct 64-byte lines)`` that ``acc`` touches at every loop
+    level ``l`` (``loops[l:]`` run, the outer ones stay fixed), for ``l = 0 .. len(loops)``."""
     nd = len(geo.sizes)
+    by_var: dict[Any, list[tuple[tuple, int, int]]] = {}
+    for atom, c in acc.coeffs:
+        d, cd = geo.dim_of(c)
+        by_var.setdefault(atom[0], []).append((atom, d, cd))
     span = [1] * nd
     prod = [1] * nd
-    for atom, c in acc.coeffs:
-        e = varying.get(atom[0])
-        if e is None:
-            continue
-        n = _atom_extent(atom, e)
-        if n <= 1:
-            continue
-        d, cd = geo.dim_of(c)
-        span[d] += cd * (n - 1)
-        prod[d] *= n
     nl = 1
-    for v in acc.nonlinear:
-        nl *= varying.get(v, 1)
-    distinct = [min(span[d], prod[d], geo.sizes[d]) for d in range(nd)]
-    # NOTE: trailing dimensions covered completely are contiguous with the one before them;
-    # cache lines are counted over that contiguous run.
-    j, tail = nd - 1, 1
-    while j > 0 and distinct[j] == geo.sizes[j]:
-        tail *= geo.sizes[j]
-        j -= 1
-    run = distinct[j] * tail
-    run_span = min(span[j], geo.sizes[j]) * tail
-    outer = math.prod(distinct[:j])
-    elems = min(float(math.prod(distinct)) * nl, float(geo.total))
-    run_lines = min(float(run), math.ceil(run_span * geo.eb / CACHE_LINE))
-    lines = min(float(outer) * run_lines * nl, math.ceil(geo.total * geo.eb / CACHE_LINE))
-    return elems, max(lines, 1.0)
+    max_lines = math.ceil(geo.total * geo.eb / CACHE_LINE)
+    out = [(1.0, 1.0)]
+    for k in range(len(loops) - 1, -1, -1):
+        lp = loops[k]
+        for atom, d, cd in by_var.get(lp.var, ()):
+            n = _atom_extent(atom, lp.extent)
+            if n > 1:
+                span[d] += cd * (n - 1)
+                prod[d] *= n
+        if lp.var in acc.nonlinear:
+            nl *= lp.extent
+        distinct = [min(span[d], prod[d], geo.sizes[d]) for d in range(nd)]
+        # NOTE: trailing dimensions covered completely are contiguous with the one before
+        # them; cache lines are counted over that contiguous run.
+        j, tail = nd - 1, 1
+        while j > 0 and distinct[j] == geo.sizes[j]:
+            tail *= geo.sizes[j]
+            j -= 1
+        run_lines = min(float(distinct[j] * tail),
+                        math.ceil(min(span[j], geo.sizes[j]) * tail * geo.eb / CACHE_LINE))
+        elems = min(float(math.prod(distinct)) * nl, float(geo.total))
+        lines = min(float(math.prod(distinct[:j])) * run_lines * nl, max_lines)
+        out.append((elems, max(lines, 1.0)))
+    return out[::-1]
 
 
 def _access_vars(acc: Access) -> set:
@@ -249,18 +251,11 @@ def _store_row(info: StoreInfo, others: dict[Any, list[tuple[int, tuple]]], sid:
     # footprints at each level: fp[b][l] over loops[l:] (l = n: nothing varies)
     fp: dict[Any, list[tuple[float, float]]] = {}
     for b, accs in per_buf.items():
-        levels = []
-        varying: dict[Any, int] = {}
-        levels.append((1.0, 1.0))
-        for k in range(n - 1, -1, -1):
-            varying[loops[k].var] = loops[k].extent
-            el = ln = 0.0
-            for a in accs:
-                e, li = _footprint(a, geos[b], varying)
-                # NOTE: several index forms of one buffer (stencils) mostly overlap
-                el, ln = max(el, e), max(ln, li)
-            levels.append((el, ln))
-        fp[b] = levels[::-1]
+        per_acc = [_footprints(a, geos[b], loops) for a in accs]
+        # NOTE: several index forms of one buffer (stencils) mostly overlap: take the largest
+        fp[b] = per_acc[0] if len(per_acc) == 1 else [
+            (max(x[lv][0] for x in per_acc), max(x[lv][1] for x in per_acc))
+            for lv in range(n + 1)]
 
     def bytes_at(level: int) -> float:
         return sum(fp[b][level][0] * geos[b].eb for b in per_buf)
