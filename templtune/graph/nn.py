@@ -7,7 +7,7 @@ from typing import Any
 from .ir import Call, Expr, TensorType, Var
 from .op import GraphError, make_call
 
-__all__ = ["var", "add", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
+__all__ = ["var", "add", "clip", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "batch_flatten", "dense", "softmax"]
 
 
@@ -42,6 +42,13 @@ def var(name: str, shape: Any = None, dtype: str = "float32") -> Var:
 def add(lhs: Expr, rhs: Expr) -> Call:
     """Element-wise sum of two values of the same shape."""
     return make_call("add", [lhs, rhs])
+
+
+def clip(data: Expr, a_min: float, a_max: float) -> Call:
+    """Element-wise ``min(max(x, a_min), a_max)`` (ReLU6 is ``clip(x, 0, 6)``)."""
+    if a_min > a_max:
+        raise GraphError(f"clip: a_min {a_min} is above a_max {a_max}")
+    return make_call("clip", [data], a_min=float(a_min), a_max=float(a_max))
 
 
 def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0),

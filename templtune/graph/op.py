@@ -241,3 +241,14 @@ _register("add", INJECTIVE, _same_infer, lambda x, a: topi.add(x[0], x[1]),
           lambda x, a: x[0] + x[1])
 _register("nn.batch_flatten", INJECTIVE, _flatten_infer,
           lambda x, a: topi.nn.batch_flatten(x[0]), lambda x, a: x[0].reshape(x[0].shape[0], -1))
+
+
+def _clip_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+    lo, hi = float(a["a_min"]), float(a["a_max"])
+    return te.compute(x[0].shape, lambda *i: te.max(te.min(x[0][i], te.const(hi, x[0].dtype)),
+                                                    te.const(lo, x[0].dtype)),
+                      name="T_clip", tag="elemwise")
+
+
+_register("clip", INJECTIVE, lambda t, a: t[0].shape, _clip_compute,
+          lambda x, a: np.clip(x[0], a["a_min"], a["a_max"]))
