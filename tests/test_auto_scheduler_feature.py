@@ -212,3 +212,19 @@ def test_measure_pairs_normalise_per_task() -> None:
     assert tid.tolist() == [0, 1, 0, 0]
     np.testing.assert_allclose(y, [0.5, 1.0, 1.0, 1e-10])
     assert len(feats[0]) == 0 and len(feats[1]) == 2 and len(feats[2]) == 2
+
+
+def test_gpu_states_count_each_thread_binding_once() -> None:
+    m = n = k = 64
+    task = auto.SearchTask(compute_dag=auto.ComputeDAG(matmul(m, n, k)), target="cuda")
+    states = auto.SketchPolicy(task, seed=0, verbose=0).sample_initial_population(4)
+    names = F.get_per_store_feature_names()
+    for x in F.get_per_store_features_from_states(states, task):
+        assert len(x) >= 3  # shared-memory fetches, the local accumulator, the write-back
+        rs = [dict(zip(names, r.tolist())) for r in x]
+        assert all(r["is_gpu"] == 1.0 for r in rs)
+        # the cooperative fetches bind threadIdx.x again inside the kernel's thread loop: the
+        # same threads, so every store of the kernel sees the same thread count
+        threads = {round(r["threadIdx_x_len"], 6) for r in rs}
+        assert len(threads) == 1 and 0 < threads.pop() <= log2p(1024)
+        assert sum(r["float_mul"] == pytest.approx(log2p(m * n * k), abs=1e-5) for r in rs) == 1

@@ -169,22 +169,43 @@ def _access_vars(acc: Access) -> set:
     return {a[0] for a, _ in acc.coeffs} | set(acc.nonlinear)
 
 
+def _unit_coeff(acc: Access, var: Any) -> int | None:
+    """The coefficient of ``var`` when it enters the index only as ``c * var``."""
+    if var in acc.nonlinear:
+        return None
+    found = [(a, c) for a, c in acc.coeffs if a[0] is var]
+    if len(found) != 1 or found[0][0][1] != 1 or found[0][0][2]:
+        return None
+    return abs(found[0][1])
+
+
 def _lines_and_stride(acc: Access, geo: _Geom, loops: Sequence[Any]) -> tuple[float, float]:
     """Cache lines fetched over the whole nest when a line stays hot only across consecutive
-    iterations, and the element stride of the innermost loop that moves the address."""
+    iterations, and the element stride of the innermost loop that moves the address.
+
+    Consecutive loops that continue each other's addresses (``c_outer == span of the inner
+    ones``, e.g. a split loop) form one run; the loops outside the run multiply its lines."""
     moved = _access_vars(acc)
     for k in range(len(loops) - 1, -1, -1):
         lp = loops[k]
         if lp.var not in moved or lp.extent <= 1:
             continue
         if lp.var in acc.nonlinear:
-            stride = float(lp.extent)  # NOTE: unknown step: assume every iteration moves a line
-        else:
-            stride = min((abs(c) / a[1] for a, c in acc.coeffs if a[0] is lp.var),
-                         default=0.0)
-        inner = max(1.0, lp.extent * min(1.0, stride * geo.eb / CACHE_LINE))
-        outer = math.prod(x.extent for x in loops[:k])
-        return outer * inner, stride
+            # NOTE: unknown step: every iteration is assumed to touch a new line
+            return math.prod(x.extent for x in loops[:k + 1]), 0.0
+        stride = min((abs(c) / a[1] for a, c in acc.coeffs if a[0] is lp.var), default=0.0)
+        if stride * geo.eb >= CACHE_LINE:
+            return math.prod(x.extent for x in loops[:k + 1]), stride
+        span, n_el, j = stride * (lp.extent - 1) + 1, lp.extent, k
+        while j > 0:
+            c = _unit_coeff(acc, loops[j - 1].var)
+            if c is None or c != span:
+                break
+            j -= 1
+            span += c * (loops[j].extent - 1)
+            n_el *= loops[j].extent
+        run = max(1.0, min(n_el, span * geo.eb / CACHE_LINE))
+        return math.prod(x.extent for x in loops[:j]) * run, stride
     return 1.0, 0.0
 
 
@@ -234,7 +255,7 @@ def _store_row(info: StoreInfo, others: dict[Any, list[tuple[int, tuple]]], sid:
     row += _ann_group(loops, [k in _PARALLEL_KINDS for k in kinds])
     row.append(float(is_gpu))
     for tag in _GPU_TAGS:
-        row.append(float(math.prod(lp.extent for lp in loops if lp.kind == tag))
+        row.append(float(max(lp.declared for lp in loops if lp.kind == tag))
                    if tag in kinds else 0.0)
 
     # buffers: merge the accesses of each buffer (distinct index forms)

@@ -84,6 +84,7 @@ class Loop:
     extent: float
     kind: str
     auto_unroll: int
+    declared: int  # the extent the loop was written with (a thread binding's launch extent)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -248,9 +249,16 @@ class _Walker:
         for k, v in s.annotations:
             if k == "pragma_auto_unroll_max_step":
                 unroll = int(v)
-        self.stack.append(Loop(s.loop_var, max(ext, 1), kind, unroll))
+        saved = list(self.stack)
+        if s.kind is ForKind.THREAD_BINDING:
+            # NOTE: a nested binding of a tag already bound (a cooperative fetch inside the
+            # kernel's thread loop) runs on the same threads: the outer one counts once.
+            for k, lp in enumerate(self.stack):
+                if lp.kind == kind:
+                    self.stack[k] = Loop(lp.var, 1, lp.kind, lp.auto_unroll, lp.declared)
+        self.stack.append(Loop(s.loop_var, max(ext, 1), kind, unroll, max(ext, 1)))
         self.stmt(s.body)
-        self.stack.pop()
+        self.stack[:] = saved
 
     def if_then_else(self, s: IfThenElse) -> None:
         cond = s.condition
@@ -291,7 +299,8 @@ class _Walker:
         if 0 < keep < total:
             j = min(j for j, _ in terms)
             lp = self.stack[j]
-            self.stack[j] = Loop(lp.var, lp.extent * keep / total, lp.kind, lp.auto_unroll)
+            self.stack[j] = Loop(lp.var, lp.extent * keep / total, lp.kind, lp.auto_unroll,
+                                 lp.declared)
 
     def store(self, s: Store) -> None:
         ops = self.pending
