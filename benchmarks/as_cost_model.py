@@ -13,10 +13,20 @@ Two steps:
   throughput and the top-k recall (how many of the k truly best held-out states are among the k
   best predicted), medians over the splits.
 
-Run: ``python benchmarks/as_cost_model.py record --n 512 --count 128 --log dense512.json`` then
-``python benchmarks/as_cost_model.py eval --n 512 --log dense512.json``. The scores are
-properties of the models on one log; they do not depend on the machine's load (the
-measurements in the log do).
+Run (1-thread kernels, so that the other tenants of a shared machine disturb the timings
+less)::
+
+    export TEMPLTUNE_NUM_THREADS=1
+    python benchmarks/as_cost_model.py record --n 512 --count 128 --seed 1 --log d512.json
+    python benchmarks/as_cost_model.py eval --n 512 --log d512.json
+    # measurement noise: measure 40 of the states again, then test on those
+    python benchmarks/as_cost_model.py record --n 512 --count 40 --again d512.json --log d512b.json
+    python benchmarks/as_cost_model.py compare d512.json d512b.json
+    python benchmarks/as_cost_model.py eval --n 512 --log d512.json --again d512b.json
+
+The scores are properties of the models on one log; the measurements in the log depend on the
+machine's load (``compare`` shows how much: the Spearman correlation of two measurements of
+the same states is the ceiling any model can reach).
 """
 
 from __future__ import annotations
@@ -128,6 +138,10 @@ def _recall(pred: np.ndarray, y: np.ndarray, k: int) -> float:
     return len(set(np.argsort(-pred)[:k]) & set(np.argsort(-y)[:k])) / k
 
 
+def _key(state) -> str:
+    return str([st.encode() for st in state.transform_steps])
+
+
 def evaluate(args: argparse.Namespace) -> None:
     from templtune.auto_scheduler.cost_model import XGBModel
     from templtune.auto_scheduler.feature import normalized_throughputs
@@ -143,15 +157,31 @@ def evaluate(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     old_x = np.stack([state_features(dag.infer_bound_from_state(i.state)) for i in inputs])
     t1 = time.perf_counter()
-    print(f"{len(inputs)} valid states; best {dag.flop_ct / min(r.mean_cost for r in results) / 1e9:.1f} "
-          f"GFLOPS, worst {dag.flop_ct / max(r.mean_cost for r in results) / 1e9:.2f}")
+    costs = np.array([r.mean_cost for r in results])
+    print(f"{len(inputs)} valid states; best {dag.flop_ct / costs.min() / 1e9:.1f} GFLOPS, "
+          f"worst {dag.flop_ct / costs.max() / 1e9:.2f}")
+    splits = []  # (train indices, test indices, measured throughput of the test states)
+    if args.again:
+        # NOTE: the states measured twice are the test set, scored against the geometric mean
+        # of both measurements (less noisy than either); the model trains on all the others
+        again = {_key(i.state): r.mean_cost
+                 for i, r in zip(*auto_scheduler.RecordReader(args.again).read_lines())
+                 if r.error_no == 0}
+        te_ = np.array([k for k, i in enumerate(inputs) if _key(i.state) in again])
+        tr = np.array([k for k in range(len(inputs)) if k not in set(te_.tolist())])
+        second = np.array([again[_key(inputs[k].state)] for k in te_])
+        truth = 1 / np.sqrt(costs[te_] * second)
+        print(f"test: {len(te_)} states measured twice (repeatability spearman "
+              f"{_spearman(1 / costs[te_], 1 / second):.3f}), train: {len(tr)}")
+        splits.append((tr, te_, truth))
+    else:
+        for sp in range(args.splits):
+            perm = np.random.default_rng(1000 + sp).permutation(len(inputs))
+            n_tr = int(len(inputs) * args.train)
+            splits.append((perm[:n_tr], perm[n_tr:], y[perm[n_tr:]]))
     rows = {"per-store XGBModel": [], "state features (old)": []}
     fit_s = []
-    for sp in range(args.splits):
-        rng = np.random.default_rng(1000 + sp)
-        perm = rng.permutation(len(inputs))
-        n_tr = int(len(inputs) * args.train)
-        tr, te_ = perm[:n_tr], perm[n_tr:]
+    for sp, (tr, te_, truth) in enumerate(splits):
         model = XGBModel(num_warmup_sample=-1, seed=sp + 1)
         model.params["nthread"] = 1
         t = time.perf_counter()
@@ -162,10 +192,10 @@ def evaluate(args: argparse.Namespace) -> None:
         p_old = _old_model(old_x[tr], y_tr, sp + 1).inplace_predict(old_x[te_])
         k = max(1, len(te_) // 8)
         for name, p in (("per-store XGBModel", p_new), ("state features (old)", p_old)):
-            rows[name].append((_spearman(p, y[te_]), _recall(p, y[te_], k)))
-    print(f"{args.splits} splits, train {args.train:.0%} ({n_tr} states), test {len(te_)}, "
-          f"top-k recall with k = {k}; update (features + fit) median {np.median(fit_s):.2f} s; "
-          f"old features {1e3 * (t1 - t0) / len(inputs):.1f} ms/state")
+            rows[name].append((_spearman(p, truth), _recall(p, truth, k)))
+    print(f"{len(splits)} split(s), train {len(tr)} states, test {len(te_)}, top-k recall with "
+          f"k = {k}; update (features + fit) median {np.median(fit_s):.2f} s; old features "
+          f"{1e3 * (t1 - t0) / len(inputs):.1f} ms/state")
     print(f"{'model':<22} {'spearman (median)':>18} {'min':>6} {'top-k recall (median)':>22}")
     for name, r in rows.items():
         a = np.array(r)
@@ -191,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--log", required=True)
     e.add_argument("--train", type=float, default=0.5)
     e.add_argument("--splits", type=int, default=10)
+    e.add_argument("--again", metavar="LOG", help="a log of some of the same states measured "
+                   "again: test on those (truth: geometric mean of both), train on the rest")
     args = ap.parse_args(argv)
     if args.cmd == "compare":
         costs = []
