@@ -203,6 +203,41 @@ def evaluate(args: argparse.Namespace) -> None:
               f"{np.median(a[:, 1]):>22.3f}")
 
 
+def timing(args: argparse.Namespace) -> None:
+    """Per-state cost of the features the search pays for every candidate it scores."""
+    from templtune.auto_scheduler.feature import lower_state
+    from templtune.auto_scheduler.feature_row import features_of_body
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from auto_scheduler import CONV, conv2d_bias_relu  # the benchmark's conv2d layer
+
+    tasks = {f"dense {args.n}^3": _task(args.n),
+             "conv2d+bias+relu": auto_scheduler.SearchTask(func=conv2d_bias_relu, args=CONV,
+                                                           target="llvm")}
+    for name, task in tasks.items():
+        dag = task.compute_dag
+        pol = auto_scheduler.SketchPolicy(task, seed=0, verbose=0)
+        states = pol.sample_initial_population(args.count)
+        res: dict[str, list[float]] = {"replay + lower": [], "per-store rows": [],
+                                       "old state features": []}
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            bodies = [lower_state(dag, s, False, task.layout_rewrite_option) for s in states]
+            t1 = time.perf_counter()
+            rows = [features_of_body(b) for b in bodies]
+            t2 = time.perf_counter()
+            for s in states:
+                state_features(s)
+            t3 = time.perf_counter()
+            for k, dt in zip(res, (t1 - t0, t2 - t1, t3 - t2)):
+                res[k].append(1e3 * dt / len(states))
+        n_rows = np.mean([len(r) for r in rows])
+        print(f"{name}: {len(states)} states, {n_rows:.1f} stores each, medians of "
+              f"{args.rounds} interleaved rounds (ms/state)")
+        for k, v in res.items():
+            print(f"  {k:<20} {np.median(v):8.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -223,8 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--splits", type=int, default=10)
     e.add_argument("--again", metavar="LOG", help="a log of some of the same states measured "
                    "again: test on those (truth: geometric mean of both), train on the rest")
+    t = sub.add_parser("timing", help="per-state feature cost on dense and the conv layer")
+    t.add_argument("--n", type=int, default=1024)
+    t.add_argument("--count", type=int, default=100)
+    t.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    if args.cmd == "compare":
+    if args.cmd == "timing":
+        timing(args)
+    elif args.cmd == "compare":
         costs = []
         for f in args.logs:
             ins, res = auto_scheduler.RecordReader(f).read_lines()
