@@ -203,6 +203,68 @@ def evaluate(args: argparse.Namespace) -> None:
               f"{np.median(a[:, 1]):>22.3f}")
 
 
+def _state_feature_model(seed: int, warmup: int):
+    """An XGBModel scoring states from the old state features (one row per state, so the
+    pack-sum objective is plain weighted squared error): the same trainer, the old features."""
+    from templtune.auto_scheduler.cost_model import XGBModel
+    from templtune.auto_scheduler.measure import MAX_FLOAT
+
+    class StateFeatureModel(XGBModel):
+        def _rows(self, task, states):
+            dag = task.compute_dag
+            out = []
+            for s in states:
+                s = s if hasattr(s, "stages") else dag.replay(s.transform_steps)
+                out.append(state_features(dag.infer_bound_from_state(s))[None, :])
+            return out
+
+        def _add_pairs(self, inputs, results):
+            for inp, res, x in zip(inputs, results,
+                                   self._rows(inputs[0].task, [i.state for i in inputs])
+                                   if inputs else []):
+                self.keys.append(inp.task.workload_key)
+                self.xs.append(x)
+                self.costs.append(res.mean_cost if res.error_no == 0 else MAX_FLOAT)
+
+        def predict(self, task, states):
+            if self.bst is None or len(self.xs) <= self.num_warmup_sample:
+                return self.rng.random(len(states))
+            return self.predict_features(self._rows(task, states))
+
+    return StateFeatureModel(num_warmup_sample=warmup, seed=seed)
+
+
+def search(args: argparse.Namespace) -> None:
+    """Best GFLOPS after ``--trials`` measured states of a SketchPolicy guided by each model."""
+    from templtune.auto_scheduler.cost_model import XGBModel
+    from templtune.auto_scheduler.measure import LocalBuilder, LocalRunner
+
+    task = _task(args.n)
+    res: dict[str, list[tuple[float, float]]] = {"per-store XGBModel": [],
+                                                 "state features (old)": []}
+    for seed in range(args.seeds):
+        for name in res:
+            model = (XGBModel(num_warmup_sample=args.per_round, seed=seed + 1)
+                     if name.startswith("per-store")
+                     else _state_feature_model(seed + 1, args.per_round))
+            pol = auto_scheduler.SketchPolicy(task, model, seed=seed, verbose=0)
+            opt = auto_scheduler.TuningOptions(
+                num_measure_trials=args.trials, num_measures_per_round=args.per_round,
+                verbose=0, builder=LocalBuilder(timeout=30),
+                runner=LocalRunner(timeout=30, number=2, repeat=1, min_repeat_ms=0))
+            t0 = time.perf_counter()
+            task.tune(opt, search_policy=pol)
+            wall = time.perf_counter() - t0
+            best = task.compute_dag.flop_ct * max(pol.measured_throughputs, default=0.0)
+            res[name].append((best / 1e9, wall))
+            print(f"seed {seed} {name:<22} best {best / 1e9:6.2f} GFLOPS, wall {wall:.0f} s",
+                  flush=True)
+    for name, r in res.items():
+        a = np.array(r)
+        print(f"{name:<22} median best {np.median(a[:, 0]):6.2f} GFLOPS, median wall "
+              f"{np.median(a[:, 1]):.0f} s")
+
+
 def timing(args: argparse.Namespace) -> None:
     """Per-state cost of the features the search pays for every candidate it scores."""
     from templtune.auto_scheduler.feature import lower_state
@@ -258,6 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--splits", type=int, default=10)
     e.add_argument("--again", metavar="LOG", help="a log of some of the same states measured "
                    "again: test on those (truth: geometric mean of both), train on the rest")
+    q = sub.add_parser("search", help="best GFLOPS of searches guided by each model")
+    q.add_argument("--n", type=int, default=256)
+    q.add_argument("--trials", type=int, default=48)
+    q.add_argument("--per-round", type=int, default=16)
+    q.add_argument("--seeds", type=int, default=3)
     t = sub.add_parser("timing", help="per-state feature cost on dense and the conv layer")
     t.add_argument("--n", type=int, default=1024)
     t.add_argument("--count", type=int, default=100)
@@ -265,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "timing":
         timing(args)
+    elif args.cmd == "search":
+        search(args)
     elif args.cmd == "compare":
         costs = []
         for f in args.logs:

@@ -30,7 +30,8 @@ Row layout (``max_n_bufs`` buffers, 5 by default: ``39 + 18 * max_n_bufs + 17`` 
 Values are ``sign(x) * log2(|x| + 1)`` except the one-hots and flags. Deviations from TVM:
 no ``float_mad``/``int_mad`` columns (always 0 there), annotation *positions* are real flags
 (TVM v0.18 always writes "mixed"), index footprints understand the ``floordiv``/``floormod``
-of fused loops and ``if (likely(v < c))`` guards narrow their loop.
+of fused loops, the ``if (likely(...))`` guards of non-dividing splits narrow their loops, and
+a thread tag bound again inside its own loop (cooperative fetches) counts once.
 """
 
 from __future__ import annotations
