@@ -19,7 +19,8 @@ per block, L1 resident), so no weight repacking happens per call.
 
 Knobs: ``tile_oc`` ``[co_o, C]`` (``C <= 16``), ``tile_oh`` ``[oh_o, R]`` (``R <= 4``),
 ``tile_ow`` ``[ow_o, W]`` (``W`` a multiple of 8 dividing the width, or the whole width when
-it has none: a vector tail de-vectorizes the block), ``unroll_kw``. ``multi_filter`` keeps
+it has none: a vector tail de-vectorizes the block), ``unroll_kw``, ``rows_outer`` (the
+parallel loop runs over row blocks, then channel blocks, or the other way round). ``multi_filter`` keeps
 blocks whose accumulators and data vectors fit the target's vector registers
 (:func:`~._common.target_vector`).
 """
@@ -69,6 +70,7 @@ def _define(cfg: Any, co: int, oh: int, ow: int) -> None:
     cfg.define_split("tile_oh", oh, num_outputs=2, filter=lambda e: int(e.size[-1]) <= 4)
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=_width_split_ok(ow))
     cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("rows_outer", [True, False])
     cfg.multi_filter(lambda e: fits_registers(e["tile_oc"].size[-1], e["tile_oh"].size[-1],
                                               e["tile_ow"].size[-1], lanes, regs))
     if cfg.is_fallback:
@@ -146,8 +148,14 @@ def _conv2d_nchw_wvec(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int
     coo, coi = s[output].split(co, factor=c_bn)
     yo, yi = s[output].split(y, factor=r_bn)
     xo, xi = s[output].split(x, factor=w_bn)
-    s[output].reorder(n, coo, yo, xo, coi, yi, xi)
-    s[output].parallel(s[output].fuse(n, coo, yo))
+    if cfg["rows_outer"].val:
+        # NOTE: all channel blocks of one row block in turn: the data rows they read (CI x KH
+        # rows) stay in L1 instead of the whole padded input streaming from L3 per block.
+        s[output].reorder(n, yo, coo, xo, coi, yi, xi)
+        s[output].parallel(s[output].fuse(n, yo, coo))
+    else:
+        s[output].reorder(n, coo, yo, xo, coi, yi, xi)
+        s[output].parallel(s[output].fuse(n, coo, yo))
     s[output].unroll(coi)
     s[output].unroll(yi)
     if w_bn % lanes == 0:
