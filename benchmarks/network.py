@@ -145,7 +145,8 @@ def main() -> None:
     for nt in (int(t) for t in a.threads.split(",")):
         torch.set_num_threads(nt)
         for cg in lib.groups:
-            cg.kernel.set_num_threads(nt)
+            for kernel in cg.kernels:
+                kernel.set_num_threads(nt)
         ours, theirs = [], []
         with torch.no_grad():
             fwd(xt)

@@ -215,3 +215,15 @@ def test_apply_fixed_config_and_graph_best(caplog):
     with ApplyGraphBest([_rec(t8, 3, 1.0)]), Target("llvm"):
         with pytest.raises(Exception, match="ApplyGraphBest"):
             add(16)
+
+
+def test_query_cost_follows_the_query():
+    t16, t32 = _task(16), _task(32)
+    ctx = ApplyHistoryBest([_rec(t16, 0, 3.0), _rec(t16, 4, 1.0), _rec(t16, 6, 0.1, error=4)])
+    llvm = Target("llvm")
+    assert ctx.query_cost(llvm, t16.workload) == 1.0  # the best successful record
+    assert ctx.query_cost(llvm, t32.workload) is None  # a miss: the fallback has no cost
+    with ctx:
+        assert autotvm.DispatchContext.current.query_cost(llvm, t16.workload) == 1.0
+    ctx.update(llvm, t32.workload, t32.config_space.get(1))
+    assert ctx.query_cost(llvm, t32.workload) == 0.0  # user-defined answers cost nothing

@@ -75,7 +75,10 @@ def test_extract_tasks_weights_and_keys(resnet18_small: tuple) -> None:
 def test_default_build_matches_numpy(resnet18_small: tuple) -> None:
     net, params, x = resnet18_small
     lib = graph.build(net, target="llvm", params=params)
-    assert lib.num_tuned == 0
+    impls = {cg.group.calls[0].op: cg.impl for cg in lib.groups}
+    assert impls["nn.conv2d"].startswith("autotvm:conv2d_")  # the x86 templates, untuned
+    assert impls["nn.max_pool2d"] == "default"
+    assert lib.num_tuned == sum(cg.impl.startswith("autotvm") and cg.tuned for cg in lib.groups)
     out = _run(lib, x)
     ref = graph.evaluate(net, params, data=x)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-6)
@@ -103,8 +106,8 @@ def test_tuned_record_is_applied(tmp_path, resnet18_small: tuple) -> None:
                                 [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
     with auto_scheduler.ApplyHistoryBest(log):
         lib = graph.build(net, "llvm", params)
-    tuned = [g for g in lib.groups if g.tuned]
-    assert tuned and all(g.workload_key == task.workload_key for g in tuned)
+    tuned = [g for g in lib.groups if g.impl == "auto_scheduler"]
+    assert tuned and all(g.workload_key == task.workload_key and g.tuned for g in tuned)
     np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
                                rtol=1e-4, atol=1e-6)
 
@@ -176,8 +179,11 @@ def test_use_auto_scheduler_false_ignores_records(tmp_path, resnet18_small: tupl
     log = str(tmp_path / "one.json")
     auto_scheduler.save_records(log, [MeasureInput(task, state)],
                                 [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    def n_auto(lib: graph.GraphExecutorFactoryModule) -> int:
+        return sum(cg.impl == "auto_scheduler" for cg in lib.groups)
+
     with auto_scheduler.ApplyHistoryBest(log):
-        assert graph.build(net, "llvm", params).num_tuned == 1
+        assert n_auto(graph.build(net, "llvm", params)) == 1
         cfg = {"relay.backend.use_auto_scheduler": False}
         with transform.PassContext(opt_level=3, config=cfg):
-            assert graph.build(net, "llvm", params).num_tuned == 0
+            assert n_auto(graph.build(net, "llvm", params)) == 0

@@ -68,6 +68,20 @@ class DispatchContext(metaclass=_DispatchMeta):
     def _query_inside(self, target: Any, workload: Any) -> Any:
         raise NotImplementedError
 
+    def query_cost(self, target: Any, workload: Any) -> float | None:
+        """Mean measured seconds of the record that would answer ``query`` (this context or a
+        parent); None when no tuning record answers it (a fallback config).
+
+        templtune addition: a network compiler uses it to pick, among the implementations of an
+        operator that have records, the fastest one, as TVM's strategy selection does."""
+        ret = self._cost_inside(target, workload)
+        if ret is None and self._parent is not None:
+            ret = self._parent.query_cost(target, workload)
+        return ret
+
+    def _cost_inside(self, target: Any, workload: Any) -> float | None:
+        return None
+
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         """Store ``cfg`` as the answer for (target, workload)."""
         raise NotImplementedError
@@ -192,6 +206,19 @@ class ApplyHistoryBest(DispatchContext):
                                       f"'{target}' in the given records (strict mode)")
         return None
 
+    def _cost_inside(self, target: Any, workload: Any) -> float | None:
+        if target is None:
+            return None
+        target = as_target(target)
+        for k in (target_model(target), *target_keys(target)):
+            if (k, workload) in self._best_user_defined:
+                return 0.0
+            table = self.best_by_model if k == target_model(target) else self.best_by_targetkey
+            hit = table.get((k, workload))
+            if hit is not None:
+                return _mean(hit[1].costs)
+        return None
+
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         target = as_target(target)
         cfg.cost = 0
@@ -257,6 +284,13 @@ class FallbackContext(DispatchContext):
             self._reference[tkey] = reference.reference_context(target)
         ctx = self._reference[tkey]
         return None if ctx is None else ctx._query_inside(as_target(target), workload)
+
+    def _cost_inside(self, target: Any, workload: Any) -> float | None:
+        if target is None or workload is None or not env.reference_logs_enabled():
+            return None
+        self._from_reference(target, workload)  # loads the reference log of the target
+        ctx = self._reference.get(str(target))
+        return None if ctx is None else ctx._cost_inside(target, workload)
 
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         self.memory[(str(target), workload)] = cfg

@@ -1,9 +1,18 @@
-"""Compile a network: fuse, schedule each group (tuned or default), build one kernel per group.
+"""Compile a network: fuse, pick an implementation for each group, build its kernels.
 
-A group's schedule comes from the enclosing ``auto_scheduler.ApplyHistoryBest`` when it holds a
-record for the group's workload key (the key ``extract_tasks`` gave the task); otherwise a
-default schedule is used: injective producers inlined, and the leading spatial loops of every
-remaining stage fused and run in parallel. Equal groups (same workload key) share one kernel.
+Per fused group, in order of preference:
+
+1. a record of the enclosing ``auto_scheduler.ApplyHistoryBest`` for the group's workload key
+   (the key ``extract_tasks`` gave the task): one kernel for the whole group;
+2. an x86 AutoTVM template for the group's anchor op (conv2d, depthwise conv2d, dense), chosen
+   and configured by the active AutoTVM dispatch context (``autotvm.apply_history_best`` logs,
+   then the packaged reference logs, then fallback configs; see
+   :mod:`templtune.graph.autotvm_integration`), with constant weights pre-packed once; the
+   group's element-wise tail runs as a second kernel;
+3. a default schedule: padding materialised, other injective producers inlined, the innermost
+   spatial loop moved inside the reduction, and the leading spatial loops fused and parallel.
+
+Equal groups share their kernels.
 """
 
 from __future__ import annotations
@@ -18,12 +27,15 @@ import templtune
 from templtune import te
 from templtune.auto_scheduler.compute_dag import ComputeDAG
 from templtune.auto_scheduler.dispatcher import ApplyHistoryBest
+from templtune.autotvm.dispatcher import DispatchContext
+from templtune.errors import TempltuneError
 from templtune.target import Target
 from templtune.te.expr import Reduce
 from templtune.te.tensor import ComputeOp
 
-from .fuse import FusedGroup, partition
-from .ir import Function, Var
+from .autotvm_integration import choose, instantiate
+from .fuse import FusedGroup, make_group, partition
+from .ir import Expr, Function, Var
 from .op import GraphError
 from .transform import PassContext
 
@@ -33,13 +45,35 @@ _PARALLEL_MIN = 64  # fuse leading loops until this many parallel iterations (or
 
 
 @dataclass(frozen=True, slots=True)
+class Step:
+    """One kernel call: ``kernel(*inputs, output)``; an input is a graph value or a constant
+    (a weight pre-transformed at build time)."""
+
+    kernel: Any
+    inputs: tuple[Any, ...]
+    output: Expr
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledGroup:
-    """One fused group, its kernel, and whether a tuned record scheduled it."""
+    """One fused group: its kernel calls, workload key, whether a tuning record chose its
+    schedule, and which implementation runs it (``auto_scheduler``, ``autotvm:<template>`` or
+    ``default``)."""
 
     group: FusedGroup
-    kernel: Any
+    steps: tuple[Step, ...]
     workload_key: str
     tuned: bool
+    impl: str = "default"
+
+    @property
+    def kernel(self) -> Any:
+        """The group's main kernel (its only one unless a template runs its anchor)."""
+        return self.steps[0].kernel
+
+    @property
+    def kernels(self) -> tuple[Any, ...]:
+        return tuple(st.kernel for st in self.steps)
 
 
 def default_schedule(tensors: list[te.Tensor]) -> Any:
@@ -76,9 +110,10 @@ def default_schedule(tensors: list[te.Tensor]) -> Any:
     return s
 
 
-def schedule_group(group: FusedGroup, target: Target, use_records: bool = True
-                   ) -> tuple[Any, list[te.Tensor], str, bool]:
-    """``(schedule, tensors, workload_key, tuned)`` for one group."""
+def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool
+                    ) -> tuple[Any, list[te.Tensor], str, bool]:
+    """``(schedule, tensors, workload_key, tuned)``: the auto-scheduler record's schedule, or
+    (``tuned`` False) the default schedule."""
     tensors = group.to_tensors()
     dag = ComputeDAG(tensors)
     key = dag.workload_key()
@@ -92,6 +127,63 @@ def schedule_group(group: FusedGroup, target: Target, use_records: bool = True
                                                is_gpu=target.kind == "cuda")
         return sch, list(args), key, True
     return default_schedule(tensors), tensors, key, False
+
+
+class _Compiler:
+    """Builds the groups of one network, sharing kernels and transformed weights."""
+
+    def __init__(self, target: Target, params: dict[str, np.ndarray], pc: PassContext) -> None:
+        self.target, self.params, self.pc = target, params, pc
+        self.kernels: dict[str, Any] = {}
+        self.consts: dict[tuple[str, Any], np.ndarray] = {}
+
+    def kernel(self, key: str, make: Any, name: str) -> Any:
+        if key not in self.kernels:
+            sch, tensors = make()
+            self.kernels[key] = templtune.build(sch, tensors, target=self.target, name=name)
+        return self.kernels[key]
+
+    def compile(self, group: FusedGroup) -> CompiledGroup:
+        sch, tensors, key, tuned = _auto_scheduled(group, self.target,
+                                                   self.pc.use_auto_scheduler)
+        if not tuned and self.pc.use_templates:
+            via_template = self._template(group, key)
+            if via_template is not None:
+                return via_template
+        k = self.kernel(key, lambda: (sch, tensors), group.name)
+        step = Step(k, group.inputs, group.output)
+        return CompiledGroup(group, (step,), key, tuned, "auto_scheduler" if tuned else "default")
+
+    def _template(self, group: FusedGroup, key: str) -> CompiledGroup | None:
+        anchor = group.calls[0]
+        weight = anchor.args[1] if len(anchor.args) > 1 else None
+        const = isinstance(weight, Var) and weight.name in self.params
+        cand = choose(anchor, self.target, allow_transform=const)
+        if cand is None:
+            return None
+        try:
+            k = self.kernel(repr(cand.workload), lambda: instantiate(cand, self.target),
+                            f"{group.name}_{cand.name}")
+        except (TempltuneError, ValueError) as exc:
+            logger.warning("template %s cannot run %s (%s); using the default schedule",
+                           cand.name, group.name, exc)
+            return None
+        wslot: Any = weight
+        if cand.transform is not None:
+            assert isinstance(weight, Var)
+            ck = (weight.name, cand.workload)
+            if ck not in self.consts:
+                self.consts[ck] = cand.transform(self.params[weight.name])
+            wslot = self.consts[ck]
+        steps = [Step(k, (anchor.args[0], wslot), anchor)]
+        if len(group.calls) > 1:
+            tail = make_group(group.calls[1:])
+            tt = tail.to_tensors()
+            tk = ComputeDAG(tt).workload_key()
+            steps.append(Step(self.kernel(tk, lambda: (default_schedule(tt), tt), tail.name),
+                              tail.inputs, group.output))
+        cost = DispatchContext.current.query_cost(self.target, cand.workload)
+        return CompiledGroup(group, tuple(steps), key, cost is not None, f"autotvm:{cand.name}")
 
 
 class GraphExecutorFactoryModule:
@@ -168,18 +260,12 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
                          f"one by one")
     bound = _check_params(mod, params or {})
     pc = PassContext.current()
-    compiled: list[CompiledGroup] = []
-    cache: dict[str, tuple[Any, bool]] = {}
-    for group in partition(mod, pc.fuse, pc.max_fuse_depth):
-        sch, tensors, key, tuned = schedule_group(group, tgt, pc.use_auto_scheduler)
-        if key not in cache:
-            cache[key] = (templtune.build(sch, tensors, target=tgt, name=group.name), tuned)
-        kernel, tuned = cache[key]
-        compiled.append(CompiledGroup(group, kernel, key, tuned))
+    compiler = _Compiler(tgt, bound, pc)
+    compiled = [compiler.compile(g) for g in partition(mod, pc.fuse, pc.max_fuse_depth)]
     n_tuned = sum(c.tuned for c in compiled)
     if n_tuned < len(compiled):
-        logger.info("%d of %d kernels use the default schedule (no tuned record)",
-                    len(compiled) - n_tuned, len(compiled))
+        logger.info("%d of %d groups have no tuning record (default schedules or template "
+                    "fallback configs)", len(compiled) - n_tuned, len(compiled))
     return GraphExecutorFactoryModule(mod, compiled, bound, tgt)
 
 

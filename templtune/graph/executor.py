@@ -30,11 +30,13 @@ class GraphRuntime:
             env[id(v)] = lib.params[v.name] if v.name in lib.params else self.inputs[v.name]
         self.plan: list[tuple[Any, tuple[np.ndarray, ...]]] = []
         for cg in lib.groups:
-            out = cg.group.output
-            buf = np.empty(out.shape, dtype=out.dtype)
-            env[id(out)] = buf
-            args = tuple(env[id(e)] for e in cg.group.inputs) + (buf,)
-            self.plan.append((cg.kernel, args))
+            for step in cg.steps:
+                out = step.output
+                buf = np.empty(out.shape, dtype=out.dtype)
+                env[id(out)] = buf
+                args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
+                             for e in step.inputs) + (buf,)
+                self.plan.append((step.kernel, args))
         self.output = env[id(lib.func.body)]
 
     def run(self) -> None:

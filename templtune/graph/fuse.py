@@ -91,18 +91,20 @@ def partition(func: Function, fuse: bool = True, max_depth: int = 256) -> list[F
     # group after the shortcut's group), so run groups in the order their outputs are produced.
     pos = {id(c): k for k, c in enumerate(calls)}
     groups.sort(key=lambda g: pos[id(g[-1])])
-    out: list[FusedGroup] = []
-    for g in groups:
-        inside = {id(c) for c in g}
-        seen: set[int] = set()
-        inputs: list[Expr] = []
-        for c in g:
-            for a in c.args:
-                if id(a) not in inside and id(a) not in seen:
-                    seen.add(id(a))
-                    inputs.append(a)
-        out.append(FusedGroup(tuple(g), tuple(inputs)))
-    return out
+    return [make_group(g) for g in groups]
+
+
+def make_group(calls: list[Call] | tuple[Call, ...]) -> FusedGroup:
+    """A group of ``calls`` (in order) whose inputs are the values they read from outside."""
+    inside = {id(c) for c in calls}
+    seen: set[int] = set()
+    inputs: list[Expr] = []
+    for c in calls:
+        for a in c.args:
+            if id(a) not in inside and id(a) not in seen:
+                seen.add(id(a))
+                inputs.append(a)
+    return FusedGroup(tuple(calls), tuple(inputs))
 
 
 def param_inputs(group: FusedGroup, params: dict[str, object]) -> list[bool]:

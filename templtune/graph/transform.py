@@ -4,7 +4,9 @@ Honoured: ``opt_level`` (0 disables operator fusion, as Relay's FuseOps), ``disa
 (``"FuseOps"``), and the config keys ``relay.backend.use_auto_scheduler`` (False makes
 ``relay.build`` ignore auto-scheduler records; templtune uses them by default when an
 ``ApplyHistoryBest`` is active, where TVM needs the flag) and ``relay.FuseOps.max_depth`` (the
-most operators in one fused group, default 256). An unknown config key is an error naming it.
+most operators in one fused group, default 256), and templtune's ``templtune.graph.use_templates``
+(False: no AutoTVM template implementations, only auto-scheduler records and default
+schedules). An unknown config key is an error naming it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 from .op import GraphError
 
-_KNOWN = {"relay.backend.use_auto_scheduler": bool, "relay.FuseOps.max_depth": int}
+_KNOWN = {"relay.backend.use_auto_scheduler": bool, "relay.FuseOps.max_depth": int,
+          "templtune.graph.use_templates": bool}
 _CURRENT: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar(
     "templtune_pass_context", default=None)
 
@@ -49,6 +52,10 @@ class PassContext:
     @property
     def max_fuse_depth(self) -> int:
         return int(self.config.get("relay.FuseOps.max_depth", 256))
+
+    @property
+    def use_templates(self) -> bool:
+        return bool(self.config.get("templtune.graph.use_templates", True))
 
     @property
     def use_auto_scheduler(self) -> bool:

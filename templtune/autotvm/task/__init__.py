@@ -17,6 +17,7 @@ _NAMES = {
     "load_reference_log": "reference",
     "register_topi_compute": "topi_integration", "register_topi_schedule": "topi_integration",
     "get_workload": "topi_integration", "extract_tasks": "topi_integration",
+    "extract_from_program": "relay_integration",
 }
 _OUTER = {
     "ConfigSpace": "templtune.autotvm.space", "ConfigEntity": "templtune.autotvm.space",
@@ -29,7 +30,7 @@ _OUTER = {
 }
 
 _SUBMODULES = {"space", "dispatcher", "task", "knobs", "fallback", "reference", "target_compat",
-               "topi_integration"}
+               "topi_integration", "relay_integration"}
 
 __all__ = sorted([*_NAMES, *_OUTER])
 
