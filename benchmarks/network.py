@@ -102,6 +102,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--profile", action="store_true", help="print the time of every group")
     a = ap.parse_args()
 
     import torch
@@ -142,6 +143,12 @@ def main() -> None:
         np.testing.assert_allclose(fwd(xt).numpy(), ref, rtol=1e-3, atol=1e-5)
     print("check: templtune and PyTorch both match numpy")
 
+    if a.profile:
+        rows = module.profile()
+        total = sum(r[2] for r in rows)
+        print(f"{'group':48s} {'implementation':32s} {'ms':>8s} {'share':>6s}")
+        for name, impl, sec in sorted(rows, key=lambda r: -r[2]):
+            print(f"{name[:48]:48s} {impl[:32]:32s} {sec * 1e3:8.3f} {sec / total:6.1%}")
     for nt in (int(t) for t in a.threads.split(",")):
         torch.set_num_threads(nt)
         for cg in lib.groups:

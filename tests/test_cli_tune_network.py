@@ -49,3 +49,24 @@ def test_tune_a_small_network_then_resume(capsys, tmp_path):
     assert n_records >= n_tasks
     assert "from tuned records" in out and "(0 from tuned records)" not in out
     assert "check: the compiled network matches numpy" in out
+
+
+def test_autotvm_method_builds_with_templates(capsys, tmp_path):
+    rc, out, _ = run(capsys, "tune-network", "resnet-18", "--image-shape", "3,32,32",
+                     "--method", "autotvm", "--log", str(tmp_path / "none.log"),
+                     "--timing-repeat", "1", "--timing-ms", "1")
+    assert rc == 0, out
+    assert "resnet-18: 12 AutoTVM tasks" in out and "dense(1, 1000, 512, 40)" in out
+    assert "check: the compiled network matches numpy" in out
+
+
+@pytest.mark.slow
+def test_autotvm_method_tunes_every_task(capsys, tmp_path):
+    log = tmp_path / "t.log"
+    rc, out, _ = run(capsys, "tune-network", "resnet-18", "--image-shape", "3,32,32",
+                     "--method", "autotvm", "--trials-per-task", "2", "--tuner", "random",
+                     "--log", str(log), "--timing-repeat", "1", "--timing-ms", "1")
+    assert rc == 0, out
+    assert out.count("GFLOPS after 2 trials") == 12
+    assert "compiled 24 groups (21 from tuning records)" in out
+    assert len(log.read_text().splitlines()) == 24

@@ -102,18 +102,22 @@ class TuneSummary:
 def tune_task(task: Any, *, tuner: str = "xgb", n_trial: int = 200, log: str | os.PathLike,
               early_stopping: int | None = None, seed: int | None = 0, number: int = 4,
               repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 20,
-              n_parallel: int | None = None, progress: bool = True) -> TuneSummary:
-    """Tune ``task`` and append its records to ``log`` (folders are created)."""
+              n_parallel: int | None = None, progress: bool = True,
+              option: dict | None = None) -> TuneSummary:
+    """Tune ``task`` and append its records to ``log`` (folders are created). ``option``: a
+    ``measure_option`` to reuse across tasks (its worker processes stay up); by default one
+    is made from the timing arguments."""
     from templtune import autotvm
 
     if n_trial < 1:
         raise CliError(f"--n-trial must be at least 1, got {n_trial}")
     log_path = Path(log)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    option = autotvm.measure_option(
-        builder=autotvm.LocalBuilder(timeout=timeout, n_parallel=n_parallel),
-        runner=autotvm.LocalRunner(timeout=timeout, number=number, repeat=repeat,
-                                   min_repeat_ms=min_repeat_ms))
+    if option is None:
+        option = autotvm.measure_option(
+            builder=autotvm.LocalBuilder(timeout=timeout, n_parallel=n_parallel),
+            runner=autotvm.LocalRunner(timeout=timeout, number=number, repeat=repeat,
+                                       min_repeat_ms=min_repeat_ms))
     t = make_tuner(tuner, task, seed)
     n_trial = min(n_trial, len(task.config_space))
     callbacks = [autotvm.callback.log_to_file(str(log_path))]

@@ -1,8 +1,11 @@
-"""``templtune tune-network NAME``: the network-tuning tutorial as one command.
+"""``templtune tune-network NAME``: the network-tuning tutorials as one command.
 
-Extracts the auto-scheduler tasks of a zoo network, tunes them under one trial budget with the
-task scheduler (resuming from the log when it exists), compiles the network with the best
-records, checks its output against the numpy interpreter and prints the inference time.
+``--method auto_scheduler`` (default) extracts the auto-scheduler tasks of a zoo network and
+tunes them under one trial budget with the task scheduler (resuming from the log when it
+exists); ``--method autotvm`` extracts the template tasks of its conv2d/dense layers
+(``autotvm.task.extract_from_program``) and tunes each with a tuner for ``--trials-per-task``
+trials. Either way the network is then compiled with the best records, checked against the
+numpy interpreter, and timed.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 import numpy as np
 
 from templtune.cli.main import CliError, command
-from templtune.cli.tune_cmd import parse_int_list, positive_int
+from templtune.cli.tune_cmd import TUNERS, parse_int_list, positive_int, tune_task
 
 
 def _print_tasks(tasks: list, weights: list) -> None:
@@ -24,7 +27,6 @@ def _print_tasks(tasks: list, weights: list) -> None:
 
 
 def cmd_tune_network(args: argparse.Namespace) -> int:
-    import templtune
     from templtune import auto_scheduler, graph
 
     image = parse_int_list(args.image_shape)
@@ -36,8 +38,11 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
                                                            image_shape=shape)
     except graph.GraphError as exc:
         raise CliError(str(exc)) from None
+    suffix = ".json" if args.method == "auto_scheduler" else "-autotvm.log"
     log = args.log or os.path.join(
-        "logs", f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}.json")
+        "logs", f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}{suffix}")
+    if args.method == "autotvm":
+        return _autotvm(args, net, params, ishape, log)
     tasks, weights = auto_scheduler.extract_tasks(net, params, args.target)
     print(f"{args.network}: {len(tasks)} tasks; log: {log}")
     _print_tasks(tasks, weights)
@@ -62,7 +67,49 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
             lib = graph.build(net, target=args.target, params=params)
     else:
         lib = graph.build(net, target=args.target, params=params)
-    print(f"compiled {len(lib.groups)} kernels ({lib.num_tuned} from tuned records) "
+    return _check_and_time(args, net, params, ishape, lib, t0)
+
+
+def _autotvm(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
+             log: str) -> int:
+    from templtune import autotvm, graph
+
+    tasks = autotvm.task.extract_from_program(net, params, args.target)
+    print(f"{args.network}: {len(tasks)} AutoTVM tasks; log: {log}")
+    for i, t in enumerate(tasks):
+        print(f"{i:>3}  {t.flop / 1e6:9.2f} MFLOP  {t.name}{tuple(t.args)}  "
+              f"({len(t.config_space)} configs)")
+    if args.trials_per_task > 0:
+        t0 = time.time()
+        # NOTE: one builder pool and one measurement process for all tasks.
+        option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                                        runner=autotvm.LocalRunner(repeat=args.repeat))
+        try:
+            for i, task in enumerate(tasks):
+                s = tune_task(task, tuner=args.tuner, n_trial=args.trials_per_task, log=log,
+                              early_stopping=args.early_stopping, seed=args.seed,
+                              progress=False, option=option)
+                print(f"[Task {i + 1:2d}/{len(tasks):2d}] {task.name}{tuple(task.args)}: "
+                      f"{s.best_gflops:.2f} GFLOPS after {s.trials} trials")
+        finally:
+            for part in option.values():
+                part.close()
+        print(f"tuned {len(tasks)} tasks in {time.time() - t0:.1f} s")
+    t0 = time.time()
+    if os.path.isfile(log):
+        with autotvm.apply_history_best(log):
+            lib = graph.build(net, target=args.target, params=params)
+    else:  # the packaged reference logs and fallback configs
+        lib = graph.build(net, target=args.target, params=params)
+    return _check_and_time(args, net, params, ishape, lib, t0)
+
+
+def _check_and_time(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
+                    lib: object, t0: float) -> int:
+    import templtune
+    from templtune import graph
+
+    print(f"compiled {len(lib.groups)} groups ({lib.num_tuned} from tuning records) "
           f"in {time.time() - t0:.1f} s")
     module = graph.GraphModule(lib["default"](templtune.cpu()))
     data = np.random.default_rng(args.seed).uniform(size=ishape).astype("float32")
@@ -85,9 +132,17 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
     parser.add_argument("--image-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
     parser.add_argument("--target", default="llvm")
+    parser.add_argument("--method", choices=("auto_scheduler", "autotvm"),
+                        default="auto_scheduler",
+                        help="template-free search (default) or the x86 AutoTVM templates")
+    parser.add_argument("--trials-per-task", type=int, default=0,
+                        help="--method autotvm: trials per task (0: build with the log as is)")
+    parser.add_argument("--tuner", choices=TUNERS, default="xgb",
+                        help="--method autotvm: the tuner (default xgb)")
+    parser.add_argument("--early-stopping", type=positive_int, default=None)
     parser.add_argument("--trials", type=int, default=0,
-                        help="total measurement trials over all tasks (0: compile and time "
-                             "with the log as it is; ~800 per task converges)")
+                        help="--method auto_scheduler: total trials over all tasks (0: "
+                             "compile and time with the log as it is; ~800 per task converges)")
     parser.add_argument("--per-round", type=positive_int, default=64,
                         help="measurements per task per round (default 64)")
     parser.add_argument("--model", choices=("xgb", "random"), default="xgb",

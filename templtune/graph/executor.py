@@ -149,6 +149,24 @@ class GraphModule:
 
         return array(self.module.output.copy())
 
+    def profile(self, number: int = 3) -> list[tuple[str, str, float]]:
+        """Per fused group: ``(name, implementation, median seconds per call)`` (what TVM's
+        debug executor reports), each group timed over ``number`` calls on the current
+        inputs after one full warm-up run."""
+        self.module.run()
+        out = []
+        plan = iter(self.module.plan)
+        for cg in self.module.lib.groups:
+            calls = [next(plan) for _ in cg.steps]
+            times = []
+            for _ in range(number):
+                t0 = time.perf_counter()
+                for kernel, args in calls:
+                    kernel(*args)
+                times.append(time.perf_counter() - t0)
+            out.append((cg.group.name, cg.impl, float(np.median(times))))
+        return out
+
     def benchmark(self, device: Any = None, func_name: str = "run", repeat: int = 5,
                   number: int = 5, min_repeat_ms: float = 0) -> BenchmarkResult:
         """Time whole runs: ``repeat`` rounds of ``number`` runs (seconds per run each)."""
