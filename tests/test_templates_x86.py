@@ -66,6 +66,7 @@ WORKLOADS = [
     ("depthwise_conv2d_nchw", (1, 11, 11, 4, 2, 3, 3, 2, 0), 4),
     ("dense", (4, 48, 24), N_CONFIGS),
     ("dense", (1, 40, 32), 4),
+    ("dense", (1, 20, 48), N_CONFIGS),
     ("dense", (3, 32, 16, 8), 4),
     ("conv2d_winograd", (1, 7, 7, 32, 16, 3, 3, 1, 1), N_CONFIGS),
     ("conv2d_winograd", (1, 6, 6, 16, 8, 3, 3, 1, 1, 4), 4),

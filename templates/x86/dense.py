@@ -6,7 +6,10 @@ rows are blocked by ``rb`` (unrolled) over an unrolled ``ku`` step of ``k``; ``b
 vectorized axis and the fused (row tile, column tile) loop runs in parallel. With batch 1 the
 column tiles carry the parallelism.
 
-``prepacked=b`` takes the weight already packed (see :func:`_dense`).
+``prepacked=b`` takes the weight already packed (see :func:`_dense`). Batch 1 with a plain
+weight (``K`` a multiple of the vector lanes) takes a GEMV path instead that reads the weight
+in place (:func:`_gemv`; knobs ``tile_x`` ``[no, nb]`` rows per block, ``tile_k`` ``[ko, ku]``
+over ``K / lanes``, ``rows_inner``): packing it per call cost more than the product.
 
 Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
 of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``).
@@ -54,6 +57,58 @@ def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
         cfg.fallback_split("tile_k", [-1, 4])
 
 
+def _gemv_lanes(m: int, k: int, prepacked: int) -> int:
+    """Vector lanes of the batch-1 path (0: not taken): plain weights, one row, ``K`` a
+    multiple of the lanes."""
+    lanes, _ = target_vector()
+    return lanes if m == 1 and not prepacked and k % lanes == 0 else 0
+
+
+def _define_gemv(cfg: Any, n: int, k: int, lanes: int) -> None:
+    cfg.define_split("tile_x", n, num_outputs=2, filter=max_inner(16))
+    cfg.define_split("tile_k", k // lanes, num_outputs=2, filter=max_inner(8))
+    cfg.define_knob("rows_inner", [True, False])
+    if cfg.is_fallback:
+        cfg.fallback_split("tile_x", [-1, divisor_at_most(n, 8)])
+        cfg.fallback_split("tile_k", [-1, divisor_at_most(k // lanes, 4)])
+
+
+def _gemv(N: int, K: int, lanes: int) -> tuple[Any, list[Any]]:
+    """Batch 1, plain ``[N, K]`` weight: no repacking. Each weight row is read once,
+    contiguously: ``nb`` rows at a time accumulate ``lanes``-wide partial dot products in
+    registers (``partial[n, v]``, ``ku`` steps of ``k`` unrolled), summed across the lanes at the
+    end. Memory-bound: the weight streams through once per call."""
+    cfg = autotvm.get_config()
+    _define_gemv(cfg, N, K, lanes)
+    cfg.add_flop(2.0 * N * K)
+    nb = cfg["tile_x"].size[-1]
+    ku = cfg["tile_k"].size[-1]
+    data = te.placeholder((1, K), name="data")
+    weight = te.placeholder((N, K), name="weight")
+    ko = te.reduce_axis((0, K // lanes), name="ko")
+    partial = te.compute((N, lanes), lambda j, v: te.sum(
+        data[0, ko * lanes + v] * weight[j, ko * lanes + v], axis=ko), name="partial")
+    rv = te.reduce_axis((0, lanes), name="rv")
+    out = te.compute((1, N), lambda i, j: te.sum(partial[j, rv], axis=rv), name="dense")
+    s = te.create_schedule(out.op)
+    _, x = s[out].op.axis
+    xo, xi = s[out].split(x, factor=nb)
+    s[out].parallel(xo)
+    s[partial].compute_at(s[out], xo)
+    pj, pv = s[partial].op.axis
+    (pk,) = s[partial].op.reduce_axis
+    pko, pki = s[partial].split(pk, factor=ku)
+    if cfg["rows_inner"].val:
+        # NOTE: nb rows interleaved: nb independent accumulators hide the FMA latency.
+        s[partial].reorder(pko, pki, pj, pv)
+        s[partial].unroll(pj)
+    else:  # one row after the other: a single sequential stream per row
+        s[partial].reorder(pj, pko, pki, pv)
+    s[partial].unroll(pki)
+    s[partial].vectorize(pv)
+    return s, [data, weight, out]
+
+
 def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, weight, out])`` for the current config.
 
@@ -63,6 +118,9 @@ def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
     check_positive(M=M, N=N, K=K)
     if prepacked < 0 or (prepacked and N % prepacked):
         raise ValueError(f"dense: prepacked must be 0 or a divisor of N={N}, got {prepacked}")
+    lanes = _gemv_lanes(M, K, prepacked)
+    if lanes:
+        return _gemv(N, K, lanes)
     cfg = autotvm.get_config()
     _define(cfg, M, N, K, prepacked)
     cfg.add_flop(2.0 * M * N * K)
