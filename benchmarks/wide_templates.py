@@ -37,9 +37,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from templates.x86 import conv2d_nchw as _conv_mod  # noqa: E402
-from templates.x86 import dense as _dense_mod  # noqa: E402
-from templates.x86._common import pad_tuple, stride_pair, vec_regs  # noqa: E402
+# NOTE: through the installed package name, never the repo's top-level ``templates``: two
+# module objects for one template file would register its templates twice in one process.
+from templtune.templates.x86 import conv2d_nchw as _conv_mod  # noqa: E402
+from templtune.templates.x86 import dense as _dense_mod  # noqa: E402
+from templtune.templates.x86._common import pad_tuple, stride_pair, vec_regs  # noqa: E402
+
 from templtune import autotvm  # noqa: E402
 from templtune.autotvm.dispatcher import ApplyConfig  # noqa: E402
 from templtune.autotvm.space import _ConfigBase  # noqa: E402
