@@ -3,13 +3,14 @@
 Workloads: dense 1024^3, dense 1x512 -> 1000, dense 1x2048 -> 1000 (peer: numpy/OpenBLAS),
 the seed's ResNet layer 1x512x7x7 -> 512 3x3, conv2d 1x64x56x56 -> 64 3x3 and the ResNet stem
 1x3x224x224 -> 64 7x7 s2 (peer: PyTorch CPU, if installed: ``pip install torch==2.13.0``).
-The 3x3 layers also run the Winograd template (pre-transformed weights blocked by 8 output
-channels, as in inference), the stem and the 56x56 layer the width-vectorized direct template
-``conv2d_nchw_wvec``, and
-batch-1 dense and the convolutions also run with weights packed ahead of time (``prepacked``).
+The 3x3 layers also run the Winograd template (weights pre-transformed and blocked by
+``WINO_KBLOCK`` output channels, as in inference), the stem and the 56x56 layer the
+width-vectorized direct template ``conv2d_nchw_wvec``, and batch-1 dense and the convolutions
+also run with weights packed ahead of time (``prepacked``).
 Each templtune kernel uses the best config of the logs given (default: the shipped reference
-logs ``templates/logs/cpu/*.log`` and ``logs/pretune/*.log``); a workload with no record runs
-its fallback config and is marked ``(fallback)``. The machine's FMA peak is measured with an
+log ``templates/logs/cpu/*.log``); a workload with no record runs its fallback config and is
+marked ``(fallback)``. Under each workload, ``trials`` counts the tuning records of each
+kernel's workload in the raw logs ``logs/pretune/*.log`` (the trial budget spent on it). The machine's FMA peak is measured with an
 explicit FMA-chain kernel.
 
 Timing: for each thread count, rounds interleave every kernel of a workload (templtune, peer),
@@ -21,7 +22,7 @@ Allocator: a templtune kernel allocates its intermediate buffers (packed data an
 Winograd tiles) on each call. glibc serves the large ones with fresh ``mmap`` pages, or trims
 its heap after the call, so each call page-faults them in again (measured: ~1.7 of 3.9 ms of
 the 56x56 Winograd kernel, ~0.5 ms of the direct one). TVM's runtime pools such workspaces; until
-templtune's does, the benchmark pins glibc's mmap/trim thresholds (``mallopt``, process-wide, so
+templtune's does, the benchmark (like the tuner's runner process) pins glibc's mmap/trim thresholds (``mallopt``, process-wide, so
 the peers get the same allocator) and prints whether it did; ``--no-pin-malloc`` times the
 default behaviour. Run::
 
@@ -224,10 +225,11 @@ def _timer(fn: Callable[[], Any], number: int) -> Callable[[], float]:
 
 def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list[str],
                    known: set, threads: list[int], rounds: int, number: int,
-                   settle: float = 0.0) -> list[str]:
+                   settle: float = 0.0, budget: dict | None = None) -> list[str]:
     rng = np.random.default_rng(0)
     flop = float(autotvm.task.create(template, args, "llvm").flop)
     kernels: dict[str, tuple[Any, list[np.ndarray]]] = {}
+    keys: dict[str, tuple[str, tuple]] = {}  # kernel -> (template, args) of its log records
     notes = []
     if template == "dense":
         m, n, k = args
@@ -235,11 +237,13 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         w = rng.standard_normal((n, k)).astype(np.float32)
         out = np.zeros((m, n), np.float32)
         kernels["templtune"] = (build_tuned(template, args, logs), [a, w, out])
+        keys["templtune"] = ("dense", args)
         b = PREPACK.get(args)
         if b:  # weights packed once, outside the timed call (as an inference graph does)
             wp = np.ascontiguousarray(w.reshape(n // b, b, k).transpose(0, 2, 1))
             kernels["prepacked"] = (build_tuned(template, (*args, b), logs),
                                     [a, wp, np.zeros_like(out)])
+            keys["prepacked"] = ("dense", (*args, b))
             notes.append("" if ("dense", (*args, b)) in known else "(prepacked fallback)")
         expected = a @ w.T
         peer_fn: Callable[[], Any] | None = lambda: np.matmul(a, w.T)  # noqa: E731
@@ -251,6 +255,7 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         oh, ow = (h + 2 * pd - kh) // st + 1, (wd + 2 * pd - kw) // st + 1
         out = np.zeros((bn, co, oh, ow), np.float32)
         kernels["templtune"] = (build_tuned(template, args, logs), [data, kern, out])
+        keys["templtune"] = (template, args)
         notes.append("" if (template, args) in known else "(fallback)")
         b = PREPACK.get(args)
         if b:
@@ -258,9 +263,11 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
                                       .transpose(0, 2, 3, 4, 1))
             kernels["prepacked"] = (build_tuned(template, (*args, b), logs),
                                     [data, kp, np.zeros_like(out)])
+            keys["prepacked"] = (template, (*args, b))
             notes.append("" if (template, (*args, b)) in known else "(prepacked fallback)")
         for alt in VARIANTS.get(args, []):
             kernels[alt] = (build_tuned(alt, args, logs), [data, kern, np.zeros_like(out)])
+            keys[alt] = (alt, args)
             notes.append("" if (alt, args) in known else f"({alt} fallback)")
         from templtune.topi.testing import conv2d_nchw_python
 
@@ -278,6 +285,7 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
                                           .transpose(0, 1, 3, 2, 4))
                 mod = build_tuned("conv2d_winograd", wl, logs)
                 kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
+                keys[f"winograd F({m})"] = ("conv2d_winograd", wl)
                 notes.append("" if ("conv2d_winograd", wl) in known else
                              f"(winograd F({m}) fallback)")
         peer_fn = _torch_conv(data, kern, st, pd)
@@ -313,7 +321,20 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         ratio = f"{ours / g[peer]:.2f}" if peer in g else "-"
         cols = "  ".join(f"{k}={v:.1f}" for k, v in g.items())
         rows.append(f"{label:<22} {th:>2}  {cols}  ratio={ratio} {' '.join(n for n in notes if n)}")
+    if budget is not None:
+        rows.append(f"{'':<22}    trials: " + "  ".join(
+            f"{k}={budget.get(v, 0)}" for k, v in keys.items()))
     return rows
+
+
+def trial_budget(raw_logs: list[str]) -> dict[tuple[str, tuple], int]:
+    """Trials spent per workload ((template name, args) -> records) in the raw tuning logs."""
+    out: dict[tuple[str, tuple], int] = {}
+    for path in raw_logs:
+        for inp, _ in load_from_file(path):
+            key = (inp.task.name, tuple(inp.task.args))
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def main() -> None:
@@ -322,7 +343,7 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=5, help="calls per round and kernel")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--log", nargs="*", default=None,
-                    help="tuning logs (default: templates/logs/cpu/*.log logs/pretune/*.log)")
+                    help="tuning logs (default: the shipped reference templates/logs/cpu/*.log)")
     ap.add_argument("--only", default=None, help="only workloads whose label contains this")
     ap.add_argument("--settle", type=float, default=0.2,
                     help="seconds to idle before each multi-threaded timing (peers' spinning "
@@ -332,10 +353,12 @@ def main() -> None:
     opts = ap.parse_args()
     pinned = False if opts.no_pin_malloc else pin_malloc()
     load_templates("x86")
+    # NOTE: the reference log only: its records were re-timed in interleaved rounds
+    # (logs/rerank.py); a raw log's lucky single measurement would otherwise win.
     logs = opts.log if opts.log is not None else sorted(
-        glob.glob(str(ROOT / "templates/logs/cpu/*.log"))
-        + glob.glob(str(ROOT / "logs/pretune/*.log")))
+        glob.glob(str(ROOT / "templates/logs/cpu/*.log")))
     known = logged_workloads(logs)
+    budget = trial_budget(sorted(glob.glob(str(ROOT / "logs/pretune/*.log"))))
     print(f"logs: {len(logs)} files, {len(known)} workloads; cpu: "
           f"{__import__('llvmlite.binding', fromlist=['x']).get_host_cpu_name()}; "
           f"malloc thresholds pinned: {pinned}")
@@ -346,7 +369,7 @@ def main() -> None:
         if opts.only and opts.only not in label:
             continue
         for row in bench_workload(label, template, args, peer, logs, known, opts.threads,
-                                  opts.rounds, opts.number, opts.settle):
+                                  opts.rounds, opts.number, opts.settle, budget):
             print(row, flush=True)
 
 
