@@ -147,9 +147,12 @@ class CachingRunner(Runner):
         todo = [m for m in measure_inputs if int(m.config.index) not in self.cache.results]
         if todo:
             res = self.inner.run(todo, [self.cache.builds.pop(int(m.config.index)) for m in todo])
+            before = self.n_measured
             self.n_measured += len(todo)
             for m, r in zip(todo, res):
                 self.cache.results[int(m.config.index)] = r
+            if self.n_measured // 50 > before // 50:
+                self.cache.save()  # NOTE: keeps long runs' measurements if they are cut short
         return [self.cache.results[int(m.config.index)] for m in measure_inputs]
 
     def close(self) -> None:
@@ -182,7 +185,7 @@ def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
         before = len(curve)
         for r in results:
             curve.append(t._flops(r) if r.ok else 0.0)
-        if len(curve) // 100 > before // 100:
+        if len(curve) // 50 > before // 50:
             print(f"    {tuner_name} seed {seed}: {len(curve)} trials, best "
                   f"{max(curve) / 1e9:.2f} GFLOPS, {time.perf_counter() - tic:.0f} s", flush=True)
 
@@ -252,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--prefetch", action="store_true",
                    help="extract the features of the whole space before tuning")
     p.add_argument("--threads", type=int, default=1, help="threads of the measured kernels")
+    p.add_argument("--timeout", type=float, default=3.0, help="run timeout (s) per config")
     p.add_argument("--cache", help="JSON file of measurements shared across runs")
     p.add_argument("--fake", action="store_true", help="synthetic costs instead of measuring")
     p.add_argument("--json", help="write the summary here")
@@ -272,16 +276,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         for space in spaces:
             explicit = a.conv_template if wl == "conv2d" else a.dense_template
             tname = wide_name if space == "wide" else pick_template(kind, explicit)
+            def save(partial: dict[str, Any], done: list[dict[str, Any]] = summaries) -> None:
+                if a.json:
+                    Path(a.json).write_text(json.dumps([*done, partial], indent=1))
+
             summaries.append(run_workload(a, f"{wl}/{space}", tname, args, seeds, n_trial,
-                                          checkpoints))
+                                          checkpoints, save))
             if a.json:
                 Path(a.json).write_text(json.dumps(summaries, indent=1))
     return 0
 
 
 def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, seeds: list[int],
-                 n_trial: int, checkpoints: list[int]) -> dict[str, Any]:
-    """Tune one workload with every tuner and seed; print and return its summary."""
+                 n_trial: int, checkpoints: list[int],
+                 save_partial: Any = None) -> dict[str, Any]:
+    """Tune one workload with every tuner and seed; print and return its summary.
+
+    After each seed (all tuners), the summary of the seeds done so far is printed and passed
+    to ``save_partial`` (a run cut short still leaves complete seeds)."""
     task = autotvm.task.create(tname, args=args, target=a.target)
     print(f"{label}: template {tname}, {len(task.config_space)} configs, "
           f"{(task.flop or 0) / 1e9:.3f} GFLOP", flush=True)
@@ -296,10 +308,10 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
 
         inner_b = LocalBuilder(n_parallel=a.n_parallel)
         # NOTE: one timed run (after the correctness run): kernels take 5-1000 ms here and
-        # the budget is thousands of distinct configs; configs slower than ~2 s (under ~5%
-        # of the best) time out and count as failures, as in AutoTVM.
+        # the budget is thousands of distinct configs; configs slower than --timeout (both
+        # runs; under ~5% of the best on an idle machine) count as failures, as in AutoTVM.
         inner_r = LocalRunner(number=1, repeat=1, min_repeat_ms=0, cooldown_interval=0,
-                              timeout=2.0)
+                              timeout=a.timeout)
     builder, runner = CachingBuilder(inner_b, cache), CachingRunner(inner_r, cache)
     option = measure_option(builder, runner)
     extractor = None
@@ -326,6 +338,10 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
             print(f"  {tuner_name} seed {seed}: {runs[tuner_name][seed]['seconds']:.1f} s, "
                   f"{runner.n_measured} distinct configs measured so far", flush=True)
             cache.save()
+        if save_partial is not None and seed != seeds[-1]:
+            partial = summarize(f"{label} (seeds so far)", runs, checkpoints)
+            partial.update(summary_extra, partial_seeds=seeds[:seeds.index(seed) + 1])
+            save_partial(partial)
     if extractor is not None:
         extractor.close()
         summary_extra["feature_seconds_total"] = extractor.seconds

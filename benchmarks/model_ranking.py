@@ -1,0 +1,109 @@
+"""How well does the XGB cost model rank configs of a wide space? (offline, from measurements)
+
+Reads the measurement cache written by ``sample_efficiency.py --cache`` (config index -> costs),
+and for each feature type and loss trains ``XGBoostCostModel`` on ``n`` measured configs drawn
+at random, then scores the other measured configs. Printed per (feature type, loss, n), as the
+median over ``--repeats`` draws: Spearman's rho on the held-out configs, the mean true
+throughput (as a fraction of the best) of the model's top 64 held-out picks, and how many of
+the held-out top-5% configs are among those 64.
+
+NOTE: the held-out configs are those the benchmark's tuners measured, which over-represents
+good configs (XGB and GA pick them); the random tuner's picks alone would be unbiased but few.
+
+Usage::
+
+    python benchmarks/model_ranking.py --cache /tmp/se/cache_dense.json --workload dense
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import wide_templates  # noqa: E402, F401 - registers the wide templates
+from sample_efficiency import WORKLOADS  # noqa: E402
+
+from templtune import autotvm  # noqa: E402
+from templtune.autotvm.feature.extract import FeatureExtractor  # noqa: E402
+from templtune.autotvm.tuner.metric import spearman  # noqa: E402
+from templtune.autotvm.tuner.xgboost_cost_model import XGBoostCostModel  # noqa: E402
+
+
+def load_measurements(path: Path, key_prefix: str) -> dict[int, float]:
+    """Config index -> seconds (inf for failures) of the cache entry starting with the key."""
+    data = json.loads(path.read_text())
+    keys = [k for k in data if k.startswith(key_prefix)]
+    if not keys:
+        raise SystemExit(f"no cache entry for {key_prefix!r} in {path} (has {list(data)})")
+    out = {}
+    for i, (costs, err) in data[keys[0]].items():
+        out[int(i)] = float(np.mean(costs)) if err == 0 else float("inf")
+    return out
+
+
+def evaluate(task, extractor: FeatureExtractor, idx: np.ndarray, gflops: np.ndarray, n: int,
+             loss: str, seed: int, top: int = 64) -> tuple[float, float, float]:
+    """(Spearman, mean normalised GFLOPS of the top picks, recall of the top 5%) of one draw."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(idx))
+    tr, te = perm[:n], perm[n:]
+    model = XGBoostCostModel(task, extractor.feature_type, loss_type=loss, num_threads=1,
+                             seed=seed, extractor=extractor)
+    model.fit(idx[tr].tolist(), gflops[tr].tolist(), 64)
+    pred = model.predict(idx[te].tolist())
+    truth = gflops[te]
+    rho = spearman(pred, truth)
+    pick = np.argsort(-pred)[:top]
+    best = truth.max()
+    quality = float(np.mean(truth[pick]) / best) if best > 0 else 0.0
+    elite = set(np.argsort(-truth)[: max(1, len(truth) // 20)].tolist())
+    recall = len(elite & set(pick.tolist())) / len(elite)
+    return rho, quality, recall
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cache", required=True)
+    p.add_argument("--workload", default="dense", choices=sorted(WORKLOADS))
+    p.add_argument("--template", help="template name (default: the wide one)")
+    p.add_argument("--feature-types", default="knob,itervar,curve")
+    p.add_argument("--losses", default="reg,rank")
+    p.add_argument("--sizes", default="64,128,256")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--n-workers", type=int, default=2)
+    a = p.parse_args(argv)
+    _, wide, args = WORKLOADS[a.workload]
+    tname = a.template or wide
+    task = autotvm.task.create(tname, args=args, target="llvm")
+    meas = load_measurements(Path(a.cache), f"{tname}{args}")
+    idx = np.asarray(sorted(meas), dtype=np.int64)
+    gflops = np.asarray([task.flop / meas[i] / 1e9 for i in idx])
+    print(f"{tname}: {len(idx)} measured configs, best {gflops.max():.1f} GFLOPS, "
+          f"{np.mean(gflops == 0):.0%} failed")
+    print(f"{'features':9s}{'loss':6s}{'n':>5s}{'spearman':>10s}{'top64 q':>9s}{'top5% rec':>10s}")
+    for ft in a.feature_types.split(","):
+        ext = FeatureExtractor(task, ft, a.n_workers)
+        ext.get(idx.tolist())
+        for loss in a.losses.split(","):
+            for n in (int(s) for s in a.sizes.split(",")):
+                if n >= len(idx) - 64:
+                    continue
+                res = np.asarray([evaluate(task, ext, idx, gflops, n, loss, seed)
+                                  for seed in range(a.repeats)])
+                med = np.median(res, axis=0)
+                print(f"{ft:9s}{loss:6s}{n:5d}{med[0]:10.3f}{med[1]:9.3f}{med[2]:10.3f}",
+                      flush=True)
+        ext.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
