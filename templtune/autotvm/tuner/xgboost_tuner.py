@@ -49,7 +49,10 @@ class XGBTuner(ModelBasedTuner):
     re-planning round scores roughly 10-20 thousand configs, i.e. one to a few minutes on
     two cores, which is comparable to measuring ``plan_size`` configs. ``"knob"`` features cost
     microseconds (a vectorised table lookup); prefer them when tuning time matters more than
-    sample efficiency.
+    sample efficiency. Features depend only on the config, so tuners of one task can share an
+    ``extractor`` (its cache); for spaces of up to some ten thousand points, extracting the
+    whole space once (``extractor.get(all valid indices)``, in the process pool) makes every
+    later round's scoring a cached lookup (the sample-efficiency benchmark does this).
 
     Deviation (spec §9 item 13): the default loss is ``"reg"`` (TVM ≥ 0.13), not ``"rank"``.
 
