@@ -24,6 +24,8 @@ from ._common import (
     pad_nchw,
     pad_tuple,
     stride_pair,
+    target_vector,
+    vec_regs,
     vector_divisor,
 )
 from .conv2d_nchw import out_size
@@ -33,7 +35,10 @@ def _define(cfg: Any, oh: int, ow: int, padded: bool) -> None:
     cfg.define_split("tile_oh", oh, num_outputs=2, filter=max_inner(8))
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=lane_filter(ow))
     cfg.define_knob("inline_pad", [False, True] if padded else [False])
-    cfg.multi_filter(lambda e: e["tile_oh"].size[-1] * e["tile_ow"].size[-1] <= 24 * 16)
+    lanes, regs = target_vector()
+    # NOTE: the oh_bn x ow_bn block's accumulators fit the target's vector registers.
+    cfg.multi_filter(lambda e: e["tile_oh"].size[-1] * vec_regs(e["tile_ow"].size[-1], lanes)
+                     <= regs)
     if cfg.is_fallback:
         bw = vector_divisor(ow, 32)
         cfg.fallback_split("tile_ow", [-1, bw])
