@@ -144,6 +144,9 @@ def _footprints(acc: Access, geo: _Geom, loops: Sequence[Any]) -> list[tuple[flo
     out = [(1.0, 1.0)]
     for k in range(len(loops) - 1, -1, -1):
         lp = loops[k]
+        if lp.var not in by_var and lp.var not in acc.nonlinear:
+            out.append(out[-1])  # the access does not move along this loop
+            continue
         for atom, d, cd in by_var.get(lp.var, ()):
             n = _atom_extent(atom, lp.extent)
             if n > 1:
