@@ -10,8 +10,8 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
 * Default ``evolutionary_search_population`` is 256 (TVM: 2048): candidates are replayed in
   Python. On CPU, ``max_innermost_split_factor`` defaults to 16 (TVM: 64; register-sized
   innermost tiles, see ``search_policy.CPU_PARAMS``).
-* ``XGBModel`` learns from fixed-length *state* features (loop extents/annotations per stage and
-  split lengths), not TVM's 164-float per-store features; labels and weights follow TVM.
+* ``XGBModel`` scores Ansor-style per-store features (:mod:`.feature`) with the pack-sum
+  objective; see :mod:`.cost_model` for what differs from TVM's feature set.
 * ``extract_tasks`` takes a :mod:`templtune.graph` network (Relay is not part of templtune).
 * Layout rewrite (llvm, ``layout_rewrite_option=1``) re-lays the ``layout_free_placeholders``
   through a transform stage inside the kernel (INSERT_TRANSFORM_STAGE); option 2
