@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from templtune.runtime.module import ProfileResult
+from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
 from .op import GraphError
@@ -45,50 +45,24 @@ class GraphRuntime:
 
     def time_evaluator(self, func_name: str = "run", dev: Any = None, number: int = 1,
                        repeat: int = 1, min_repeat_ms: float = 0) -> Any:
-        """Time ``run`` as TVM's ``module.module.time_evaluator("run", ...)`` does: ``repeat``
-        rounds of ``number`` runs, ``number`` grown until a round lasts ``min_repeat_ms``."""
+        """Time ``run`` as TVM's ``module.module.time_evaluator("run", ...)`` does: one warm-up
+        run, then ``repeat`` rounds of ``number`` runs, ``number`` grown until a round lasts
+        ``min_repeat_ms``; returns ``f() -> BenchmarkResult`` (seconds per run per round)."""
         if func_name != "run":
             raise AttributeError(f"a graph runtime can time only 'run', not {func_name!r}")
-        if number < 1 or repeat < 1:
-            raise ValueError(f"number and repeat must be >= 1, got {number}, {repeat}")
 
-        def evaluator() -> ProfileResult:
-            self.run()  # warm-up
-            n = int(number)
-            results, numbers = [], []
-            for _ in range(repeat):
-                while True:
-                    t0 = time.perf_counter()
-                    for _ in range(n):
-                        self.run()
-                    dur_ms = (time.perf_counter() - t0) * 1e3
-                    if dur_ms >= min_repeat_ms:
-                        break
-                    n = int(max(min_repeat_ms / (dur_ms / n) + 1, n * 1.618))
-                results.append(dur_ms / 1e3 / n)
-                numbers.append(n)
-            return ProfileResult(float(np.mean(results)), tuple(results), tuple(numbers))
+        def batch(n: int) -> float:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                self.run()
+            return time.perf_counter() - t0
 
-        return evaluator
+        return lambda: BenchmarkResult(measure_loop(batch, number, repeat, min_repeat_ms).results)
 
 
 @dataclass(frozen=True, slots=True)
-class BenchmarkResult:
-    """Seconds per run for each repeat (``GraphModule.benchmark``)."""
-
-    results: tuple[float, ...]
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.results))
-
-    @property
-    def median(self) -> float:
-        return float(np.median(self.results))
-
-    @property
-    def std(self) -> float:
-        return float(np.std(self.results))
+class BenchmarkResult(TimeResult):
+    """Seconds per run for each repeat (``GraphModule.benchmark``), printed as TVM does."""
 
     def __str__(self) -> str:
         ms = np.array(self.results) * 1e3
@@ -170,5 +144,4 @@ class GraphModule:
     def benchmark(self, device: Any = None, func_name: str = "run", repeat: int = 5,
                   number: int = 5, min_repeat_ms: float = 0) -> BenchmarkResult:
         """Time whole runs: ``repeat`` rounds of ``number`` runs (seconds per run each)."""
-        res = self.module.time_evaluator(func_name, device, number, repeat, min_repeat_ms)()
-        return BenchmarkResult(res.results)
+        return self.module.time_evaluator(func_name, device, number, repeat, min_repeat_ms)()
