@@ -91,7 +91,10 @@ def test_mobilenet_layouts_match_numpy(layout: str) -> None:
     net, params = graph.testing.mobilenet.get_workload(image_shape=shape, layout=layout,
                                                        alpha=0.25, num_classes=10)
     x = np.random.default_rng(1).standard_normal(net.params[0].shape).astype("float32")
-    out = _run(graph.build(net, "llvm", params), x)
+    lib = graph.build(net, "llvm", params)
+    impl = "autotvm:conv2d_nchw" if layout == "NCHW" else "autotvm:conv2d_nhwc"
+    assert lib.groups[0].impl == impl
+    out = _run(lib, x)
     np.testing.assert_allclose(out, graph.evaluate(net, params, data=x), rtol=1e-4, atol=1e-6)
 
 

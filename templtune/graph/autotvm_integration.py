@@ -86,8 +86,15 @@ def candidates(call: Call) -> list[Candidate]:
         (m, k), n = call.args[0].shape, call.shape[1]
         out = [Candidate("dense", (m, n, k, b), _pack_dense(b)) for b in _blocks(n)]
         return out + [Candidate("dense", (m, n, k))]
-    if call.op != "nn.conv2d" or a["data_layout"] != "NCHW":
+    if call.op != "nn.conv2d":
         return []
+    if a["data_layout"] == "NHWC":
+        if a["groups"] != 1:
+            return []
+        n, h, w, ci = call.args[0].shape
+        kh, kw, _, co = call.args[1].shape
+        return [Candidate("conv2d_nhwc", (n, h, w, co, ci, kh, kw, _scalar(a["strides"]),
+                                          _scalar(a["padding"])))]
     n, ci, h, w = call.args[0].shape
     co, _, kh, kw = call.args[1].shape
     stride, pad = _scalar(a["strides"]), _scalar(a["padding"])
