@@ -228,3 +228,20 @@ def test_gpu_states_count_each_thread_binding_once() -> None:
         threads = {round(r["threadIdx_x_len"], 6) for r in rs}
         assert len(threads) == 1 and 0 < threads.pop() <= log2p(1024)
         assert sum(r["float_mul"] == pytest.approx(log2p(m * n * k), abs=1e-5) for r in rs) == 1
+
+
+def test_lines_count_a_split_contiguous_run_once() -> None:
+    # j split by 4: j.1 covers 16 bytes, j.0 continues right after it, so the 64-byte lines
+    # are fetched once each (not once per j.1 run)
+    a = te.placeholder((64, 64), name="A")
+    b = te.compute((64, 64), lambda i, j: a[i, j] + 1.0, name="B")
+    task = _Task([a, b])
+    (row,) = rows(task, task.compute_dag.get_init_state().split(1, 1, [4]))
+    for kind in ("read", "write"):
+        assert buf(row, kind)["lines"] == pytest.approx(log2p(64 * 64 * 4 / 64), abs=1e-5)
+    # a transposed read (stride 64 along the inner loop) fetches a line per element
+    c = te.compute((64, 64), lambda i, j: a[j, i] + 1.0, name="C")
+    task_t = _Task([a, c])
+    (row_t,) = rows(task_t, task_t.compute_dag.get_init_state())
+    assert buf(row_t, "read")["lines"] == pytest.approx(log2p(64 * 64), abs=1e-5)
+    assert buf(row_t, "read")["stride"] == pytest.approx(log2p(64), abs=1e-5)
