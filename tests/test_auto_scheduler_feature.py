@@ -245,3 +245,18 @@ def test_lines_count_a_split_contiguous_run_once() -> None:
     (row_t,) = rows(task_t, task_t.compute_dag.get_init_state())
     assert buf(row_t, "read")["lines"] == pytest.approx(log2p(64 * 64), abs=1e-5)
     assert buf(row_t, "read")["stride"] == pytest.approx(log2p(64), abs=1e-5)
+
+
+def test_cache_is_bounded_over_all_dags(monkeypatch) -> None:
+    monkeypatch.setattr(F, "CACHE_LIMIT", 10)
+    t1, t2 = _Task(matmul(8, 8, 8)), _Task(matmul(8, 8, 4))
+    s1, s2 = t1.compute_dag.get_init_state(), t2.compute_dag.get_init_state()
+    states1 = [s1.split(2, 0, [f]) for f in (1, 2, 4, 8)] + [s1.split(2, 1, [f]) for f in (2, 4)]
+    states2 = [s2.split(2, 0, [f]) for f in (1, 2, 4, 8)] + [s2.split(2, 1, [f]) for f in (2, 4)]
+    x1 = F.get_per_store_features_from_states(states1, t1)
+    x2 = F.get_per_store_features_from_states(states2, t2)
+    assert sum(len(c) for c in F._CACHES.values()) <= 10
+    F._CACHES.clear()
+    for got, want in zip(x1 + x2, F.get_per_store_features_from_states(states1, t1)
+                         + F.get_per_store_features_from_states(states2, t2)):
+        np.testing.assert_array_equal(got, want)

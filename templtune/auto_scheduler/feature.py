@@ -24,7 +24,7 @@ from .feature_row import DEFAULT_MAX_N_BUFS, features_of_body, get_per_store_fea
 
 logger = logging.getLogger("templtune.auto_scheduler.feature")
 
-#: Cached feature arrays per DAG (oldest dropped first beyond this many).
+#: Cached feature arrays over all DAGs (the oldest of the largest cache dropped beyond this).
 CACHE_LIMIT = 50_000
 _CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _DAGS_BY_KEY: dict[str, Any] = {}
@@ -135,9 +135,13 @@ def get_per_store_features_from_states(states: Sequence[Any], task: Any,
             # in-process.
             x = cache[key] = features_of_state(dag, s, gpu, n_bufs, lr)
         out.append(x)
-    if len(cache) > CACHE_LIMIT:
-        for k in list(cache)[:len(cache) - CACHE_LIMIT + CACHE_LIMIT // 10]:
-            del cache[k]
+    total = sum(len(c) for c in _CACHES.values())
+    if total > CACHE_LIMIT:
+        # NOTE: one limit over all DAGs (a task scheduler holds many); the oldest entries of
+        # the largest cache go first
+        big = max(_CACHES.values(), key=len)
+        for k in list(big)[:total - CACHE_LIMIT + CACHE_LIMIT // 10]:
+            del big[k]
     return out
 
 
