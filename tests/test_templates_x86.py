@@ -71,7 +71,7 @@ WORKLOADS = [
     ("conv2d_winograd", (1, 7, 7, 32, 16, 3, 3, 1, 1), N_CONFIGS),
     ("conv2d_winograd", (1, 6, 6, 16, 8, 3, 3, 1, 1, 4), 4),
     ("conv2d_winograd", (1, 7, 7, 16, 8, 3, 3, 1, 1, 2, 8), 4),
-    ("conv2d_winograd", (1, 9, 9, 24, 8, 3, 3, 1, 1, 4, 8), 4),
+    ("conv2d_winograd", (1, 9, 9, 24, 8, 3, 3, 1, 1, 4, 8), 2),
 ]
 
 
