@@ -136,6 +136,13 @@ class _VectorizePass(Mutator):
     def __init__(self) -> None:
         self.simp = Simplifier()
 
+    def visit(self, node: Any) -> Any:
+        # NOTE: vectorized loops are statements: expressions are returned as they are (the
+        # generic walk rebuilt nothing there but visited every node of every index)
+        if isinstance(node, PrimExpr):
+            return node
+        return super().visit(node)
+
     def visit_For(self, node: For) -> Stmt:
         body = self.visit(node.body)
         if node.kind is ForKind.VECTORIZED:
