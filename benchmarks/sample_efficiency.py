@@ -200,7 +200,12 @@ def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
               checkpoints: list[int]) -> dict[str, Any]:
     best_any = max((max(r["curve"], default=0.0) for per in runs.values() for r in per.values()),
                    default=0.0)
-    summary: dict[str, Any] = {"workload": name, "best_any_gflops": best_any / 1e9, "tuners": {}}
+    summary: dict[str, Any] = {
+        "workload": name, "best_any_gflops": best_any / 1e9, "checkpoints": checkpoints,
+        "tuners": {},
+        # per tuner, per seed: the GFLOPS of every trial in order (0 for failures)
+        "curves": {t: {str(sd): [f / 1e9 for f in r["curve"]] for sd, r in per.items()}
+                   for t, per in runs.items()}}
     print(f"\n== {name}: best found by any run {best_any / 1e9:.2f} GFLOPS")
     header = "tuner   " + "".join(f"{c:>10d}" for c in checkpoints) + "   trials to 90% (per seed)"
     print(header)
