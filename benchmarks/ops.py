@@ -65,7 +65,7 @@ WORKLOADS = [
 
 #: workloads also timed with weights packed ahead of time (template argument ``prepacked``)
 PREPACK = {
-    (1, 1000, 512): 40, (1, 1000, 2048): 40,
+    (1, 1000, 512): 40, (1, 1000, 2048): 40, (1024, 1024, 1024): 16,
     # NOTE: 8-lane output-channel blocks: on AVX2 (16 ymm registers) a 16-lane block of a
     # 7-wide row spills, and 7x7 layers have no other row block.
     (1, 7, 7, 512, 512, 3, 3, 1, 1): 8, (1, 56, 56, 64, 64, 3, 3, 1, 1): 8,
