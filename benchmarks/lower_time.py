@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process time (less disturbed by other processes on a loaded "
+                    "machine)")
     ap.add_argument("--dump", metavar="FILE", help="write the printed IR of every schedule "
                     "(templtune.lower) to FILE and exit")
     a = ap.parse_args(argv)
@@ -132,13 +135,14 @@ def main(argv: list[str] | None = None) -> int:
             if str(lower_parts(sch, args)[0]) != str(templtune.lower(sch, args)):
                 raise SystemExit(f"{name}: lower_parts differs from templtune.lower")
     print(f"load average {os.getloadavg()[0]:.2f}; medians of {a.rounds} interleaved rounds, "
-          f"ms per schedule")
+          f"ms per schedule ({a.clock} clock)")
+    clock = time.process_time if a.clock == "cpu" else time.perf_counter
     res: dict[str, list[list[float]]] = {n: [] for n in all_cases}
     for _ in range(a.rounds):
         for name, scheds in all_cases.items():
             tot = [0.0, 0.0, 0.0]
             for sch, args in scheds:
-                _, parts = lower_parts(sch, args)
+                _, parts = lower_parts(sch, args, clock)
                 tot = [x + y for x, y in zip(tot, parts)]
             res[name].append([1e3 * x / len(scheds) for x in tot])
     print(f"{'case':<11} {'n':>3} {'bound':>8} {'nest':>8} {'passes':>8} {'lower':>8}")
