@@ -88,6 +88,24 @@ class Lin:
             terms = {k: v for k, v in terms.items() if v[1] != 0}
         return Lin(self.const + o.const * scale, terms)
 
+    def iadd(self, o: Lin, scale: int = 1) -> Lin:
+        """``self.add(o, scale)`` in place (terms in the same order); only for a form no one
+        else holds."""
+        terms = self.terms
+        zero = any(c == 0 for _, c in terms.values())
+        for k, (a, c) in o.terms.items():
+            t = terms.get(k)
+            if t is None:
+                terms[k] = t = [a, c * scale]
+            else:
+                t[1] += c * scale
+            if t[1] == 0:
+                zero = True
+        if zero:
+            self.terms = {k: v for k, v in terms.items() if v[1] != 0}
+        self.const += o.const * scale
+        return self
+
     def scale(self, s: int) -> Lin:
         if s == 0:
             return Lin(0)

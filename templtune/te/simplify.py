@@ -184,17 +184,27 @@ class Simplifier(LinearForms, Mutator):
 
     def _collect(self, e: PrimExpr) -> Lin:
         """Linear form of an unsimplified +/-/*const tree, simplifying only its atoms."""
-        if isinstance(e, BinOp) and e.dtype in _LIN_DTYPES and e.op in _LIN_OPS \
+        return self._collect_owned(e)[0]
+
+    def _collect_owned(self, e: PrimExpr) -> tuple[Lin, bool]:
+        """:meth:`_collect` plus whether the form is new (``True``: the caller may change it in
+        place) or a memoized atom's form (``False``: shared, never to be changed)."""
+        if type(e) is BinOp and e.dtype in _LIN_DTYPES and e.op in _LIN_OPS \
                 and e not in self._memo:
-            if e.op is BinOpKind.ADD:
-                return self._collect(e.a).add(self._collect(e.b))
-            if e.op is BinOpKind.SUB:
-                return self._collect(e.a).add(self._collect(e.b), -1)
+            op = e.op
+            if op is BinOpKind.ADD or op is BinOpKind.SUB:
+                # NOTE: a +/- chain extends one form in place instead of copying the growing
+                # form at every node (Lin.iadd keeps Lin.add's term order and zero removal)
+                left, owned = self._collect_owned(e.a)
+                right = self._collect_owned(e.b)[0]
+                if not owned:
+                    left = left.copy()
+                return left.iadd(right, 1 if op is BinOpKind.ADD else -1), True
             if isinstance(e.b, IntImm):
-                return self._collect(e.a).scale(e.b.value)
+                return self._collect_owned(e.a)[0].scale(e.b.value), True
             if isinstance(e.a, IntImm):
-                return self._collect(e.b).scale(e.a.value)
-        return self.lin(self.visit(e))
+                return self._collect_owned(e.b)[0].scale(e.a.value), True
+        return self.lin(self.visit(e)), False
 
     def visit_BinOp(self, node: BinOp) -> PrimExpr:
         op, dtype = node.op, node.dtype
