@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,7 +46,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, children
+from templtune.te.functor import Mutator, _replace, children
 from templtune.te.simplify import Simplifier
 
 _PURE_CALLS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "fabs", "abs", "floor", "ceil",
@@ -62,6 +61,7 @@ class _Vectorizer:
     def __init__(self, var: Var, lanes: int, simp: Simplifier) -> None:
         self.v, self.n, self.simp = var, lanes, simp
         self.sub = _SubstOne(var)  # remembers which nodes use the loop variable
+        self._index: dict[PrimExpr, PrimExpr | None] = {}
 
     def uses(self, e: PrimExpr) -> bool:
         return self.sub.uses(e)
@@ -70,6 +70,18 @@ class _Vectorizer:
         return e if dt.lanes(e.dtype) == self.n else Broadcast(e, self.n)
 
     def index(self, e: PrimExpr) -> PrimExpr:
+        # NOTE: a reduction's store and its read-back load share one index node: vectorize
+        # it once (None remembers a failure)
+        if e in self._index:
+            r = self._index[e]
+            if r is None:
+                raise _Fail
+            return r
+        self._index[e] = None
+        r = self._index[e] = self._index_of(e)
+        return r
+
+    def _index_of(self, e: PrimExpr) -> PrimExpr:
         if not self.uses(e):
             return e
         s = self.simp
@@ -152,8 +164,8 @@ class _VectorizePass(Mutator):
                     return _Vectorizer(node.loop_var, n, self.simp).stmt(body)
                 except _Fail:
                     pass
-            return dataclasses.replace(node, body=body, kind=ForKind.SERIAL)
-        return node if body is node.body else dataclasses.replace(node, body=body)
+            return _replace(node, {"body": body, "kind": ForKind.SERIAL})
+        return node if body is node.body else _replace(node, {"body": body})
 
 
 def vectorize_loops(s: Stmt) -> Stmt:
@@ -265,8 +277,8 @@ class _Unroller:
                     parts = [self.clean.visit(sub.subst(body, const(mn + i)))
                              for i in range(n)]  # type: ignore[arg-type]
                     return seq(*parts), total, blocked
-                return dataclasses.replace(s, body=body, kind=ForKind.UNROLLED), total, blocked
-            new = s if body is s.body else dataclasses.replace(s, body=body)
+                return _replace(s, {"body": body, "kind": ForKind.UNROLLED}), total, blocked
+            new = s if body is s.body else _replace(s, {"body": body})
             return new, total, blocked
         if isinstance(s, IfThenElse):
             t, a, b1 = self.run(s.then_case, max_step, explicit)
@@ -274,10 +286,13 @@ class _Unroller:
             b, b2 = 0, False
             if s.else_case is not None:
                 e, b, b2 = self.run(s.else_case, max_step, explicit)
-            return dataclasses.replace(s, then_case=t, else_case=e), a + b, b1 or b2
+            new = s if t is s.then_case and e is s.else_case else _replace(
+                s, {"then_case": t, "else_case": e})
+            return new, a + b, b1 or b2
         if isinstance(s, (Allocate, LetStmt, AttrStmt)):
             body, n, blocked = self.run(s.body, max_step, explicit)
-            return dataclasses.replace(s, body=body), n, blocked or isinstance(s, Allocate)
+            new = s if body is s.body else _replace(s, {"body": body})
+            return new, n, blocked or isinstance(s, Allocate)
         return s, 1, False
 
 
