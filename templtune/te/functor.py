@@ -92,13 +92,30 @@ class Visitor:
             self.visit(c)
 
 
+def dispatch(mutator_cls: type, node_cls: type) -> Callable[[Any, Any], Any]:
+    """The (unbound) method a mutator class runs for a node class: ``visit_<ClassName>`` or
+    ``generic``; cached per pair of classes."""
+    key = (mutator_cls, node_cls)
+    fn = _DISPATCH.get(key)
+    if fn is None:
+        fn = getattr(mutator_cls, "visit_" + node_cls.__name__, None) or mutator_cls.generic
+        _DISPATCH[key] = fn
+    return fn
+
+
+_DISPATCH: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}
+
+
 class Mutator:
     """Bottom-up rebuild; override ``visit_<ClassName>(node)`` and return the new node. The
     generic path rebuilds a node only when a child changed, so unchanged subtrees keep identity."""
 
     def visit(self, node: Any) -> Any:
-        fn = getattr(self, "visit_" + type(node).__name__, None)
-        return fn(node) if fn is not None else self.generic(node)
+        # NOTE: the method is looked up once per (mutator class, node class), not per node
+        fn = _DISPATCH.get((type(self), type(node)))
+        if fn is None:
+            fn = dispatch(type(self), type(node))
+        return fn(self, node)
 
     def generic(self, node: Any) -> Any:
         visit = self.visit

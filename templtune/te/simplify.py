@@ -36,7 +36,7 @@ from templtune.te.expr import (
     cast,
     const,
 )
-from templtune.te.functor import Mutator
+from templtune.te.functor import _DISPATCH, Mutator, dispatch
 from templtune.te.linear import _LIN_DTYPES, INF, Bound, Lin, LinearForms, is_lin_dtype
 
 __all__ = ["simplify", "can_prove", "const_bound", "Simplifier"]
@@ -99,8 +99,10 @@ class Simplifier(LinearForms, Mutator):
         r = self._memo.get(node)
         if r is None:
             # NOTE: Mutator.visit inlined (this is the hottest call of lowering)
-            fn = getattr(self, "visit_" + type(node).__name__, None)
-            r = fn(node) if fn is not None else self.generic(node)
+            fn = _DISPATCH.get((type(self), type(node)))
+            if fn is None:
+                fn = dispatch(type(self), type(node))
+            r = fn(self, node)
             self._memo[node] = r
             self._memo[r] = r
         return r
