@@ -111,6 +111,9 @@ class Lin:
             return Lin(0)
         return Lin(self.const * s, {k: [a, c * s] for k, (a, c) in self.terms.items()})
 
+_KEY_FIELDS: dict[type, tuple[str, ...]] = {}  # field names per node class (for key())
+
+
 class LinearForms:
     """Structural keys, linear forms and constant bounds, memoized per instance. Subclasses set
     ``ranges`` (Var -> inclusive (lo, hi)) and the memo dicts before use."""
@@ -133,8 +136,11 @@ class LinearForms:
             k = (e.op.value, e.dtype, self.key(e.a), self.key(e.b))  # str: cheap hash
         else:
             parts: list[Any] = [type(e).__name__]
-            for f in dataclasses.fields(e):
-                v = getattr(e, f.name)
+            names = _KEY_FIELDS.get(type(e))
+            if names is None:
+                names = _KEY_FIELDS[type(e)] = tuple(f.name for f in dataclasses.fields(e))
+            for name in names:
+                v = getattr(e, name)
                 if isinstance(v, tuple):
                     parts.append(tuple(self.key(x) if isinstance(x, PrimExpr) else x for x in v))
                 elif isinstance(v, PrimExpr):
