@@ -353,15 +353,15 @@ def _pin_scratch_allocator() -> bool:
     """Keep glibc from handing freed scratch buffers back to the OS in this runner process.
 
     A built x86 kernel allocates its intermediate buffers (packed data and weights, Winograd
-    tiles) on every call. By default glibc serves the large ones with fresh ``mmap`` pages, or
-    trims its heap after the call, so every timed call page-faults them in again: measured on
-    znver3, 1 thread, the 56x56 Winograd F(4) kernel timed ~40% slower this way, the packed
-    direct conv2d ~15%, and the difference depends on the config (scratch size), so the tuner
-    ranked configs by page faults and its times disagreed with a benchmark that pins the
-    allocator (``benchmarks/ops.py``) or a runtime that pools workspaces (TVM's). Pinning
-    the thresholds (``mallopt``; 32 MiB is glibc's largest mmap threshold on 64-bit hosts)
-    times the steady state instead. ``TEMPLTUNE_RUNNER_PIN_MALLOC=0`` turns it off; returns
-    whether the allocator is pinned.
+    tiles) on every call. Whether glibc then keeps that memory depends on the allocation
+    pattern: its dynamic mmap threshold usually settles after a few calls, but when the
+    buffers freed together leave more than the trim threshold at the top of the heap, glibc
+    trims it and the next call faults every page in again (tests/test_measure_allocator.py
+    shows such a pattern), so a config's time would depend on its scratch sizes rather than
+    its loops. Pinning the thresholds (``mallopt``; 32 MiB is glibc's largest mmap threshold
+    on 64-bit hosts) times the steady state that ``benchmarks/ops.py`` (which pins them too)
+    and a workspace-pooling runtime (TVM's) see. ``TEMPLTUNE_RUNNER_PIN_MALLOC=0`` turns it
+    off; returns whether the allocator is pinned.
     """
     if _ALLOCATOR_PINNED:
         return _ALLOCATOR_PINNED[0]
