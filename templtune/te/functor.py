@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from templtune.te.expr import BinOp, IterVar, PrimExpr, Reduce, TensorLoad, Var
+from templtune.te.expr import BinOp, FloatImm, IntImm, IterVar, PrimExpr, Reduce, TensorLoad, Var
 
 _NODE_TYPES: dict[type, bool] = {}
 
@@ -166,14 +166,26 @@ def substitute(node: Any, vmap: Mapping[Var, PrimExpr]) -> Any:
 
 def post_order(node: Any) -> Iterator[Any]:
     """All nodes of the tree, children before parents."""
-    stack: list[tuple[Any, bool]] = [(node, False)]
+    # NOTE: built as a list (a pre-order walk that visits the last child first, reversed: the
+    # same sequence as a post-order walk), with the commonest leaves and BinOp handled without
+    # the field loop; much cheaper than a generator with a (node, done) stack
+    out: list[Any] = []
+    stack = [node]
+    nt = _NODE_TYPES
+    append, pop, push, extend = out.append, stack.pop, stack.append, stack.extend
     while stack:
-        n, done = stack.pop()
-        if done:
-            yield n
+        n = pop()
+        append(n)
+        t = type(n)
+        if t is Var or t is IntImm or t is FloatImm:
             continue
-        stack.append((n, True))
-        stack.extend((c, False) for c in reversed(_child_list(n)))
+        if t is BinOp and nt.get(type(n.a)) and nt.get(type(n.b)):
+            push(n.a)
+            push(n.b)
+            continue
+        extend(_child_list(n))
+    out.reverse()
+    return iter(out)
 
 
 def collect(node: Any, pred: Callable[[Any], bool]) -> list[Any]:
