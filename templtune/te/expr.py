@@ -406,6 +406,8 @@ class Reduce(PrimExpr):
 
 def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
     """A constant of ``dtype`` (default: int32 for ints, float32 for floats, bool for bools)."""
+    if type(value) is int and (dtype == "int32" or (dtype is None and -(2**31) <= value < 2**31)):
+        return IntImm("int32", value)  # NOTE: the commonest case, without parsing the dtype
     if dtype is None:
         if isinstance(value, bool):
             dtype = "bool"

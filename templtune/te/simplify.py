@@ -54,10 +54,9 @@ class Simplifier(LinearForms, Mutator):
     Reuse one instance to simplify many expressions under the same ranges cheaply."""
 
     def __init__(self, ranges: Mapping[Any, Any] | None = None) -> None:
-        self.ranges: dict[Var, Bound] = {}
-        for v, r in (ranges or {}).items():
-            var = v.var if isinstance(v, IterVar) else v
-            self.ranges[var] = self._range_bound(r)
+        rb = self._range_bound
+        self.ranges: dict[Var, Bound] = {
+            (v.var if isinstance(v, IterVar) else v): rb(r) for v, r in (ranges or {}).items()}
         self._memo: dict[Any, Any] = {}
         self._keys: dict[Any, Any] = {}
         self._lins: dict[Any, Lin] = {}
