@@ -32,6 +32,7 @@ from templtune.te.expr import (
     BinOp,
     BinOpKind,
     Call,
+    IntImm,
     IterKind,
     IterVar,
     PrimExpr,
@@ -158,8 +159,10 @@ class NestBuilder:
     def flat(self, st: _Storage, idx: list[PrimExpr]) -> PrimExpr:
         e: PrimExpr = const(0)
         for i, m, s in zip(idx, st.mins, st.strides):
-            term = i if const_int(m) == 0 else i - m
-            e = e + (term * s if s != 1 else term)
+            term = i if const_int(m) == 0 else _sub(i, m)
+            if s != 1:
+                term = _mul_const(term, s)
+            e = _add(e, term)
         return self.simp.visit(e)
 
     def allocations(self, info: StageBound) -> list[Buffer]:
@@ -345,6 +348,32 @@ class NestBuilder:
             return body  # unit loop removed
         kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
         return For(var, const(0), const(ext), kind, body, annotations=ann)
+
+
+# NOTE: flat() builds every load/store index; these make the nodes the operators would make
+# (no folding unless both sides are constants, same dtypes unchanged) without binary()'s
+# conversions, and defer to the operators in every other case.
+
+
+def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """``a + b`` exactly as the operator builds it."""
+    if a.dtype == b.dtype and type(b) is not IntImm:
+        return BinOp(BinOpKind.ADD, a, b, a.dtype)
+    return a + b
+
+
+def _sub(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+    """``a - b`` exactly as the operator builds it."""
+    if a.dtype == b.dtype and type(a) is not IntImm and type(b) is not IntImm:
+        return BinOp(BinOpKind.SUB, a, b, a.dtype)
+    return a - b
+
+
+def _mul_const(a: PrimExpr, s: int) -> PrimExpr:
+    """``a * s`` exactly as the operator builds it (the literal becomes an int32 constant)."""
+    if a.dtype == "int32" and type(a) is not IntImm:
+        return BinOp(BinOpKind.MUL, a, IntImm("int32", s), "int32")
+    return a * s
 
 
 def _likely(c: PrimExpr) -> PrimExpr:
