@@ -58,9 +58,11 @@ def child_fields(node: Any) -> tuple[str, ...]:
 
 
 def _child_list(node: Any) -> list[Any]:
+    nt = _NODE_TYPES
+    if type(node) is BinOp and nt.get(type(node.a)) and nt.get(type(node.b)):
+        return [node.a, node.b]  # NOTE: the commonest node, without the field loop
     out: list[Any] = []
     names = _FIELDS.get(type(node))
-    nt = _NODE_TYPES
     for name in child_fields(node) if names is None else names:
         v = getattr(node, name)
         if isinstance(v, tuple):
