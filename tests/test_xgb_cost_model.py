@@ -119,3 +119,39 @@ def test_missing_xgboost_is_actionable(monkeypatch):
     monkeypatch.setitem(sys.modules, "xgboost", None)
     with pytest.raises(ImportError, match="pip install xgboost-cpu"):
         XGBoostCostModel(SynthTask(), feature_type="knob")
+
+
+def test_log_target_scale_is_a_monotone_map_of_the_unit_interval():
+    from templtune.autotvm.tuner.xgboost_cost_model import LOG_TARGET_FLOOR, log_target_scale
+
+    y = np.linspace(0.0, 1.0, 101)
+    z = log_target_scale(y)
+    assert z[0] == 0.0 and z[-1] == pytest.approx(1.0)
+    assert np.all(np.diff(z) > 0)
+    # slow configs are spread out: 5% of the best maps to log(2)/log(21) of the scale
+    assert log_target_scale(np.array([LOG_TARGET_FLOOR]))[0] == pytest.approx(
+        np.log(2) / np.log(21))
+
+
+def test_log_target_trains_on_log_labels_and_ranks_a_skewed_space():
+    task = SynthTask()
+    tr, ytr, te, yte = _split(task, seed=2)
+    # a wide space's skew: most configs a few percent of the best
+    skew = lambda y: (np.asarray(y) / max(y)) ** 4  # noqa: E731
+    seen = {}
+    for log in (False, True):
+        model = XGBoostCostModel(task, feature_type="knob", num_threads=1, seed=0,
+                                 log_target=log)
+        train = model._train
+
+        def spy(x, y, *args, _train=train, _log=log, **kw):
+            seen[_log] = np.sort(y)
+            return _train(x, y, *args, **kw)
+
+        model._train = spy
+        model.fit(tr, skew(ytr), plan_size=32)
+        assert spearman(model.predict(te), skew(yte)) > 0.5
+        assert model.spawn_base_model().log_target is log
+    from templtune.autotvm.tuner.xgboost_cost_model import log_target_scale
+
+    np.testing.assert_allclose(seen[True], log_target_scale(seen[False]), rtol=1e-6)

@@ -119,3 +119,9 @@ def test_xgb_tuner_rejects_an_extractor_of_another_feature_type():
     task = SynthTask()
     with pytest.raises(ValueError, match="extracts 'knob' features"):
         XGBTuner(task, feature_type="itervar", extractor=FeatureExtractor(task, "knob", 0))
+
+
+def test_xgb_tuner_passes_log_target_to_its_model():
+    task = SynthTask()
+    assert XGBTuner(task, feature_type="knob", log_target=True).cost_model.log_target is True
+    assert XGBTuner(task, feature_type="knob").cost_model.log_target is False

@@ -38,6 +38,9 @@ class XGBTuner(ModelBasedTuner):
         One seed for the tuner, the model and the optimizer (each gets its own stream).
     n_workers : int or None
         Feature-extraction processes (default ``os.cpu_count()``; 0 = in-process).
+    log_target : bool
+        Train the model on log-scaled throughputs (see :class:`XGBoostCostModel`; default
+        False, as AutoTVM).
     extractor : FeatureExtractor or None
         A feature extractor (and its cache) to use, e.g. one shared by several tuners of the
         same task; it must have this ``feature_type``. Default: a new one.
@@ -68,7 +71,7 @@ class XGBTuner(ModelBasedTuner):
                  optimizer: str | ModelOptimizer = "sa",
                  diversity_filter_ratio: float | None = None, log_interval: int = 50,
                  seed: int | None = None, n_workers: int | None = None,
-                 extractor: FeatureExtractor | None = None) -> None:
+                 extractor: FeatureExtractor | None = None, log_target: bool = False) -> None:
         if extractor is not None and extractor.feature_type != feature_type:
             raise ValueError(f"extractor extracts {extractor.feature_type!r} features, "
                              f"not {feature_type!r}")
@@ -76,7 +79,8 @@ class XGBTuner(ModelBasedTuner):
         rngs = [np.random.default_rng(s) for s in seeds]
         cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
                                       num_threads=num_threads, log_interval=log_interval // 2,
-                                      n_workers=n_workers, seed=rngs[0], extractor=extractor)
+                                      n_workers=n_workers, seed=rngs[0], extractor=extractor,
+                                      log_target=log_target)
         if optimizer == "sa":
             optimizer = SimulatedAnnealingOptimizer(task, log_interval=log_interval, seed=rngs[1])
         elif not isinstance(optimizer, ModelOptimizer):
