@@ -100,9 +100,17 @@ def dispatch(mutator_cls: type, node_cls: type) -> Callable[[Any, Any], Any]:
     key = (mutator_cls, node_cls)
     fn = _DISPATCH.get(key)
     if fn is None:
-        fn = getattr(mutator_cls, "visit_" + node_cls.__name__, None) or mutator_cls.generic
+        fn = getattr(mutator_cls, "visit_" + node_cls.__name__, None)
+        if fn is None:
+            # NOTE: Mutator.generic returns a leaf (no child fields) as it is
+            leaf = node_cls in (IntImm, FloatImm, Var) and mutator_cls.generic is Mutator.generic
+            fn = _same_node if leaf else mutator_cls.generic
         _DISPATCH[key] = fn
     return fn
+
+
+def _same_node(mutator: Any, node: Any) -> Any:
+    return node
 
 
 _DISPATCH: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}

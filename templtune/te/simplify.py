@@ -95,12 +95,15 @@ class Simplifier(LinearForms, Mutator):
     # ------------------------------------------------------------------------ memo + keys
 
     def visit(self, node: Any) -> Any:
+        t = type(node)
+        if t is IntImm or t is FloatImm:
+            return node  # NOTE: constants are final (the generic walk returned them as they are)
         r = self._memo.get(node)
         if r is None:
             # NOTE: Mutator.visit inlined (this is the hottest call of lowering)
-            fn = _DISPATCH.get((type(self), type(node)))
+            fn = _DISPATCH.get((type(self), t))
             if fn is None:
-                fn = dispatch(type(self), type(node))
+                fn = dispatch(type(self), t)
             r = fn(self, node)
             self._memo[node] = r
             self._memo[r] = r
