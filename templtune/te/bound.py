@@ -34,7 +34,7 @@ from templtune.te.expr import (
     const,
     convert,
 )
-from templtune.te.functor import collect_vars
+from templtune.te.functor import children
 from templtune.te.simplify import Simplifier
 
 __all__ = ["Interval", "eval_interval", "const_interval", "union"]
@@ -106,6 +106,7 @@ class _Eval:
         self.simp = Simplifier(ranges)
         self.cbound = Simplifier(rng)
         self.memo: dict[PrimExpr, Interval] = {}
+        self.uses: dict[Any, bool] = {}
 
     def s(self, e: PrimExpr | None) -> PrimExpr | None:
         return None if e is None else self.simp.visit(e)
@@ -121,6 +122,22 @@ class _Eval:
             return 0
         return None
 
+    def _uses_dom(self, e: Any) -> bool:
+        """Whether a ranging variable occurs in ``e`` (remembered per node: asking it of every
+        subexpression with a fresh walk was quadratic in the depth)."""
+        r = self.uses.get(e)
+        if r is None:
+            if isinstance(e, Var):
+                r = e in self.dom
+            else:
+                r = False
+                for c in children(e):
+                    if self._uses_dom(c):
+                        r = True
+                        break
+            self.uses[e] = r
+        return r
+
     def ev(self, e: PrimExpr) -> Interval:
         r = self.memo.get(e)
         if r is None:
@@ -132,7 +149,7 @@ class _Eval:
         if isinstance(e, Var):
             iv = self.dom.get(e)
             return iv if iv is not None else Interval(e, e)
-        if not any(v in self.dom for v in collect_vars(e)):
+        if not self._uses_dom(e):
             x = self.s(e)
             return Interval(x, x)
         if isinstance(e, BinOp):
