@@ -3,7 +3,8 @@
 Reads the measurement cache written by ``sample_efficiency.py --cache`` (config index -> costs),
 and for each feature type and loss trains ``XGBoostCostModel`` on ``n`` measured configs drawn
 at random, then scores the other measured configs. Printed per (feature type, loss, n), as the
-median over ``--repeats`` draws: Spearman's rho on the held-out configs, the mean true
+median over ``--repeats`` draws, with plain (``raw``) or log-scaled (``log``, the
+``log_target`` option) labels: Spearman's rho on the held-out configs, the mean true
 throughput (as a fraction of the best) of the model's top 64 held-out picks, and how many of
 the held-out top-5% configs are among those 64.
 
@@ -50,13 +51,14 @@ def load_measurements(path: Path, key_prefix: str) -> dict[int, float]:
 
 
 def evaluate(task, extractor: FeatureExtractor, idx: np.ndarray, gflops: np.ndarray, n: int,
-             loss: str, seed: int, top: int = 64) -> tuple[float, float, float]:
+             loss: str, seed: int, top: int = 64, log_target: bool = False
+             ) -> tuple[float, float, float]:
     """(Spearman, mean normalised GFLOPS of the top picks, recall of the top 5%) of one draw."""
     rng = np.random.default_rng(seed)
     perm = rng.permutation(len(idx))
     tr, te = perm[:n], perm[n:]
     model = XGBoostCostModel(task, extractor.feature_type, loss_type=loss, num_threads=1,
-                             seed=seed, extractor=extractor)
+                             seed=seed, extractor=extractor, log_target=log_target)
     model.fit(idx[tr].tolist(), gflops[tr].tolist(), 64)
     pred = model.predict(idx[te].tolist())
     truth = gflops[te]
@@ -76,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--template", help="template name (default: the wide one)")
     p.add_argument("--feature-types", default="knob,itervar,curve")
     p.add_argument("--losses", default="reg,rank")
+    p.add_argument("--targets", default="raw,log", help="raw: y/max labels; log: log_target")
     p.add_argument("--sizes", default="64,128,256")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--n-workers", type=int, default=2)
@@ -88,19 +91,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     gflops = np.asarray([task.flop / meas[i] / 1e9 for i in idx])
     print(f"{tname}: {len(idx)} measured configs, best {gflops.max():.1f} GFLOPS, "
           f"{np.mean(gflops == 0):.0%} failed")
-    print(f"{'features':9s}{'loss':6s}{'n':>5s}{'spearman':>10s}{'top64 q':>9s}{'top5% rec':>10s}")
+    print(f"{'features':9s}{'loss':10s}{'n':>5s}{'spearman':>10s}{'top64 q':>9s}"
+          f"{'top5% rec':>10s}")
     for ft in a.feature_types.split(","):
         ext = FeatureExtractor(task, ft, a.n_workers)
         ext.get(idx.tolist())
         for loss in a.losses.split(","):
-            for n in (int(s) for s in a.sizes.split(",")):
-                if n >= len(idx) - 64:
-                    continue
-                res = np.asarray([evaluate(task, ext, idx, gflops, n, loss, seed)
-                                  for seed in range(a.repeats)])
-                med = np.median(res, axis=0)
-                print(f"{ft:9s}{loss:6s}{n:5d}{med[0]:10.3f}{med[1]:9.3f}{med[2]:10.3f}",
-                      flush=True)
+            for target in a.targets.split(","):
+                for n in (int(v) for v in a.sizes.split(",")):
+                    if n >= len(idx) - 64:
+                        continue
+                    res = np.asarray([evaluate(task, ext, idx, gflops, n, loss, seed,
+                                               log_target=target == "log")
+                                      for seed in range(a.repeats)])
+                    med = np.median(res, axis=0)
+                    print(f"{ft:9s}{loss + '/' + target:10s}{n:5d}{med[0]:10.3f}{med[1]:9.3f}"
+                          f"{med[2]:10.3f}", flush=True)
         ext.close()
     return 0
 
