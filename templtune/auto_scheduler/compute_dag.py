@@ -161,9 +161,10 @@ class ComputeDAG:
                                is_gpu: bool = False) -> tuple[Any, list[Tensor]]:
         """``(schedule, tensors)`` with the state's steps replayed on a te schedule.
 
-        ``layout_rewrite`` (LayoutRewriteOption: 0/None none, 1 insert a transform stage; 2 is
-        treated as 1, see :mod:`.layout_rewrite`) re-lays the layout-free placeholders the
-        state tiles; the tensors (the kernel's signature) do not change."""
+        ``layout_rewrite`` (LayoutRewriteOption: 0/None none; 1 a transform stage inside the
+        kernel, whose tensors stay the same; 2 the kernel reads each re-laid placeholder as a
+        new ``<name>.layout`` tensor, which replaces it among the returned tensors; see
+        :mod:`.layout_rewrite`) re-lays the layout-free placeholders the state tiles."""
         return replay_schedule(self, state, is_gpu, int(layout_rewrite or 0))
 
     def infer_bound_from_state(self, state: State) -> State:

@@ -11,8 +11,9 @@ templtune implements ``LayoutRewriteOption.INSERT_TRANSFORM_STAGE`` (TVM's defau
 stand-alone llvm task): the kernel keeps its signature and computes what numpy computes; a
 transform stage ``<weight>.layout`` inside the kernel writes the re-laid weight, and the tiled
 stage reads it. The measured time includes that transform, as the x86 templates include their
-in-kernel weight packing. A graph compiler would instead pre-transform the constant once
-(``REWRITE_FOR_PRE_TRANSFORMED``): :meth:`RewrittenLayout.transform` does that in numpy, and
+in-kernel weight packing. A graph compiler pre-transforms the constant once instead
+(``REWRITE_FOR_PRE_TRANSFORMED``): the kernel then reads a ``<weight>.layout`` placeholder of
+the new shape, and :meth:`RewrittenLayout.transform` makes its value in numpy;
 :func:`rewritten_layouts` says which tensors a state rewrites and how.
 """
 
@@ -206,14 +207,30 @@ def rewritten_layouts(dag: Any, sch: Any) -> list[tuple[Any, Tensor, RewrittenLa
     return out
 
 
-def rewrite_layout(dag: Any, sch: Any) -> list[RewrittenLayout]:
-    """Insert a layout-transform stage for each layout-free placeholder tiled in ``sch``
-    (in place; INSERT_TRANSFORM_STAGE). Returns the layouts applied."""
+def rewrite_layout(dag: Any, sch: Any, pre_transformed: bool = False
+                   ) -> list[tuple[Tensor, Tensor, RewrittenLayout]]:
+    """Re-lay each layout-free placeholder tiled in ``sch`` (in place).
+
+    INSERT_TRANSFORM_STAGE (default): a transform stage inside the kernel writes the re-laid
+    weight, and the kernel keeps its arguments. ``pre_transformed`` (REWRITE_FOR_PRE_TRANSFORMED,
+    what a network compiler wants for constant weights): the tiled stage reads a new placeholder
+    ``<name>.layout`` of the new shape, which replaces the original among the kernel's
+    arguments; :meth:`RewrittenLayout.transform` makes its value once, in numpy.
+
+    Returns ``(original placeholder, tensor read instead, layout)`` for each rewrite."""
     from templtune.schedule.relations import new_iter_var
     from templtune.schedule.stage import Stage
+    from templtune.te.operation import placeholder
 
     done = []
     for reader, t, lay in rewritten_layouts(dag, sch):
+        if pre_transformed:
+            new = placeholder(lay.shape, dtype=t.dtype, name=f"{t.name}.layout")
+            body = tuple(_Redirect(t, new, lay).visit(b) for b in reader.op.body)
+            sch._replace_op(reader, dataclasses.replace(reader.op, body=body))
+            sch._insert(Stage(new.op, sch), sch.stages.index(sch[t]) + 1)
+            done.append((t, new, lay))
+            continue
         axes = tuple(new_iter_var(f"ax{i}", n, IterKind.DATA_PAR)
                      for i, n in enumerate(lay.shape))
         orig = []
@@ -233,7 +250,7 @@ def rewrite_layout(dag: Any, sch: Any) -> list[RewrittenLayout]:
         # their weights the same way, inside the kernel).
         if axes and lay.shape[0] > 1:
             st.parallel(st.leaf_iter_vars[0])
-        done.append(lay)
+        done.append((t, new, lay))
         logger.debug("layout of %s: %s -> %s", t.name, lay.orig_shape, lay.shape)
     return done
 

@@ -123,7 +123,9 @@ class LocalBuilder:
                 b = blobs[id(inp.task)] = pickle.dumps(inp.task.compute_dag)
             jobs.append((b, [s.encode() for s in inp.state.transform_steps],
                          str(inp.task.target), inp.task.is_gpu,
-                         int(getattr(inp.task, "layout_rewrite_option", 0) or 0)))
+                         # NOTE: measured as INSERT_TRANSFORM_STAGE even for option 2: the
+                         # runner feeds the weights in their original layout.
+                         min(1, int(getattr(inp.task, "layout_rewrite_option", 0) or 0))))
         outs = self._pool.map(build_state, jobs, timeout=self.timeout)
         res = []
         for out in outs:

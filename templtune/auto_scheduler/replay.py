@@ -116,7 +116,11 @@ def replay_schedule(dag: Any, state: State, is_gpu: bool = False,
                 # (TVM infers this scope; templtune's schedule keeps what it is told).
                 tst.set_scope("local")
     if layout_rewrite and not is_gpu:
-        from .layout_rewrite import rewrite_layout
+        from templtune.te.tensor import PlaceholderOp
 
-        rewrite_layout(dag, sch)
+        from .layout_rewrite import REWRITE_FOR_PRE_TRANSFORMED, rewrite_layout
+
+        done = rewrite_layout(dag, sch, layout_rewrite == REWRITE_FOR_PRE_TRANSFORMED)
+        swap = {id(t): new for t, new, _ in done if isinstance(new.op, PlaceholderOp)}
+        return sch, [swap.get(id(t), t) for t in dag.tensors]
     return sch, list(dag.tensors)

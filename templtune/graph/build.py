@@ -27,6 +27,8 @@ import templtune
 from templtune import te
 from templtune.auto_scheduler.compute_dag import ComputeDAG
 from templtune.auto_scheduler.dispatcher import ApplyHistoryBest
+from templtune.auto_scheduler.layout_rewrite import rewrite_layout
+from templtune.auto_scheduler.replay import replay_schedule
 from templtune.autotvm.dispatcher import DispatchContext
 from templtune.errors import TempltuneError
 from templtune.target import Target
@@ -120,23 +122,32 @@ def default_schedule(tensors: list[te.Tensor]) -> Any:
     return s
 
 
-def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool
-                    ) -> tuple[Any, list[te.Tensor], str, bool]:
-    """``(schedule, tensors, workload_key, tuned)``: the auto-scheduler record's schedule, or
-    (``tuned`` False) the default schedule."""
+def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts: set[int]
+                    ) -> tuple[Any, list[te.Tensor], str, bool, dict[int, Any]]:
+    """``(schedule, tensors, workload_key, tuned, layouts)``: the auto-scheduler record's
+    schedule, or (``tuned`` False) the default schedule. ``layouts`` maps an input position to
+    the :class:`RewrittenLayout` its constant must be given in (REWRITE_FOR_PRE_TRANSFORMED);
+    ``consts`` are the positions of the group's inputs that are bound parameters."""
     tensors = group.to_tensors()
     dag = ComputeDAG(tensors)
     key = dag.workload_key()
     ctx = ApplyHistoryBest.current() if use_records else None
     state = ctx.query(target, key) if ctx is not None else None
-    if state is not None:
-        full = dag.replay(state.transform_steps)
-        # NOTE: the same layout-rewrite option as extract_tasks' tasks were measured with.
-        lro = 1 if target.kind == "llvm" else 0
-        sch, args = dag.apply_steps_from_state(full, layout_rewrite=lro,
-                                               is_gpu=target.kind == "cuda")
-        return sch, list(args), key, True
-    return default_schedule(tensors), tensors, key, False
+    if state is None:
+        return default_schedule(tensors), tensors, key, False, {}
+    full = dag.replay(state.transform_steps)
+    is_gpu = target.kind == "cuda"
+    sch, args = replay_schedule(dag, full, is_gpu, 0)
+    done = [] if is_gpu else rewrite_layout(dag, sch, pre_transformed=True)
+    pos = {id(t): k for k, t in enumerate(tensors)}
+    if any(pos[id(orig)] not in consts for orig, _, _ in done):
+        # NOTE: a re-laid input that is not a constant: re-lay it inside the kernel, as the
+        # task was measured (INSERT_TRANSFORM_STAGE).
+        sch, args = dag.apply_steps_from_state(full, layout_rewrite=1, is_gpu=is_gpu)
+        return sch, list(args), key, True, {}
+    swap = {id(orig): new for orig, new, _ in done}
+    layouts = {pos[id(orig)]: lay for orig, _, lay in done}
+    return sch, [swap.get(id(t), t) for t in args], key, True, layouts
 
 
 class _Compiler:
@@ -154,14 +165,23 @@ class _Compiler:
         return self.kernels[key]
 
     def compile(self, group: FusedGroup) -> CompiledGroup:
-        sch, tensors, key, tuned = _auto_scheduled(group, self.target,
-                                                   self.pc.use_auto_scheduler)
+        consts = {k for k, e in enumerate(group.inputs)
+                  if isinstance(e, Var) and e.name in self.params}
+        sch, tensors, key, tuned, layouts = _auto_scheduled(
+            group, self.target, self.pc.use_auto_scheduler, consts)
         if not tuned and self.pc.use_templates:
             via_template = self._template(group, key)
             if via_template is not None:
                 return via_template
-        k = self.kernel(key, lambda: (sch, tensors), group.name)
-        step = Step(k, group.inputs, group.output)
+        k = self.kernel(key + repr(sorted(layouts)), lambda: (sch, tensors), group.name)
+        inputs: list[Any] = list(group.inputs)
+        for pos, lay in layouts.items():
+            name = group.inputs[pos].name  # type: ignore[union-attr]
+            ck = (name, lay)
+            if ck not in self.consts:
+                self.consts[ck] = lay.transform(self.params[name])
+            inputs[pos] = self.consts[ck]
+        step = Step(k, tuple(inputs), group.output)
         return CompiledGroup(group, (step,), key, tuned, "auto_scheduler" if tuned else "default")
 
     def _template(self, group: FusedGroup, key: str) -> CompiledGroup | None:

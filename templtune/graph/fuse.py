@@ -51,9 +51,29 @@ class FusedGroup:
         out = None
         for c in self.calls:
             out = get_op(c.op).compute([env[id(a)] for a in c.args], dict(c.attrs))
+            if c.op in _WEIGHTED and isinstance(c.args[1], Var):
+                out = _layout_free(out, env[id(c.args[1])])
             env[id(c)] = out
         assert out is not None
         return [*ins, out]
+
+
+_WEIGHTED = ("nn.conv2d", "nn.dense")
+
+
+def _layout_free(out: te.Tensor, weight: te.Tensor) -> te.Tensor:
+    """``out`` with its weight marked ``layout_free_placeholders`` (TVM's attribute): the
+    auto-scheduler may then re-lay the weight to follow its tiles (pre-transformed once when
+    the network is built). The compute DAG's text, hence its workload key, is unchanged."""
+    import dataclasses
+
+    from templtune.auto_scheduler.layout_rewrite import LAYOUT_FREE_ATTR
+
+    op = out.op
+    if not any(t is weight for t in op.input_tensors):
+        return out
+    attrs = tuple(sorted({**dict(op.attrs), LAYOUT_FREE_ATTR: [weight]}.items()))
+    return dataclasses.replace(op, attrs=attrs).output(0)
 
 
 def _consumers(calls: list[Call], out: Call) -> dict[int, int]:
