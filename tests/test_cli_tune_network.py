@@ -47,7 +47,7 @@ def test_tune_a_small_network_then_resume(capsys, tmp_path):
     with open(log) as f:
         n_records = sum(1 for _ in f)
     assert n_records >= n_tasks
-    assert "from tuned records" in out and "(0 from tuned records)" not in out
+    assert "from tuning records)" in out and "(0 from tuning records)" not in out
     assert "check: the compiled network matches numpy" in out
 
 
