@@ -24,6 +24,16 @@ def _run(lib: graph.GraphExecutorFactoryModule, x: np.ndarray) -> np.ndarray:
     return m.get_output(0).numpy()
 
 
+def _record(path, task, pick=lambda states: states[0], n: int = 4) -> str:
+    """Write one (fake-cost) record of a sampled state of ``task``; returns the log path."""
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
+    state = pick(policy.sample_initial_population(n))
+    log = str(path)
+    auto_scheduler.save_records(log, [MeasureInput(task, state)],
+                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    return log
+
+
 @pytest.fixture(scope="module")
 def resnet18_small() -> tuple:
     net, params, ishape, _ = graph.testing.get_network("resnet-18", image_shape=(3, 32, 32))
@@ -102,11 +112,7 @@ def test_tuned_record_is_applied(tmp_path, resnet18_small: tuple) -> None:
     net, params, x = resnet18_small
     tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
     task = tasks[1]
-    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
-    state = policy.sample_initial_population(4)[0]
-    log = str(tmp_path / "net.json")
-    auto_scheduler.save_records(log, [MeasureInput(task, state)],
-                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    log = _record(tmp_path / "net.json", task)
     with auto_scheduler.ApplyHistoryBest(log):
         lib = graph.build(net, "llvm", params)
     tuned = [g for g in lib.groups if g.impl == "auto_scheduler"]
@@ -176,12 +182,8 @@ def test_use_auto_scheduler_false_ignores_records(tmp_path, resnet18_small: tupl
 
     net, params, _ = resnet18_small
     tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
-    task = tasks[-1]
-    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
-    state = policy.sample_initial_population(2)[0]
-    log = str(tmp_path / "one.json")
-    auto_scheduler.save_records(log, [MeasureInput(task, state)],
-                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    log = _record(tmp_path / "one.json", tasks[-1], n=2)
+
     def n_auto(lib: graph.GraphExecutorFactoryModule) -> int:
         return sum(cg.impl == "auto_scheduler" for cg in lib.groups)
 
@@ -202,13 +204,9 @@ def test_auto_scheduler_record_with_pretransformed_weights(tmp_path,
     net, params, x = resnet18_small
     tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
     task = next(t for t in tasks if t.desc == "fused_nn_conv2d_nn_bias_add_add_nn_relu")
-    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
     dag = task.compute_dag
-    state = next(s for s in policy.sample_initial_population(16)
-                 if rewritten_layouts(dag, replay_schedule(dag, s)[0]))
-    log = str(tmp_path / "relaid.json")
-    auto_scheduler.save_records(log, [MeasureInput(task, state)],
-                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    log = _record(tmp_path / "relaid.json", task, n=16, pick=lambda states: next(
+        s for s in states if rewritten_layouts(dag, replay_schedule(dag, s)[0])))
     with auto_scheduler.ApplyHistoryBest(log):
         lib = graph.build(net, "llvm", params)
     groups = [g for g in lib.groups if g.impl == "auto_scheduler"]
