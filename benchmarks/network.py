@@ -6,13 +6,14 @@ folded biases converted to NCHW/OIHW), checks both against the numpy interpreter
 them interleaved in rounds at 1 and 2 threads and prints medians and the ratio.
 
 Run: ``python benchmarks/network.py [--network resnet-18] [--image 224] [--layout NCHW]
-[--log LOG] [--tune-trials N]``. With ``--tune-trials`` the tasks are first tuned into the log
+[--log LOG] [--autotvm-log LOG] [--tune-trials N]``. With ``--tune-trials`` the tasks are first tuned into the log
 with the task scheduler (``templtune tune-network`` does the same).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -24,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from templtune import auto_scheduler, graph  # noqa: E402
+from templtune import auto_scheduler, autotvm, graph  # noqa: E402
 
 
 def torch_forward(net: graph.Function, params: dict[str, np.ndarray]) -> Any:
@@ -97,7 +98,9 @@ def main() -> None:
     ap.add_argument("--network", default="resnet-18")
     ap.add_argument("--layout", default="NCHW", choices=("NCHW", "NHWC"))
     ap.add_argument("--image", type=int, default=224)
-    ap.add_argument("--log", default=None)
+    ap.add_argument("--log", default=None, help="auto-scheduler records")
+    ap.add_argument("--autotvm-log", default=None,
+                    help="AutoTVM records (e.g. from templtune tune-network --method autotvm)")
     ap.add_argument("--tune-trials", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--number", type=int, default=3)
@@ -125,12 +128,15 @@ def main() -> None:
             runner=auto_scheduler.LocalRunner(repeat=1, min_repeat_ms=100),
             measure_callbacks=[auto_scheduler.RecordToFile(log)], verbose=0))
         print(f"tuned {a.tune_trials} trials in {time.time() - t0:.0f} s")
-    if os.path.isfile(log):
-        with auto_scheduler.ApplyHistoryBest(log):
-            lib = graph.build(net, "llvm", params)
-    else:
+    with contextlib.ExitStack() as stack:
+        if os.path.isfile(log):
+            stack.enter_context(auto_scheduler.ApplyHistoryBest(log))
+        if a.autotvm_log:
+            stack.enter_context(autotvm.apply_history_best(a.autotvm_log))
         lib = graph.build(net, "llvm", params)
-    print(f"{lib.num_tuned} of {len(lib.groups)} kernels from tuned records ({log})")
+    impls = sorted({cg.impl for cg in lib.groups})
+    print(f"{lib.num_tuned} of {len(lib.groups)} groups from tuning records ({log}"
+          f"{', ' + a.autotvm_log if a.autotvm_log else ''}); implementations: {impls}")
     module = graph.GraphModule(lib)
     x = np.random.default_rng(0).uniform(size=ishape).astype("float32")
     module.set_input("data", x)
