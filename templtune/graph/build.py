@@ -18,6 +18,7 @@ Equal groups share their kernels.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,9 @@ from templtune.target import Target
 from templtune.te.expr import Reduce
 from templtune.te.tensor import ComputeOp
 
-from .autotvm_integration import choose, instantiate
+from .autotvm_integration import Candidate, choose, instantiate
 from .fuse import FusedGroup, make_group, partition
-from .ir import Expr, Function, Var
+from .ir import Call, Expr, Function, Var
 from .op import GraphError
 from .transform import PassContext
 
@@ -123,10 +124,10 @@ def default_schedule(tensors: list[te.Tensor]) -> Any:
 
 
 def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts: set[int]
-                    ) -> tuple[Any, list[te.Tensor], str, bool, dict[int, Any]]:
-    """``(schedule, tensors, workload_key, tuned, layouts)``: the auto-scheduler record's
-    schedule, or (``tuned`` False) the default schedule. ``layouts`` maps an input position to
-    the :class:`RewrittenLayout` its constant must be given in (REWRITE_FOR_PRE_TRANSFORMED);
+                    ) -> tuple[Any, list[te.Tensor], str, dict[int, Any]]:
+    """``(schedule, tensors, workload_key, layouts)`` of the auto-scheduler record for the
+    group, with ``schedule`` None when there is none. ``layouts`` maps an input position to the
+    :class:`RewrittenLayout` its constant must be given in (REWRITE_FOR_PRE_TRANSFORMED);
     ``consts`` are the positions of the group's inputs that are bound parameters."""
     tensors = group.to_tensors()
     dag = ComputeDAG(tensors)
@@ -134,20 +135,19 @@ def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts
     ctx = ApplyHistoryBest.current() if use_records else None
     state = ctx.query(target, key) if ctx is not None else None
     if state is None:
-        return default_schedule(tensors), tensors, key, False, {}
+        return None, tensors, key, {}
     full = dag.replay(state.transform_steps)
-    is_gpu = target.kind == "cuda"
-    sch, args = replay_schedule(dag, full, is_gpu, 0)
-    done = [] if is_gpu else rewrite_layout(dag, sch, pre_transformed=True)
+    sch, args = replay_schedule(dag, full, False, 0)
+    done = rewrite_layout(dag, sch, pre_transformed=True)
     pos = {id(t): k for k, t in enumerate(tensors)}
     if any(pos[id(orig)] not in consts for orig, _, _ in done):
         # NOTE: a re-laid input that is not a constant: re-lay it inside the kernel, as the
         # task was measured (INSERT_TRANSFORM_STAGE).
-        sch, args = dag.apply_steps_from_state(full, layout_rewrite=1, is_gpu=is_gpu)
-        return sch, list(args), key, True, {}
+        sch, args = dag.apply_steps_from_state(full, layout_rewrite=1)
+        return sch, list(args), key, {}
     swap = {id(orig): new for orig, new, _ in done}
     layouts = {pos[id(orig)]: lay for orig, _, lay in done}
-    return sch, [swap.get(id(t), t) for t in args], key, True, layouts
+    return sch, [swap.get(id(t), t) for t in args], key, layouts
 
 
 class _Compiler:
@@ -157,6 +157,7 @@ class _Compiler:
         self.target, self.params, self.pc = target, params, pc
         self.kernels: dict[str, Any] = {}
         self.consts: dict[tuple[str, Any], np.ndarray] = {}
+        self.choices: dict[tuple[Any, ...], Candidate | None] = {}
 
     def kernel(self, key: str, make: Any, name: str) -> Any:
         if key not in self.kernels:
@@ -164,31 +165,45 @@ class _Compiler:
             self.kernels[key] = templtune.build(sch, tensors, target=self.target, name=name)
         return self.kernels[key]
 
+    def const(self, name: str, key: Any, transform: Callable[[np.ndarray], np.ndarray]
+              ) -> np.ndarray:
+        """Parameter ``name`` transformed (packed, re-laid) once per (name, key)."""
+        if (name, key) not in self.consts:
+            self.consts[(name, key)] = transform(self.params[name])
+        return self.consts[(name, key)]
+
     def compile(self, group: FusedGroup) -> CompiledGroup:
         consts = {k for k, e in enumerate(group.inputs)
                   if isinstance(e, Var) and e.name in self.params}
-        sch, tensors, key, tuned, layouts = _auto_scheduled(
-            group, self.target, self.pc.use_auto_scheduler, consts)
+        sch, tensors, key, layouts = _auto_scheduled(group, self.target,
+                                                     self.pc.use_auto_scheduler, consts)
+        tuned = sch is not None
         if not tuned and self.pc.use_templates:
             via_template = self._template(group, key)
             if via_template is not None:
                 return via_template
-        k = self.kernel(key + repr(sorted(layouts)), lambda: (sch, tensors), group.name)
+        make = (lambda: (sch, tensors)) if tuned else (
+            lambda: (default_schedule(tensors), tensors))
+        k = self.kernel(key + repr(sorted(layouts)), make, group.name)
         inputs: list[Any] = list(group.inputs)
         for pos, lay in layouts.items():
-            name = group.inputs[pos].name  # type: ignore[union-attr]
-            ck = (name, lay)
-            if ck not in self.consts:
-                self.consts[ck] = lay.transform(self.params[name])
-            inputs[pos] = self.consts[ck]
+            inputs[pos] = self.const(group.inputs[pos].name, lay,  # type: ignore[union-attr]
+                                     lay.transform)
         step = Step(k, tuple(inputs), group.output)
         return CompiledGroup(group, (step,), key, tuned, "auto_scheduler" if tuned else "default")
+
+    def _choose(self, anchor: Call, const: bool) -> Candidate | None:
+        # NOTE: equal layers ask once: without a record, choosing instantiates the template.
+        sig = (anchor.op, anchor.attrs, tuple(a.shape for a in anchor.args), const)
+        if sig not in self.choices:
+            self.choices[sig] = choose(anchor, self.target, allow_transform=const)
+        return self.choices[sig]
 
     def _template(self, group: FusedGroup, key: str) -> CompiledGroup | None:
         anchor = group.calls[0]
         weight = anchor.args[1] if len(anchor.args) > 1 else None
         const = isinstance(weight, Var) and weight.name in self.params
-        cand = choose(anchor, self.target, allow_transform=const)
+        cand = self._choose(anchor, const)
         if cand is None:
             return None
         try:
@@ -201,10 +216,7 @@ class _Compiler:
         wslot: Any = weight
         if cand.transform is not None:
             assert isinstance(weight, Var)
-            ck = (weight.name, cand.workload)
-            if ck not in self.consts:
-                self.consts[ck] = cand.transform(self.params[weight.name])
-            wslot = self.consts[ck]
+            wslot = self.const(weight.name, cand.workload, cand.transform)
         steps = [Step(k, (anchor.args[0], wslot), anchor)]
         if len(group.calls) > 1:
             tail = make_group(group.calls[1:])

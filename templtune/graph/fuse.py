@@ -125,8 +125,3 @@ def make_group(calls: list[Call] | tuple[Call, ...]) -> FusedGroup:
                 seen.add(id(a))
                 inputs.append(a)
     return FusedGroup(tuple(calls), tuple(inputs))
-
-
-def param_inputs(group: FusedGroup, params: dict[str, object]) -> list[bool]:
-    """Which inputs of ``group`` are bound parameters (constants at run time)."""
-    return [isinstance(e, Var) and e.name in params for e in group.inputs]

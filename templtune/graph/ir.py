@@ -8,7 +8,6 @@ elimination.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +25,10 @@ class TensorType:
         return f"Tensor[({', '.join(map(str, self.shape))}), {self.dtype}]"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Var:
-    """A network input or a parameter (weights are parameters bound at build time)."""
+class _Typed:
+    """``shape`` and ``dtype`` of a node's ``type``."""
 
-    name: str
+    __slots__ = ()
     type: TensorType
 
     @property
@@ -43,21 +41,21 @@ class Var:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Call:
+class Var(_Typed):
+    """A network input or a parameter (weights are parameters bound at build time)."""
+
+    name: str
+    type: TensorType
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Call(_Typed):
     """``op(*args, **attrs)`` with its inferred result type."""
 
     op: str
     args: tuple[Expr, ...]
     attrs: Attrs
     type: TensorType
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.type.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.type.dtype
 
     def attr(self, key: str, default: Any = None) -> Any:
         return dict(self.attrs).get(key, default)
@@ -117,13 +115,3 @@ def topo_order(out: Expr) -> list[Call]:
             if isinstance(a, Call) and id(a) not in seen:
                 stack.append((a, False))
     return order
-
-
-def free_vars(out: Expr) -> Iterator[Var]:
-    """The variables ``out`` reads, in first-use order."""
-    seen: set[int] = set()
-    for c in topo_order(out):
-        for a in c.args:
-            if isinstance(a, Var) and id(a) not in seen:
-                seen.add(id(a))
-                yield a
