@@ -101,15 +101,32 @@ def _local(timeout=10, **runner_kw):
                           LocalRunner(timeout=timeout, **runner_kw))
 
 
-def test_measure_batch_good_configs():
+def measure_first_configs(opt, n=4):
+    """Measure the first ``n`` configs of the matmul template with ``opt``."""
     task = create("test_measure_local/matmul", (N, "float32"), "llvm")
-    opt = _local(number=2, repeat=3)
     batch = create_measure_batch(task, opt)
     try:
-        inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in range(4)]
-        results = batch(inputs)
+        return batch([MeasureInput(task.target, task, task.config_space.get(i))
+                      for i in range(n)])
     finally:
         batch.close()
+
+
+def tune_every_failure_mode(opt):
+    """Grid-search the faulty template with ``opt``; returns (tuner, {index: (mode, result)})."""
+    task = create("test_measure_local/faulty", (N,), "llvm")
+    assert len(task.config_space) == len(MODES) + 1
+    seen = {}
+    tuner = GridSearchTuner(task)
+    tuner.tune(n_trial=100, measure_option=opt,
+               callbacks=[lambda t, ins, rs: seen.update(
+                   {i.config.index: (i.config["mode"].val, r) for i, r in zip(ins, rs)})])
+    return tuner, seen
+
+
+def test_measure_batch_good_configs():
+    opt = _local(number=2, repeat=3)
+    results = measure_first_configs(opt)
     for res in results:
         assert res.error_no == MeasureErrorNo.NO_ERROR, res.error_detail
         assert len(res.costs) == 1  # repeat=3: min and max dropped
@@ -118,14 +135,7 @@ def test_measure_batch_good_configs():
 
 
 def test_every_failure_mode_is_isolated():
-    task = create("test_measure_local/faulty", (N,), "llvm")
-    assert len(task.config_space) == len(MODES) + 1
-    opt = _local(timeout=3)
-    seen = {}
-    tuner = GridSearchTuner(task)
-    tuner.tune(n_trial=100, measure_option=opt,
-               callbacks=[lambda t, ins, rs: seen.update(
-                   {i.config.index: (i.config["mode"].val, r) for i, r in zip(ins, rs)})])
+    tuner, seen = tune_every_failure_mode(_local(timeout=3))
     assert len(seen) == len(MODES) + 1
     for mode, res in seen.values():
         assert res.error_no == EXPECTED[mode], (mode, res.error_no, res.error_detail[:500])

@@ -6,9 +6,6 @@ from __future__ import annotations
 import pytest
 
 from templtune.autotvm.measure import LocalBuilder, MeasureErrorNo, RPCRunner, measure_option
-from templtune.autotvm.measure.measure import MeasureInput, create_measure_batch
-from templtune.autotvm.task.task import create
-from templtune.autotvm.tuner import GridSearchTuner
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -24,32 +21,21 @@ def cluster():
 
 
 def test_times_real_candidates_in_parallel(cluster):
-    from test_measure_local import N
+    from test_measure_local import measure_first_configs
 
-    task = create("test_measure_local/matmul", (N, "float32"), "llvm")
     runner = RPCRunner(KEY, n_parallel=2, number=2, repeat=3, cooldown_interval=0)
-    batch = create_measure_batch(task, measure_option(LocalBuilder(n_parallel=2), runner))
-    try:
-        inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in range(4)]
-        results = batch(inputs)
-    finally:
-        batch.close()
+    results = measure_first_configs(measure_option(LocalBuilder(n_parallel=2), runner))
     for res in results:
         assert res.error_no == MeasureErrorNo.NO_ERROR, res.error_detail
         assert len(res.costs) == 1 and 0 < res.costs[0] < 1
 
 
 def test_failures_are_isolated_and_the_actor_is_replaced(cluster):
-    from test_measure_local import EXPECTED, MODES, N
+    from test_measure_local import EXPECTED, MODES, tune_every_failure_mode
 
-    task = create("test_measure_local/faulty", (N,), "llvm")
-    seen = {}
-    tuner = GridSearchTuner(task)
     opt = measure_option(LocalBuilder(timeout=3, n_parallel=2),
                          RPCRunner(KEY, n_parallel=2, timeout=3, cooldown_interval=0))
-    tuner.tune(n_trial=100, measure_option=opt,
-               callbacks=[lambda t, ins, rs: seen.update(
-                   {i.config.index: (i.config["mode"].val, r) for i, r in zip(ins, rs)})])
+    tuner, seen = tune_every_failure_mode(opt)
     assert len(seen) == len(MODES) + 1
     for mode, res in seen.values():
         assert res.error_no == EXPECTED[mode], (mode, res.error_no, res.error_detail[:500])
