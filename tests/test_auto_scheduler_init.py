@@ -9,7 +9,7 @@ import templtune
 from templtune import te, topi
 from templtune.auto_scheduler import ComputeDAG, SearchTask, SketchPolicy
 from templtune.auto_scheduler.mutation import mutate_tile_size
-from templtune.auto_scheduler.search_policy import CPU_PARAMS, DEFAULT_PARAMS
+from templtune.auto_scheduler.search_policy import CPU_PARAMS, DEFAULT_PARAMS, state_key
 from templtune.auto_scheduler.search_task import HardwareParams
 from templtune.auto_scheduler.sketch import is_tiled
 from templtune.auto_scheduler.transform_step import AnnotationStep, FuseStep, SplitStep
@@ -94,3 +94,89 @@ def test_tiled_stage_fuses_innermost_before_vectorizing_and_matches_numpy() -> N
     rng = np.random.default_rng(3)
     muts = [m for m in (mutate_tile_size(pol, s, rng) for s in fused) if m is not None]
     _check(tensors, fused[:4] + muts[:3])
+
+
+def _matmul(n: int = 64) -> list:
+    a = te.placeholder((n, n), name="a")
+    b = te.placeholder((n, n), name="b")
+    r = te.reduce_axis((0, n), name="r")
+    return [a, b, te.compute((n, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="c")]
+
+
+def _blocks(state) -> list[tuple[int, ...]]:
+    """Innermost spatial tile (iterators after the last reduction one) of each tiled stage."""
+    out = []
+    for st in state.stages:
+        kinds = [it.iter_kind for it in st.iters]
+        if 1 in kinds and any(".0" in it.name for it in st.iters):
+            last_r = max(i for i, k in enumerate(kinds) if k == 1)
+            out.append(tuple(it.range for it in st.iters[last_r + 1:] if it.iter_kind == 0))
+    return out
+
+
+def test_cpu_vector_follows_the_target() -> None:
+    from templtune.auto_scheduler.tile_prior import cpu_vector
+
+    tensors = _matmul()
+    lanes = {t: cpu_vector(SearchTask(compute_dag=ComputeDAG(tensors), target=t,
+                                      hardware_params=HW))
+             for t in ("llvm -mcpu=znver4", "llvm -mcpu=znver3",
+                       "llvm -mcpu=znver4 -mattr=-avx512f", "llvm -mcpu=haswell")}
+    assert lanes == {"llvm -mcpu=znver4": (16, 28), "llvm -mcpu=znver3": (8, 14),
+                     "llvm -mcpu=znver4 -mattr=-avx512f": (8, 14),
+                     "llvm -mcpu=haswell": (8, 14)}
+
+
+def _filled(pol: SketchPolicy, n: int, seed: int = 0) -> list:
+    """``n`` sketches with their tile sizes filled (before the annotations fuse iterators)."""
+    from templtune.auto_scheduler.init_rules import fill_tile_size
+
+    rng = np.random.default_rng(seed)
+    sk = pol.generate_sketches()
+    return [fill_tile_size(pol, sk[k % len(sk)], rng) for k in range(n)]
+
+
+def test_register_tile_prior_shapes_the_innermost_block() -> None:
+    from templtune.auto_scheduler.tile_prior import register_block_ok
+
+    tensors = _matmul()
+    task = SearchTask(compute_dag=ComputeDAG(tensors), target="llvm -mcpu=znver3",
+                      hardware_params=HW)
+    on = SketchPolicy(task, seed=0, verbose=0, params={"cpu_register_tile_prior": 1.0})
+    off = SketchPolicy(task, seed=0, verbose=0, params={"cpu_register_tile_prior": 0.0})
+    assert CPU_PARAMS["cpu_register_tile_prior"] > 0
+    filled_on, filled_off = _filled(on, 30), _filled(off, 30)
+    assert all(register_block_ok(on, s) for s in filled_on)
+    assert sum(register_block_ok(off, s) for s in filled_off) < 15
+    # AVX2: the innermost iterator fills whole 8-lane vectors, 4..14 of them per block
+    for s in filled_on:
+        for block in _blocks(s):
+            assert block[-1] % 8 == 0
+            assert 4 <= int(np.prod(block[:-1])) * block[-1] // 8 <= 14
+    _check(tensors, on.sample_initial_population(4))
+
+
+def test_register_block_ok_accepts_a_whole_short_axis() -> None:
+    from templtune.auto_scheduler.tile_prior import register_block_ok
+
+    tensors = conv_relu()  # output width 6 < 8 lanes: a 6-wide tile is a whole (short) axis
+    task = SearchTask(compute_dag=ComputeDAG(tensors), target="llvm -mcpu=znver3",
+                      hardware_params=HW)
+    pol = SketchPolicy(task, seed=2, verbose=0, params={"cpu_register_tile_prior": 1.0})
+    filled = _filled(pol, 20)
+    assert all(register_block_ok(pol, s) for s in filled)
+    assert any(b and b[-1] == 6 for s in filled for b in _blocks(s))
+
+
+def test_learned_model_warm_up_rounds_measure_initial_samples() -> None:
+    from templtune.auto_scheduler import XGBModel
+    from templtune.auto_scheduler.cost_model import RandomModel
+
+    model = XGBModel(num_warmup_sample=8)
+    assert model.warming_up and not RandomModel().warming_up
+    pol = SketchPolicy(SearchTask(compute_dag=ComputeDAG(_matmul()), target="llvm",
+                                  hardware_params=HW), model, seed=0, verbose=0)
+    init = pol.sample_initial_population(20)
+    keys = {state_key(s) for s in init}
+    out = pol.evolutionary_search(init, 10)
+    assert out and all(state_key(s) in keys for s in out)

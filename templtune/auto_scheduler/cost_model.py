@@ -39,6 +39,11 @@ class CostModel:
     def predict(self, task: Any, states: list[State]) -> np.ndarray:
         raise NotImplementedError
 
+    @property
+    def warming_up(self) -> bool:
+        """Whether the scores are still uninformed (random) until more samples arrive."""
+        return False
+
 
 class RandomModel(CostModel):
     """Uniform random scores in [0, 1); ``update`` does nothing."""
@@ -179,10 +184,14 @@ class XGBModel(CostModel):
             self.save(self.model_file)
 
     # ---- prediction ------------------------------------------------------------------------
+    @property
+    def warming_up(self) -> bool:
+        return self.bst is None or len(self.xs) <= self.num_warmup_sample
+
     def predict(self, task: Any, states: list[State]) -> np.ndarray:
         """Scores of ``states`` (higher is better); ``-inf`` for a state that does not lower,
         random in [0, 1) while the model has seen ``num_warmup_sample`` samples or fewer."""
-        if self.bst is None or len(self.xs) <= self.num_warmup_sample:
+        if self.warming_up:
             return self.rng.random(len(states))
         return self.predict_features(get_per_store_features_from_states(states, task))
 
