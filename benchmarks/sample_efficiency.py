@@ -33,6 +33,7 @@ Library templates default to the project's x86 templates (``conv2d_nchw.x86`` /
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -45,6 +46,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sample_efficiency_stats import (  # noqa: E402
+    censored_summary,
+    expected_random_trials,
+    prob_random_within,
+    q_upper_bound,
+    trials_to_reach,
+)
 
 from templtune import autotvm  # noqa: E402
 from templtune.autotvm.feature.extract import FeatureExtractor  # noqa: E402
@@ -107,7 +116,10 @@ class _Cache:
         data = json.loads(self.path.read_text()) if self.path.exists() else {}
         data[self.key] = {str(i): [list(r.costs), int(r.error_no)]
                           for i, r in sorted(self.results.items())}
-        self.path.write_text(json.dumps(data))
+        # NOTE: write-then-rename: a run killed while saving keeps the previous file intact.
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.path)
 
 
 class CachingBuilder(Builder):
@@ -132,10 +144,11 @@ class CachingBuilder(Builder):
 
 
 class CachingRunner(Runner):
-    def __init__(self, inner: Runner, cache: _Cache) -> None:
+    def __init__(self, inner: Runner, cache: _Cache, save_every: int = 50) -> None:
         super().__init__(timeout=inner.timeout, n_parallel=1)
         self.inner, self.cache = inner, cache
         self.n_measured = 0
+        self.save_every = save_every
 
     def set_task(self, task: Any) -> Any:
         return self.inner.set_task(task)
@@ -151,7 +164,7 @@ class CachingRunner(Runner):
             self.n_measured += len(todo)
             for m, r in zip(todo, res):
                 self.cache.results[int(m.config.index)] = r
-            if self.n_measured // 50 > before // 50:
+            if self.n_measured // self.save_every > before // self.save_every:
                 self.cache.save()  # NOTE: keeps long runs' measurements if they are cut short
         return [self.cache.results[int(m.config.index)] for m in measure_inputs]
 
@@ -159,15 +172,51 @@ class CachingRunner(Runner):
         self.inner.close()
 
 
+class _MissingRunner(Runner):
+    """The inner runner of ``--replay``: any config that reaches it is missing from the cache."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout=1.0, n_parallel=1)
+
+    def run(self, measure_inputs, build_results):
+        missing = sorted(int(m.config.index) for m in measure_inputs)
+        raise KeyError(f"--replay: configs {missing} are not in the measurement cache")
+
+
 # ------------------------------------------------------------------------- experiment
+def parse_xgb_opts(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["name:key=value;key=value", ...]`` -> ``{name: {key: value}}`` (values as Python
+    literals when they parse, else strings), e.g. ``xgb_log:log_target=True;plan_size=32``."""
+    out: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        name, _, body = spec.partition(":")
+        if not name.startswith("xgb"):
+            raise ValueError(f"XGB variant names must start with 'xgb', got {name!r}")
+        kw: dict[str, Any] = {}
+        for item in filter(None, body.split(";")):
+            key, eq, val = item.partition("=")
+            if not eq:
+                raise ValueError(f"expected key=value in {spec!r}, got {item!r}")
+            try:
+                kw[key.strip()] = ast.literal_eval(val.strip())
+            except (ValueError, SyntaxError):
+                kw[key.strip()] = val.strip()
+        out[name] = kw
+    return out
+
+
 def make_tuner(name: str, task: Any, seed: int, feature_type: str,
-               extractor: FeatureExtractor | None) -> Any:
+               extractor: FeatureExtractor | None,
+               xgb_opts: dict[str, dict[str, Any]] | None = None) -> Any:
     # NOTE: each tuner gets its own seed stream: with one shared integer seed, GATuner's
-    # initial population and RandomTuner's first picks are the very same configs.
-    seed = int(np.random.SeedSequence([seed, sum(map(ord, name))]).generate_state(1)[0])
-    if name == "xgb":
-        return XGBTuner(task, feature_type=feature_type, seed=seed, num_threads=1,
-                        extractor=extractor)
+    # initial population and RandomTuner's first picks are the very same configs. XGB
+    # variants (names starting "xgb") share xgb's stream, so they differ only by options.
+    base = "xgb" if name.startswith("xgb") else name
+    seed = int(np.random.SeedSequence([seed, sum(map(ord, base))]).generate_state(1)[0])
+    if name.startswith("xgb"):
+        kw = dict((xgb_opts or {}).get(name, {}))
+        return XGBTuner(task, feature_type=kw.pop("feature_type", feature_type), seed=seed,
+                        num_threads=1, extractor=extractor, **kw)
     if name == "ga":
         return GATuner(task, seed=seed)
     if name == "random":
@@ -176,13 +225,16 @@ def make_tuner(name: str, task: Any, seed: int, feature_type: str,
 
 
 def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
-            feature_type: str, extractor: FeatureExtractor | None) -> dict[str, Any]:
-    tuner = make_tuner(tuner_name, task, seed, feature_type, extractor)
+            feature_type: str, extractor: FeatureExtractor | None,
+            xgb_opts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    tuner = make_tuner(tuner_name, task, seed, feature_type, extractor, xgb_opts)
     curve: list[float] = []
+    indices: list[int] = []
     tic = time.perf_counter()
 
     def record(t: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
         before = len(curve)
+        indices.extend(int(m.config.index) for m in inputs)
         for r in results:
             curve.append(t._flops(r) if r.ok else 0.0)
         if len(curve) // 50 > before // 50:
@@ -190,23 +242,52 @@ def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
                   f"{max(curve) / 1e9:.2f} GFLOPS, {time.perf_counter() - tic:.0f} s", flush=True)
 
     tuner.tune(n_trial=n_trial, measure_option=option, callbacks=[record])
-    out: dict[str, Any] = {"curve": curve, "seconds": time.perf_counter() - tic}
+    # NOTE: how many first trials are uniform random draws: all of Random's, XGB's first plan
+    # (no model yet), GA's first population (used to estimate the share of good configs).
+    n_uniform = (len(curve) if tuner_name == "random" else
+                 getattr(tuner, "plan_size", None) or getattr(tuner, "pop_size", 0))
+    out: dict[str, Any] = {"curve": curve, "indices": indices, "n_uniform": int(n_uniform),
+                           "seconds": time.perf_counter() - tic}
     if hasattr(tuner, "round_stats"):
         out["rounds"] = tuner.round_stats
     return out
 
 
 def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
-              checkpoints: list[int]) -> dict[str, Any]:
-    best_any = max((max(r["curve"], default=0.0) for per in runs.values() for r in per.values()),
+              checkpoints: list[int], table: dict[int, float] | None = None,
+              round_measure_s: float | None = None, n_space: int | None = None
+              ) -> dict[str, Any]:
+    """Print and return the per-tuner summary of one workload.
+
+    ``table`` (config index -> GFLOPS of every valid config, from ``--measure-all``) makes the
+    target "90% of the true optimum" and adds Random's exact expected trials to reach it;
+    without it the target is 90% of the best any run found. ``round_measure_s`` is the
+    measurement time of one plan (for the per-round split of replayed runs)."""
+    best_run = max((max(r["curve"], default=0.0) for per in runs.values() for r in per.values()),
                    default=0.0)
+    n_trial = checkpoints[-1]
     summary: dict[str, Any] = {
-        "workload": name, "best_any_gflops": best_any / 1e9, "checkpoints": checkpoints,
+        "workload": name, "best_any_gflops": best_run / 1e9, "checkpoints": checkpoints,
         "tuners": {},
         # per tuner, per seed: the GFLOPS of every trial in order (0 for failures)
         "curves": {t: {str(sd): [f / 1e9 for f in r["curve"]] for sd, r in per.items()}
                    for t, per in runs.items()}}
-    print(f"\n== {name}: best found by any run {best_any / 1e9:.2f} GFLOPS")
+    best_any = best_run
+    print(f"\n== {name}: best found by any run {best_run / 1e9:.2f} GFLOPS")
+    if table:
+        best_any = max(table.values()) * 1e9
+        n, k = len(table), sum(1 for v in table.values() if v * 1e9 >= 0.9 * best_any)
+        exp = expected_random_trials(n, k)
+        summary["exhaustive"] = {
+            "n": n, "true_best_gflops": best_any / 1e9, "n_within_90pct": k,
+            "q": k / n, "random_expected_trials": exp,
+            "random_p_within": {str(c): prob_random_within(n, k, c) for c in checkpoints}}
+        print(f"   exhaustive table: true optimum {best_any / 1e9:.2f} GFLOPS; {k} of {n} configs "
+              f"(q = {k / n:.2%}) within 90%; Random's expected trials to 90% (N+1)/(K+1) = "
+              f"{exp:.1f}; P(Random within " + ", ".join(
+                  f"{c}: {prob_random_within(n, k, c):.2f}" for c in checkpoints) + ")")
+    elif n_space:
+        summary["uniform_estimate"] = uniform_estimate(runs, 0.9 * best_any, n_space)
     header = "tuner   " + "".join(f"{c:>10d}" for c in checkpoints) + "   trials to 90% (per seed)"
     print(header)
     for tname, per in runs.items():
@@ -215,21 +296,29 @@ def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
         for r in per.values():
             mx = np.maximum.accumulate(np.asarray(r["curve"] or [0.0]))
             rows.append([mx[min(c, len(mx)) - 1] / 1e9 for c in checkpoints])
-            hit = np.flatnonzero(mx >= 0.9 * best_any)
-            to90.append(int(hit[0]) + 1 if len(hit) else None)
+            to90.append(trials_to_reach(mx, 0.9 * best_any))
         mean = np.mean(np.asarray(rows), axis=0)
+        stats = censored_summary(to90, n_trial)
         print(f"{tname:8s}" + "".join(f"{v:10.2f}" for v in mean) + f"   {to90}")
+        if len(to90) > 3:
+            print(f"         reached 90% in {stats['reached']:.0f}/{stats['seeds']:.0f} seeds, "
+                  f"median {stats['median']:.0f}, mean >= {stats['mean_lower']:.1f} "
+                  f"(never counted as {n_trial + 1})")
         entry: dict[str, Any] = {"best_gflops_mean": mean.tolist(), "best_gflops_per_seed": rows,
-                                 "trials_to_90pct": to90}
+                                 "trials_to_90pct": to90, "trials_to_90pct_stats": stats}
         rounds = [x for r in per.values() for x in r.get("rounds", [])]
         if rounds:
             split = {k: float(np.mean([x[k] for x in rounds])) for k in ("extract", "fit",
                                                                           "optimize")}
             # NOTE: a "round" is the wall time of a run divided by its re-planning rounds
             # (measuring plan_size configs plus the model work); measurements served from the
-            # shared cache make rounds shorter than in a real tuning session.
+            # shared cache make rounds shorter than in a real tuning session, so replayed runs
+            # add the sweep's measured time per plan (round_measure_s) instead.
             per_round = float(np.mean([r["seconds"] / max(1, len(r.get("rounds", [])))
                                        for r in per.values()]))
+            if round_measure_s is not None:
+                per_round += round_measure_s
+                split["measure_estimate"] = round_measure_s
             split["round"] = per_round
             entry["round_seconds"] = split
             print(f"         per round ({len(rounds)} rounds, {per_round:.1f} s each): features "
@@ -238,6 +327,31 @@ def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
                   f"{split['optimize']:.2f} s ({split['optimize'] / per_round:.0%})")
         summary["tuners"][tname] = entry
     return summary
+
+
+def uniform_estimate(runs: dict[str, dict[int, dict[str, Any]]], threshold: float,
+                     n_space: int) -> dict[str, Any]:
+    """Share ``q`` of configs reaching ``threshold`` (FLOP/s) among all uniformly drawn ones
+    (each run's first ``n_uniform`` trials, distinct configs), its 95% upper bound, and the
+    implied expected Random trials ``(N+1)/(qN+1)`` (the bound gives a lower bound on it)."""
+    seen: dict[int, float] = {}
+    for per in runs.values():
+        for r in per.values():
+            m = int(r.get("n_uniform", 0))
+            seen.update(zip(r.get("indices", [])[:m], r["curve"][:m]))
+    m = len(seen)
+    if m == 0:
+        return {"samples": 0}
+    hits = sum(1 for v in seen.values() if v >= threshold)
+    q, q_up = hits / m, q_upper_bound(hits, m)
+    out = {"samples": m, "hits": hits, "q": q, "q_upper95": q_up,
+           "random_expected_trials": (n_space + 1) / (q * n_space + 1),
+           "random_expected_trials_lower95": (n_space + 1) / (q_up * n_space + 1)}
+    print(f"   uniform samples: {hits} of {m} distinct uniformly drawn configs within 90% "
+          f"(q = {q:.2%}, 95% upper bound {q_up:.2%}); Random's expected trials to 90% "
+          f"~{out['random_expected_trials']:.0f}, >= {out['random_expected_trials_lower95']:.0f} "
+          f"at 95%")
+    return out
 
 
 WORKLOADS = {"conv2d": ("conv2d", "sample_efficiency/conv2d_wide", CONV_ARGS),
@@ -264,6 +378,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cache", help="JSON file of measurements shared across runs")
     p.add_argument("--fake", action="store_true", help="synthetic costs instead of measuring")
     p.add_argument("--json", help="write the summary here")
+    p.add_argument("--measure-all", action="store_true",
+                   help="measure every valid config of each workload's space into --cache "
+                        "(resumable: cached configs are skipped, the cache is saved as it goes); "
+                        "no tuning")
+    p.add_argument("--replay", action="store_true",
+                   help="serve every measurement from --cache (built and timed before, e.g. by "
+                        "--measure-all); a config missing from it is an error")
+    p.add_argument("--xgb-opts", action="append", default=[],
+                   help="XGB variant 'name:key=value;...' (name starts with xgb, listed in "
+                        "--tuners), e.g. 'xgb_log:log_target=True'; repeatable")
+    p.add_argument("--measure-seconds-per-config", type=float,
+                   help="with --replay: measured wall seconds per config (the --measure-all "
+                        "sweep's), to estimate the measurement share of an XGB round")
     a = p.parse_args(argv)
     # NOTE: set before the runner's measurement process starts (it inherits the environment).
     os.environ["TEMPLTUNE_NUM_THREADS"] = str(a.threads)
@@ -302,26 +429,23 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
     task = autotvm.task.create(tname, args=args, target=a.target)
     print(f"{label}: template {tname}, {len(task.config_space)} configs, "
           f"{(task.flop or 0) / 1e9:.3f} GFLOP", flush=True)
-    cache = _Cache(Path(a.cache) if a.cache and not a.fake else None,
-                   f"{tname}{args}/{a.threads}t")
-    if a.fake:
-        inner_b: Builder = FakeBuilder(n_parallel=a.n_parallel)
-        inner_r: Runner = FakeRunner(seed=0)
-    else:
-        from templtune.autotvm.measure.local_builder import LocalBuilder
-        from templtune.autotvm.measure.local_runner import LocalRunner
-
-        inner_b = LocalBuilder(n_parallel=a.n_parallel)
-        # NOTE: one timed run (after the correctness run): kernels take 5-1000 ms here and
-        # the budget is thousands of distinct configs; configs slower than --timeout (both
-        # runs; under ~5% of the best on an idle machine) count as failures, as in AutoTVM.
-        inner_r = LocalRunner(number=1, repeat=1, min_repeat_ms=0, cooldown_interval=0,
-                              timeout=a.timeout)
-    builder, runner = CachingBuilder(inner_b, cache), CachingRunner(inner_r, cache)
-    option = measure_option(builder, runner)
+    # NOTE: synthetic (--fake) costs get their own cache key, never mixed with measurements.
+    cache = _Cache(Path(a.cache) if a.cache else None,
+                   f"{tname}{args}/{a.threads}t" + ("/fake" if a.fake else ""))
+    if getattr(a, "measure_all", False):
+        return measure_all(a, label, task, cache)
+    option, builder, runner = _make_option(a, cache)
+    n_space = len(task.config_space)
+    # NOTE: a cache holding every valid config is the exhaustive table (true optimum known).
+    table = ({i: (task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
+              for i, r in cache.results.items()} if len(cache.results) >= n_space else None)
+    plan = int(next((o.get("plan_size", 64) for o in parse_xgb_opts(a.xgb_opts).values()), 64))
+    round_measure_s = (plan * a.measure_seconds_per_config
+                       if a.replay and a.measure_seconds_per_config else None)
+    xgb_opts = parse_xgb_opts(a.xgb_opts)
     extractor = None
     summary_extra: dict[str, Any] = {"template": tname, "n_configs": len(task.config_space)}
-    if "xgb" in a.tuners.split(","):
+    if any(t.startswith("xgb") for t in a.tuners.split(",")):
         extractor = FeatureExtractor(task, a.feature_type, a.n_workers)
         if a.prefetch:
             from templtune.autotvm.tuner.index_based import space_is_valid
@@ -339,12 +463,13 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
     for seed in seeds:
         for tuner_name in runs:
             runs[tuner_name][seed] = run_one(task, tuner_name, seed, n_trial, option,
-                                             a.feature_type, extractor)
+                                             a.feature_type, extractor, xgb_opts)
             print(f"  {tuner_name} seed {seed}: {runs[tuner_name][seed]['seconds']:.1f} s, "
                   f"{runner.n_measured} distinct configs measured so far", flush=True)
             cache.save()
         if save_partial is not None and seed != seeds[-1]:
-            partial = summarize(f"{label} (seeds so far)", runs, checkpoints)
+            partial = summarize(f"{label} (seeds so far)", runs, checkpoints, table,
+                                n_space=n_space)
             partial.update(summary_extra, partial_seeds=seeds[:seeds.index(seed) + 1])
             save_partial(partial)
     if extractor is not None:
@@ -353,11 +478,75 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
         summary_extra["features_computed"] = extractor.n_computed
     builder.close()
     runner.close()
-    summary = summarize(label, runs, checkpoints)
+    summary = summarize(label, runs, checkpoints, table, round_measure_s, n_space)
     summary.update(summary_extra)
     summary["measured_gflops"] = {str(i): (task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
                                   for i, r in sorted(cache.results.items())}
     return summary
+
+
+def _make_option(a: argparse.Namespace, cache: _Cache,
+                 save_every: int = 50) -> tuple[dict, CachingBuilder, CachingRunner]:
+    if getattr(a, "replay", False):
+        inner_b: Builder = FakeBuilder(n_parallel=a.n_parallel)
+        inner_r: Runner = _MissingRunner()
+    elif a.fake:
+        inner_b, inner_r = FakeBuilder(n_parallel=a.n_parallel), FakeRunner(seed=0)
+    else:
+        from templtune.autotvm.measure.local_builder import LocalBuilder
+        from templtune.autotvm.measure.local_runner import LocalRunner
+
+        inner_b = LocalBuilder(n_parallel=a.n_parallel)
+        # NOTE: one timed run (after the correctness run): kernels take 5-1000 ms here and
+        # the budget is thousands of distinct configs; configs slower than --timeout (both
+        # runs; under ~5% of the best on an idle machine) count as failures, as in AutoTVM.
+        inner_r = LocalRunner(number=1, repeat=1, min_repeat_ms=0, cooldown_interval=0,
+                              timeout=a.timeout)
+    builder = CachingBuilder(inner_b, cache)
+    runner = CachingRunner(inner_r, cache, save_every=save_every)
+    return measure_option(builder, runner), builder, runner
+
+
+def measure_all(a: argparse.Namespace, label: str, task: Any, cache: _Cache) -> dict[str, Any]:
+    """Measure every valid config of ``task`` into ``cache`` (the ground-truth table).
+
+    Configs already in the cache are skipped, and the cache is saved every 10 new measurements,
+    so a killed run loses at most 10 and a rerun resumes where it stopped."""
+    n = len(task.config_space)
+    option, builder, runner = _make_option(a, cache, save_every=10)
+    tic = time.perf_counter()
+    done0 = len(cache.results)
+
+    def progress(t: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+        got = len(cache.results)
+        if got // 100 > (got - len(inputs)) // 100:
+            el = time.perf_counter() - tic
+            print(f"  {got}/{n} measured ({runner.n_measured} this run, {el:.0f} s, load "
+                  f"{os.getloadavg()[0]:.2f})", flush=True)
+
+    # NOTE: every valid index in a seeded random order (not index order: the machine's state
+    # drifts over a long sweep, and neighbouring indices are similar configs, so index order
+    # would turn drift into a bias against one region of the space); cached configs cost
+    # nothing (the caching builder/runner skip them), so a rerun resumes the sweep.
+    RandomTuner(task, seed=12345).tune(n_trial=n, measure_option=option, callbacks=[progress])
+    builder.close()
+    runner.close()
+    cache.save()
+    table = exhaustive_table(task, cache)
+    print(f"{label}: {len(cache.results) - done0} measured in "
+          f"{time.perf_counter() - tic:.0f} s; {table['n_ok']} of {table['n']} ran, best "
+          f"{table['best_gflops']:.2f} GFLOPS (config {table['best_index']})", flush=True)
+    return {"workload": label, "measure_all": table}
+
+
+def exhaustive_table(task: Any, cache: _Cache) -> dict[str, Any]:
+    """GFLOPS of every cached config (0 for failures) and the table's summary."""
+    gf = {i: (task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
+          for i, r in sorted(cache.results.items())}
+    best_index = max(gf, key=gf.__getitem__) if gf else -1
+    return {"n": len(gf), "n_ok": sum(1 for v in gf.values() if v > 0),
+            "best_gflops": gf.get(best_index, 0.0), "best_index": best_index,
+            "gflops": {str(i): v for i, v in gf.items()}}
 
 
 if __name__ == "__main__":
