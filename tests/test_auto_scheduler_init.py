@@ -153,7 +153,11 @@ def test_register_tile_prior_shapes_the_innermost_block() -> None:
         for block in _blocks(s):
             assert block[-1] % 8 == 0
             assert 4 <= int(np.prod(block[:-1])) * block[-1] // 8 <= 14
-    _check(tensors, on.sample_initial_population(4))
+    pop = on.sample_initial_population(12)
+    unroll = {st.pragma_type for p in pop for st in p.transform_steps
+              if type(st).__name__ == "PragmaStep"}
+    assert unroll and unroll <= {"auto_unroll_max_step$64", "auto_unroll_max_step$512"}
+    _check(tensors, pop[:4])
 
 
 def test_register_block_ok_accepts_a_whole_short_axis() -> None:
