@@ -40,6 +40,8 @@ import numpy as np
 from templtune import auto_scheduler, te, topi
 
 CONV = (1, 7, 7, 512, 512, 3, 3, (1, 1), (1, 1))
+#: how both tuners measure a candidate while tuning (the mean of ``repeat`` repeats ranks it)
+RUNNER = {"number": 4, "repeat": 3, "min_repeat_ms": 50}
 #: back-to-back calls per contender and round; a round keeps the fastest. On a shared machine a
 #: call that gets descheduled is an outlier only upwards, so the minimum of a short burst
 #: estimates the kernel's own time, and the median over rounds removes drift.
@@ -118,10 +120,13 @@ def tune_auto_scheduler(name: str, args: tuple, budget: int, per_round: int, n_p
     opt = auto_scheduler.TuningOptions(
         num_measure_trials=budget, num_measures_per_round=per_round, verbose=0,
         builder=auto_scheduler.LocalBuilder(n_parallel=n_parallel),
-        # NOTE: auto_scheduler's runner defaults (number=3, repeat=1, min_repeat_ms=100) with a
-        # 15 s timeout (both tuners): slow early candidates are still measured for the cost
-        # model; hopeless ones do not eat the run's wall time.
-        runner=auto_scheduler.LocalRunner(timeout=15),
+        # NOTE: the same measurement as the template tuner's (number=4, repeat=3,
+        # min_repeat_ms=50; the mean of 3 repeats picks each tuner's best) with a 15 s timeout
+        # (both tuners): slow early candidates are still measured for the cost model; hopeless
+        # ones do not eat the run's wall time.
+        runner=auto_scheduler.LocalRunner(timeout=15, number=RUNNER["number"],
+                                          repeat=RUNNER["repeat"],
+                                          min_repeat_ms=RUNNER["min_repeat_ms"]),
         measure_callbacks=[auto_scheduler.RecordToFile(log), Track()])
     t0 = time.perf_counter()
     policy = auto_scheduler.SketchPolicy(task, auto_scheduler.XGBModel(num_warmup_sample=32),
@@ -174,9 +179,8 @@ def tune_autotvm(template: str, args: tuple, budget: int, n_parallel: int,
         curve.add([r.mean_cost if r.ok else None for r in results], [i.config for i in inputs])
 
     mo = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=n_parallel),
-                                runner=autotvm.LocalRunner(timeout=15, number=4, repeat=3,
-                                                           min_repeat_ms=50,
-                                                           cooldown_interval=0.0))
+                                runner=autotvm.LocalRunner(timeout=15, cooldown_interval=0.0,
+                                                           **RUNNER))
     t0 = time.perf_counter()
     tuner = XGBTuner(task, seed=0)
     tuner.tune(n_trial=min(budget, len(task.config_space)), measure_option=mo,
