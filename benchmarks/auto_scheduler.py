@@ -206,7 +206,8 @@ def contenders(kind: str, as_task: Any, as_curve: _Curve, at_task: Any, at_curve
             arrs = [rng.random([int(x.value) for x in t.shape], dtype=np.float32) for t in args]
             ev = mod.time_evaluator(mod.entry_name, templtune.cpu(0), number=1,
                                     repeat=BURST)
-            seen[id(key)] = ((lambda: ev(*arrs).min), flop, mod.set_num_threads)
+            seen[id(key)] = ((lambda ev=ev, arrs=arrs: ev(*arrs).min), flop,
+                             mod.set_num_threads)
         return seen[id(key)]
 
     dag = as_task.compute_dag
@@ -267,17 +268,26 @@ def _seconds(fn: Any) -> Any:
 
 
 def interleaved(cands: dict, threads: int, rounds: int) -> dict[str, float]:
-    """GFLOPS per contender: median of ``rounds`` interleaved rounds (each round: every
-    contender's fastest of ``BURST`` back-to-back calls, after a warm-up call)."""
-    times: dict[str, list[float]] = {k: [] for k in cands}
-    for _, (_run, _flop, set_threads) in cands.items():
+    """GFLOPS per contender: median of ``rounds`` interleaved rounds. Each round times every
+    distinct kernel once (the fastest of ``BURST`` back-to-back calls), in a freshly shuffled
+    order: a kernel that stayed the best over several budgets is one kernel with one figure,
+    and no contender always runs right after the same neighbour (whose cache footprint, e.g. a
+    9 MB weight transform, it would inherit)."""
+    kernels: dict[int, Any] = {}
+    for run, _flop, set_threads in cands.values():
+        kernels[id(run)] = run
         set_threads(threads)
-    for _, (run, _, _) in cands.items():
+    for run in kernels.values():
         run()
+    times: dict[int, list[float]] = {k: [] for k in kernels}
+    order = list(kernels)
+    rng = np.random.default_rng(threads)
     for _ in range(rounds):
-        for k, (run, _, _) in cands.items():
-            times[k].append(run())
-    return {k: cands[k][1] / float(np.median(v)) / 1e9 for k, v in times.items()}
+        rng.shuffle(order)
+        for k in order:
+            times[k].append(kernels[k]())
+    return {name: flop / float(np.median(times[id(run)])) / 1e9
+            for name, (run, flop, _) in cands.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
