@@ -78,6 +78,41 @@ def evaluate(task, extractor: FeatureExtractor, idx: np.ndarray, gflops: np.ndar
     return rho, quality, recall, hit90
 
 
+def simulate_tuning(task, extractor: FeatureExtractor, idx: np.ndarray, gflops: np.ndarray,
+                    seed: int, n_trial: int, plan_size: int = 64, log_target: bool = False,
+                    loss: str = "reg", target: float = 0.9) -> int | None:
+    """Trials an XGB tuner needs to reach ``target`` x the best measured config when its space
+    is only the measured configs: the first ``plan_size`` picks are uniform, then every
+    ``plan_size`` trials the model is refitted on all measured picks and the next plan is its
+    top ``plan_size`` unvisited configs (found exhaustively, as SA nearly does; the last 5%
+    of each plan uniform, as ModelBasedTuner). None if not within ``n_trial``.
+
+    NOTE: a measured subset keeps the share of good configs of a uniform sample (not of
+    tuner-picked caches, which over-represent good ones), so this compares tuner settings
+    cheaply; the replay of an exhaustive table (sample_efficiency.py --replay) is the real test.
+    """
+    rng = np.random.default_rng(seed)
+    goal = target * gflops.max()
+    order = list(rng.permutation(len(idx))[:plan_size])
+    visited = set(order)
+    n_tail = int(0.05 * plan_size)
+    while len(order) < min(n_trial, len(idx)):
+        model = XGBoostCostModel(task, extractor.feature_type, loss_type=loss, num_threads=1,
+                                 seed=int(rng.integers(2**31)), extractor=extractor,
+                                 log_target=log_target)
+        model.fit(idx[order].tolist(), gflops[order].tolist(), plan_size)
+        rest = np.asarray([i for i in range(len(idx)) if i not in visited])
+        pred = model.predict(idx[rest].tolist())
+        plan = [int(j) for j in rest[np.argsort(-pred, kind="stable")][:plan_size - n_tail]]
+        pool = [int(j) for j in rest if int(j) not in set(plan)]
+        plan += [int(j) for j in rng.choice(pool, size=min(n_tail, len(pool)), replace=False)]
+        for j in plan[: n_trial - len(order)]:
+            order.append(j)
+            visited.add(j)
+    hit = np.flatnonzero(gflops[order] >= goal)
+    return int(hit[0]) + 1 if len(hit) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cache", required=True)
@@ -92,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--params", action="append", default=[],
                    help="xgboost parameter variant 'name:key=value;...' (e.g. "
                         "'d6:max_depth=6;eta=0.1'); repeatable; the default params always run")
+    p.add_argument("--simulate", help="instead of ranking: simulated XGB tuning on the measured "
+                   "configs, comma-separated variants plan_size/target (e.g. 64/raw,32/log); "
+                   "prints trials to 90%% per seed (--repeats seeds)")
+    p.add_argument("--n-trial", type=int, default=400)
     a = p.parse_args(argv)
     _, wide, args = WORKLOADS[a.workload]
     tname = a.template or wide
@@ -101,6 +140,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     gflops = np.asarray([task.flop / meas[i] / 1e9 for i in idx])
     print(f"{tname}: {len(idx)} measured configs, best {gflops.max():.1f} GFLOPS, "
           f"{np.mean(gflops == 0):.0%} failed")
+    if a.simulate:
+        ext = FeatureExtractor(task, a.feature_types.split(",")[0], a.n_workers)
+        ext.get(idx.tolist())
+        k = int(np.sum(gflops >= 0.9 * gflops.max()))
+        print(f"{k} configs within 90%: Random's expected trials (N+1)/(K+1) = "
+              f"{(len(idx) + 1) / (k + 1):.1f}")
+        for var in a.simulate.split(","):
+            plan, target = var.split("/")
+            res = [simulate_tuning(task, ext, idx, gflops, seed, a.n_trial, int(plan),
+                                   target == "log") for seed in range(a.repeats)]
+            vals = np.asarray([a.n_trial + 1 if r is None else r for r in res], dtype=float)
+            print(f"{ext.feature_type} plan {plan} {target}: trials to 90% {res}; median "
+                  f"{np.median(vals):.0f}, mean {np.mean(vals):.1f} (never = {a.n_trial + 1})",
+                  flush=True)
+        ext.close()
+        return 0
     print(f"{'features':9s}{'loss':10s}{'params':8s}{'n':>5s}{'spearman':>10s}{'top64 q':>9s}"
           f"{'top5% rec':>10s}{'hit90':>7s}")
     variants: list[tuple[str, dict[str, Any]]] = [("default", {})]

@@ -247,7 +247,8 @@ def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
     n_uniform = (len(curve) if tuner_name == "random" else
                  getattr(tuner, "plan_size", None) or getattr(tuner, "pop_size", 0))
     out: dict[str, Any] = {"curve": curve, "indices": indices, "n_uniform": int(n_uniform),
-                           "seconds": time.perf_counter() - tic}
+                           "seconds": time.perf_counter() - tic,
+                           "plan_size": int(getattr(tuner, "plan_size", 0))}
     if hasattr(tuner, "round_stats"):
         out["rounds"] = tuner.round_stats
     return out
@@ -255,14 +256,15 @@ def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
 
 def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
               checkpoints: list[int], table: dict[int, float] | None = None,
-              round_measure_s: float | None = None, n_space: int | None = None
+              measure_s_per_config: float | None = None, n_space: int | None = None
               ) -> dict[str, Any]:
     """Print and return the per-tuner summary of one workload.
 
     ``table`` (config index -> GFLOPS of every valid config, from ``--measure-all``) makes the
     target "90% of the true optimum" and adds Random's exact expected trials to reach it;
-    without it the target is 90% of the best any run found. ``round_measure_s`` is the
-    measurement time of one plan (for the per-round split of replayed runs)."""
+    without it the target is 90% of the best any run found. ``measure_s_per_config`` (wall
+    seconds to build and time one config) estimates the measurement time of a replayed
+    round (``plan_size`` configs) for the per-round split."""
     best_run = max((max(r["curve"], default=0.0) for per in runs.values() for r in per.values()),
                    default=0.0)
     n_trial = checkpoints[-1]
@@ -313,10 +315,12 @@ def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
             # NOTE: a "round" is the wall time of a run divided by its re-planning rounds
             # (measuring plan_size configs plus the model work); measurements served from the
             # shared cache make rounds shorter than in a real tuning session, so replayed runs
-            # add the sweep's measured time per plan (round_measure_s) instead.
+            # add the sweep's measured time per config times the plan size instead.
             per_round = float(np.mean([r["seconds"] / max(1, len(r.get("rounds", [])))
                                        for r in per.values()]))
-            if round_measure_s is not None:
+            if measure_s_per_config is not None:
+                plan = int(next(iter(per.values())).get("plan_size", 64))
+                round_measure_s = plan * measure_s_per_config
                 per_round += round_measure_s
                 split["measure_estimate"] = round_measure_s
             split["round"] = per_round
@@ -439,9 +443,7 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
     # NOTE: a cache holding every valid config is the exhaustive table (true optimum known).
     table = ({i: (task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
               for i, r in cache.results.items()} if len(cache.results) >= n_space else None)
-    plan = int(next((o.get("plan_size", 64) for o in parse_xgb_opts(a.xgb_opts).values()), 64))
-    round_measure_s = (plan * a.measure_seconds_per_config
-                       if a.replay and a.measure_seconds_per_config else None)
+    measure_s = a.measure_seconds_per_config if a.replay else None
     xgb_opts = parse_xgb_opts(a.xgb_opts)
     extractor = None
     summary_extra: dict[str, Any] = {"template": tname, "n_configs": len(task.config_space)}
@@ -478,7 +480,7 @@ def run_workload(a: argparse.Namespace, label: str, tname: str, args: tuple, see
         summary_extra["features_computed"] = extractor.n_computed
     builder.close()
     runner.close()
-    summary = summarize(label, runs, checkpoints, table, round_measure_s, n_space)
+    summary = summarize(label, runs, checkpoints, table, measure_s, n_space)
     summary.update(summary_extra)
     summary["measured_gflops"] = {str(i): (task.flop / r.mean_cost / 1e9 if r.ok else 0.0)
                                   for i, r in sorted(cache.results.items())}

@@ -123,5 +123,15 @@ def test_xgb_tuner_rejects_an_extractor_of_another_feature_type():
 
 def test_xgb_tuner_passes_log_target_to_its_model():
     task = SynthTask()
+    assert XGBTuner(task, feature_type="knob", log_target=False).cost_model.log_target is False
     assert XGBTuner(task, feature_type="knob", log_target=True).cost_model.log_target is True
-    assert XGBTuner(task, feature_type="knob").cost_model.log_target is False
+
+
+def test_xgb_tuner_defaults_are_the_measured_ones():
+    """templtune deviation (documented in XGBTuner): plan_size 32 and log-scaled labels; the
+    AutoTVM values stay valid."""
+    task = SynthTask()
+    tuner = XGBTuner(task, feature_type="knob")
+    assert tuner.plan_size == 32 and tuner.cost_model.log_target is True
+    old = XGBTuner(task, feature_type="knob", plan_size=64, log_target=False)
+    assert old.plan_size == 64 and old.cost_model.log_target is False
