@@ -54,8 +54,13 @@ def rescore(summary: dict[str, Any], new: dict[int, float], checkpoints: list[in
     return res
 
 
-def remeasure(summary: dict[str, Any], top: int, repeat: int, timeout: float) -> dict[int, float]:
-    """Re-measure the ``top`` configs with the highest recorded GFLOPS; index -> GFLOPS."""
+def remeasure(summary: dict[str, Any], top: int, repeat: int, timeout: float,
+              rounds: int = 1) -> dict[int, float]:
+    """Re-measure the ``top`` configs with the highest recorded GFLOPS; index -> GFLOPS.
+
+    With ``rounds > 1`` every round times each config once (``repeat`` runs) in turn, and a
+    config's value is the median over rounds: the configs are interleaved in time, so a slow
+    or quiet moment of the machine does not favour one of them."""
     import wide_templates  # noqa: F401 - registers the wide templates
     from sample_efficiency import WORKLOADS, register_x86_templates
 
@@ -74,15 +79,22 @@ def remeasure(summary: dict[str, Any], top: int, repeat: int, timeout: float) ->
     runner = LocalRunner(number=1, repeat=repeat, min_repeat_ms=0, timeout=timeout)
     builder.set_task(task, runner.get_build_kwargs())
     runner.set_task(task)
+    per_round: list[list[float]] = []
     try:
-        results = runner.run(inputs, builder.build(inputs))
+        built = builder.build(inputs)
+        for _ in range(max(1, rounds)):
+            results = runner.run(inputs, built)
+            per_round.append([task.flop / r.mean_cost / 1e9 if r.ok else 0.0 for r in results])
     finally:
         builder.close()
         runner.close()
+    vals = np.median(np.asarray(per_round), axis=0)
     out = {}
-    for (old, i), r in zip(meas, results):
-        out[i] = task.flop / r.mean_cost / 1e9 if r.ok else 0.0
-        print(f"  config {i}: {old:7.2f} -> {out[i]:7.2f} GFLOPS", flush=True)
+    for k, (old, i) in enumerate(meas):
+        out[i] = float(vals[k])
+        spread = (f" (rounds {min(r[k] for r in per_round):.2f}-"
+                  f"{max(r[k] for r in per_round):.2f})" if len(per_round) > 1 else "")
+        print(f"  config {i}: {old:7.2f} -> {out[i]:7.2f} GFLOPS{spread}", flush=True)
     return out
 
 
@@ -94,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="interleaved rounds (median per config); 1 = one pass")
     a = p.parse_args(argv)
     os.environ["TEMPLTUNE_NUM_THREADS"] = str(a.threads)
     summaries = json.loads(Path(a.json).read_text())
@@ -102,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "(seeds so far)" in s["workload"]:
             s["workload"] = s["workload"].replace(" (seeds so far)", "")
         print(f"== {s['workload']} ({s['template']}): re-measuring the top {a.top}")
-        new = remeasure(s, a.top, a.repeat, a.timeout)
+        new = remeasure(s, a.top, a.repeat, a.timeout, a.rounds)
         if "curves" not in s:
             print("  (no per-trial curves stored: runs not re-scored)")
             out.append({"workload": s["workload"],

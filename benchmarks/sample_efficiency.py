@@ -178,7 +178,13 @@ def summarize(name: str, runs: dict[str, dict[int, dict[str, Any]]],
         "tuners": {},
         # per tuner, per seed: the GFLOPS of every trial in order (0 for failures)
         "curves": {t: {str(sd): [f / 1e9 for f in r["curve"]] for sd, r in per.items()}
-                   for t, per in runs.items()}}
+                   for t, per in runs.items()},
+        # per tuner, per seed: config index of every trial, and how many first trials were
+        # uniform draws (used by uniform_estimate, also when summaries are merged)
+        "indices": {t: {str(sd): list(r.get("indices", [])) for sd, r in per.items()}
+                    for t, per in runs.items()},
+        "n_uniform": {t: {str(sd): int(r.get("n_uniform", 0)) for sd, r in per.items()}
+                      for t, per in runs.items()}}
     best_any = best_run
     print(f"\n== {name}: best found by any run {best_run / 1e9:.2f} GFLOPS")
     if table:
@@ -267,9 +273,51 @@ WORKLOADS = {"conv2d": ("conv2d", "sample_efficiency/conv2d_wide", CONV_ARGS),
              "dense": ("dense", "sample_efficiency/dense_wide", DENSE_ARGS)}
 
 
+def merge_summaries(paths: Sequence[str], n_space: int) -> dict[str, Any]:
+    """Joint summary of several runs' summaries of one workload (tuners/seeds are merged; a
+    later file's tuner+seed replaces an earlier one). Trial indices missing from older files
+    are recovered from the GFLOPS values (each value is one cached config's)."""
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    measured: dict[str, float] = {}
+    first: dict[str, Any] = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        s = next(x for x in data if "curves" in x)
+        first = first or s
+        measured.update(s.get("measured_gflops", {}))
+        by_value = {v: int(i) for i, v in s.get("measured_gflops", {}).items()}
+        for t, per in s["curves"].items():
+            for sd, curve in per.items():
+                idx = s.get("indices", {}).get(t, {}).get(sd) or [by_value.get(g, -1)
+                                                                 for g in curve]
+                n_uni = s.get("n_uniform", {}).get(t, {}).get(sd)
+                if -1 in idx:  # no stored indices and no measured_gflops to recover them
+                    print(f"  {path}: {t} seed {sd}: trial configs unknown, left out of the "
+                          f"uniform-sample estimate")
+                    n_uni = 0
+                elif n_uni is None:
+                    n_uni = (len(curve) if t == "random" else 100 if t == "ga" else
+                             int(s.get("plan_sizes", {}).get(t, 32 if t == "xgb" else 64)))
+                runs.setdefault(t, {})[int(sd)] = {"curve": [g * 1e9 for g in curve],
+                                                   "indices": idx, "n_uniform": n_uni,
+                                                   "seconds": 0.0}
+    summary = summarize(first["workload"].replace(" (seeds so far)", "") + " (merged)", runs,
+                        first["checkpoints"], n_space=n_space)
+    for t in runs:  # per-round times are per run: keep each file's
+        for path in paths:
+            for s in json.loads(Path(path).read_text()):
+                rs = s.get("tuners", {}).get(t, {}).get("round_seconds")
+                if rs and "curves" in s:
+                    summary["tuners"][t]["round_seconds"] = rs
+    summary.update(template=first.get("template"), measured_gflops=measured, merged=list(paths))
+    return summary
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="conv2d,dense")
+    p.add_argument("--merge", help="comma-separated summary JSONs of one workload (other runs' "
+                   "tuners/seeds, same cache): print and write (--json) their joint summary")
     p.add_argument("--space", default="wide", choices=("wide", "library", "both"))
     p.add_argument("--tuners", default="xgb,ga,random")
     p.add_argument("--seeds", default="0,1,2")
@@ -304,6 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # NOTE: set before the runner's measurement process starts (it inherits the environment).
     os.environ["TEMPLTUNE_NUM_THREADS"] = str(a.threads)
     import wide_templates  # noqa: F401 - registers the wide templates
+
+    if a.merge:
+        wl = a.workloads.split(",")[0]
+        task = autotvm.task.create(WORKLOADS[wl][1], args=WORKLOADS[wl][2], target=a.target)
+        merged = merge_summaries(a.merge.split(","), len(task.config_space))
+        if a.json:
+            Path(a.json).write_text(json.dumps([merged], indent=1))
+        return 0
 
     checkpoints = sorted(int(c) for c in a.checkpoints.split(","))
     seeds = [int(s) for s in a.seeds.split(",")]

@@ -136,3 +136,27 @@ def test_uniform_estimate_counts_only_the_uniform_prefixes_once():
     assert est["q_upper95"] == pytest.approx(q_upper_bound(1, 6))
     assert est["random_expected_trials"] == pytest.approx(101 / (100 / 6 + 1))
     assert est["random_expected_trials_lower95"] < est["random_expected_trials"]
+
+
+def test_merge_joins_the_seeds_of_separate_runs(tmp_path):
+    import sample_efficiency as se
+
+    outs = []
+    for seed in ("0", "1"):
+        out = tmp_path / f"s{seed}.json"
+        assert se.main(["--fake", "--workloads", "dense", "--space", "library", "--n-workers",
+                        "0", "--tuners", "random,xgb", "--seeds", seed, "--checkpoints", "40",
+                        "--xgb-opts", "xgb:plan_size=16", "--json", str(out)]) == 0
+        outs.append(json.loads(out.read_text())[0])
+    merged = se.merge_summaries([str(tmp_path / "s0.json"), str(tmp_path / "s1.json")],
+                                n_space=320)
+    for t in ("random", "xgb"):
+        assert merged["curves"][t] == {"0": outs[0]["curves"][t]["0"],
+                                       "1": outs[1]["curves"][t]["1"]}
+    best = max(max(c) for o in outs for per in o["curves"].values() for c in per.values())
+    assert merged["best_any_gflops"] == pytest.approx(best)
+    # uniform draws: all of Random's trials and XGB's first plan (16), distinct configs
+    uni = set()
+    for o, sd in zip(outs, ("0", "1")):
+        uni |= set(o["indices"]["random"][sd]) | set(o["indices"]["xgb"][sd][:16])
+    assert merged["uniform_estimate"]["samples"] == len(uni)
