@@ -108,7 +108,7 @@ class _Curve:
 
 
 def tune_auto_scheduler(name: str, args: tuple, budget: int, per_round: int, n_parallel: int,
-                        log: str) -> tuple[_Curve, float, Any]:
+                        log: str, warmup: int = 100, seed: int = 0) -> tuple[_Curve, float, Any]:
     task = auto_scheduler.SearchTask(func=name, args=args, target="llvm")
     curve = _Curve(task.compute_dag.flop_ct)
 
@@ -129,8 +129,8 @@ def tune_auto_scheduler(name: str, args: tuple, budget: int, per_round: int, n_p
                                           min_repeat_ms=RUNNER["min_repeat_ms"]),
         measure_callbacks=[auto_scheduler.RecordToFile(log), Track()])
     t0 = time.perf_counter()
-    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.XGBModel(num_warmup_sample=32),
-                                         seed=0, verbose=0)
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.XGBModel(num_warmup_sample=warmup),
+                                         seed=seed, verbose=0)
     task.tune(opt, search_policy=policy)
     return curve, (time.perf_counter() - t0) / max(1, len(curve.best)), task
 
@@ -300,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="threads of the measured kernels while tuning (TEMPLTUNE_NUM_THREADS)")
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds of the final timing")
     p.add_argument("--no-autotvm", action="store_true")
+    p.add_argument("--warmup", type=int, default=100,
+                   help="XGBModel num_warmup_sample: measured samples before the model guides "
+                        "the search (TVM's default, 100)")
+    p.add_argument("--seed", type=int, default=0, help="SketchPolicy seed")
     p.add_argument("--json", action="store_true")
     p.add_argument("--from-logs", metavar="DIR",
                    help="skip tuning: rebuild both tuners' curves from the logs an earlier run "
@@ -331,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"== {kind}: auto_scheduler, {budgets[-1]} trials", flush=True)
             as_curve, as_tpt, as_task = tune_auto_scheduler(name, wargs, budgets[-1],
-                                                            args.per_round, args.n_parallel, log)
+                                                            args.per_round, args.n_parallel, log,
+                                                            args.warmup, args.seed)
             row = {"auto_scheduler": {b: as_curve.at(b) for b in budgets},
                    "auto_scheduler_s_per_trial": as_tpt}
             if not args.no_autotvm:
