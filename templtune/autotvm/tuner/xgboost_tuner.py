@@ -63,13 +63,13 @@ class XGBTuner(ModelBasedTuner):
     plain labels; pass ``plan_size=64, log_target=False`` for AutoTVM's behaviour). The first
     ``plan_size`` trials are uniform random picks (there is no model yet), so the first model
     comes after 32 trials instead of 64, and the model is refitted twice as often. Measured on
-    the wide spaces of ``benchmarks/sample_efficiency.py`` (see
-    ``benchmarks/results/sample_efficiency_defaults.txt``): trials to reach 90% of the best
-    config fell from a median of 68 to 36 (dense 1024^3, 12 simulated runs on 1670 uniformly
-    measured configs) and from 279 to 182 (conv2d, 6 runs on 3187 measured configs), and in
-    replays of the exhaustively measured dense space (10 seeds) as reported there. The price
-    is twice the model work per trial (fit + SA: about 1 s per round on dense/wide, ~3-10 s
-    on conv2d/wide, against ~30 s of measurements per 32-trial round).
+    the wide spaces of ``benchmarks/sample_efficiency.py`` (trials to reach 90% of the best
+    config; ``benchmarks/results/sample_efficiency_exhaustive.txt``): replaying the
+    exhaustively measured dense 1024^3 space with 10 seeds, mean 83 -> 58 (median 72 -> 63,
+    worst seed 120 -> 90; plan_size 32 alone: mean 65, log_target alone: 86); simulated on
+    3187 measured conv2d configs (6 seeds), median 279 -> 182. The price is twice the model
+    work per trial (fit + SA: about 2.5 s per round on dense/wide and conv2d/wide here,
+    against 6-30 s of measurements per 32-trial round).
 
     Examples
     --------
