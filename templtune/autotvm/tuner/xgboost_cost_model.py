@@ -232,8 +232,8 @@ class XGBoostCostModel(FeatureCostModel):
         Seed of the data shuffle and of xgboost.
     upper_model : ignored, kept for signature compatibility.
     log_target : bool
-        Train on :func:`log_target_scale` of the normalised throughputs (default True, a
-        templtune deviation; False gives the plain ``y / max(y)`` labels of AutoTVM).
+        Train on :func:`log_target_scale` of the normalised throughputs (default False: the
+        plain ``y / max(y)`` labels of AutoTVM).
 
     Notes
     -----
@@ -250,7 +250,7 @@ class XGBoostCostModel(FeatureCostModel):
                  num_threads: int | None = None, log_interval: int = 25,
                  upper_model: Any = None, n_workers: int | None = None,
                  seed: int | np.random.Generator | None = None,
-                 extractor: FeatureExtractor | None = None, log_target: bool = True) -> None:
+                 extractor: FeatureExtractor | None = None, log_target: bool = False) -> None:
         if loss_type not in _OBJECTIVES:
             raise ValueError(f"loss_type must be one of {tuple(_OBJECTIVES)}, got {loss_type!r}")
         self.xgb = import_xgboost()
