@@ -47,12 +47,12 @@ DEFAULT_PARAMS = {
 # init population (30 seeded samples each, 1 thread, interleaved medians): the median sample
 # is 2.1x faster with 16 (9.4 vs 4.4 GFLOPS), the best alike. Deviation from TVM; a user's
 # ``params`` still override it.
-# ``cpu_register_tile_prior`` (new, not in TVM): the share of initial samples whose tile sizes
-# are re-drawn until the innermost tile is a register block (see init_rules.register_block_ok).
-# Measured on this AVX2 machine (24 seeded samples each, 1 thread, interleaved): dense 1024^3
-# median sample 8.6 -> 26.4 GFLOPS, best 38.7 -> 59.7; conv2d 512x7x7 + bias + relu median
-# 8.1 -> 24.5, best 26.4 -> 33.9. The rest stays unconstrained, so the whole space remains
-# reachable.
+# ``cpu_register_tile_prior`` (new, not in TVM): the share of initial samples whose innermost
+# tiles are register blocks, with a >= 8-step inner reduction and unroll 64/512 (.tile_prior).
+# Measured on this AVX2 machine (benchmarks/as_prior.py: 24 seeded samples per setting, 1 thread,
+# alternating, quiet): dense 1024^3 median sample 8.6 -> 42.0 GFLOPS, best 36.3 -> 76.3; conv2d
+# 512x7x7 + bias + relu median 8.9 -> 23.5, best 19.7 -> 41.2. The other samples stay uniform,
+# so the whole space remains reachable.
 CPU_PARAMS = {"max_innermost_split_factor": 16, "cpu_register_tile_prior": 0.8}
 
 
