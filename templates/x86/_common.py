@@ -49,7 +49,7 @@ def target_vector(target: Any = None) -> tuple[int, int]:
     from the host's features (plus ``-mattr``). So a space built for ``llvm`` on this AVX2 host
     is AVX2-sane, and one for ``llvm -mcpu=znver4`` AVX-512-sane wherever it is built.
     """
-    from templtune.codegen.llvm.compile import _AVX512_CPUS, machine_spec
+    from templtune.codegen.llvm.compile import has_avx512
     from templtune.target import Target
 
     if target is None:
@@ -58,13 +58,7 @@ def target_vector(target: Any = None) -> tuple[int, int]:
         target = Target(target)
     if target is not None and getattr(target, "kind", "llvm") != "llvm":
         return VEC, MAX_ACC_REGS
-    spec = machine_spec(target)
-    feats = {f.strip() for f in spec.features.split(",") if f.strip()}
-    if "-avx512f" in feats:
-        has512 = False
-    else:
-        has512 = "+avx512f" in feats or spec.cpu in _AVX512_CPUS
-    return (VEC, MAX_ACC_REGS) if has512 else (8, MAX_ACC_REGS_AVX2)
+    return (VEC, MAX_ACC_REGS) if has_avx512(target) else (8, MAX_ACC_REGS_AVX2)
 
 
 def divisor_at_most(n: int, bound: int) -> int:

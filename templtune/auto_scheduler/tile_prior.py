@@ -31,19 +31,13 @@ MIN_INNER_REDUCTION = 8
 def cpu_vector(task: Any) -> tuple[int, int]:
     """``(float32 lanes per vector register, accumulator registers)`` of a CPU task's target:
     ``(16, 28)`` with AVX-512 (32 zmm registers, a few kept for operands), else ``(8, 14)``
-    (AVX2: 16 ymm)."""
-    from templtune.codegen.llvm.compile import _AVX512_CPUS, host_spec, machine_spec
+    (AVX2: 16 ymm); the same budget as the x86 templates' register filters."""
+    from templtune.codegen.llvm.compile import has_avx512
 
     try:
-        spec = machine_spec(task.target)
+        return (16, 28) if has_avx512(task.target) else (8, 14)
     except Exception:  # noqa: BLE001 - an unparsable target: assume AVX2
         return 8, 14
-    feats = {f[1:] for f in spec.features.split(",") if f.startswith("+")}
-    minus = {f[1:] for f in spec.features.split(",") if f.startswith("-")}
-    if spec.cpu == host_spec().cpu and not spec.features:
-        feats = {f[1:] for f in host_spec().features.split(",") if f.startswith("+")}
-    has512 = ("avx512f" in feats or spec.cpu in _AVX512_CPUS) and "avx512f" not in minus
-    return (16, 28) if has512 else (8, 14)
 
 
 def register_block_ok(policy: Any, state: State) -> bool:
@@ -52,16 +46,15 @@ def register_block_ok(policy: Any, state: State) -> bool:
     The innermost spatial tile (the iterators after the last reduction iterator) is the block
     of accumulators the vectorized inner loop updates for each reduction step. It fits when its
     innermost iterator fills whole vectors (a multiple of the lanes, or the whole axis when the
-    axis is shorter) and it needs between MIN_BLOCK_VECTORS and the target's accumulator registers of vectors
-    (fewer leave the FMA pipes idle, more spill).
+    axis is shorter) and it needs between ``MIN_BLOCK_VECTORS`` and the target's accumulator
+    registers of vectors (fewer leave the FMA pipes idle, more spill).
     """
     lanes, regs = getattr(policy, "_vector", None) or cpu_vector(policy.task)
     for st in state.stages:
-        iters = st.iters
-        last_r = max((i for i, it in enumerate(iters) if it.iter_kind == 1), default=-1)
-        if last_r < 0 or not any(".0" in it.name for it in iters):
+        levels = _innermost_levels(st.iters)
+        if levels is None:
             continue
-        block = [it for it in iters[last_r + 1:] if it.iter_kind == SPATIAL]
+        iters, block = st.iters, levels[0]
         if not block or any(it.range is None for it in block):
             continue
         inner = block[-1]
@@ -73,6 +66,18 @@ def register_block_ok(policy: Any, state: State) -> bool:
         if not MIN_BLOCK_VECTORS <= vectors <= regs:
             return False
     return True
+
+
+def _innermost_levels(iters: Any) -> tuple[list, list] | None:
+    """``(innermost spatial tile, innermost reduction level)`` iterators of a multi-level-tiled
+    stage (the spatial iterators after its last reduction iterator, and the reduction iterators
+    of that last one's level); None for a stage that is not tiled or has no reduction."""
+    last_r = max((i for i, it in enumerate(iters) if it.iter_kind == 1), default=-1)
+    if last_r < 0 or not any(".0" in it.name for it in iters):
+        return None
+    level = iters[last_r].name.rsplit(".", 1)[-1]
+    inner_r = [it for it in iters if it.iter_kind == 1 and it.name.rsplit(".", 1)[-1] == level]
+    return [it for it in iters[last_r + 1:] if it.iter_kind == SPATIAL], inner_r
 
 
 def _unfilled(steps: Any) -> list[int]:
@@ -93,13 +98,10 @@ def _block_plan(policy: Any, sketch: State) -> list[tuple[tuple[int, ...], tuple
         origin[(stage.op_name, stage.iters[s.iter_id].name)] = k
     plans = []
     for st in sketch.stages:
-        iters = st.iters
-        last_r = max((i for i, it in enumerate(iters) if it.iter_kind == 1), default=-1)
-        if last_r < 0 or not any(".0" in it.name for it in iters):
+        levels = _innermost_levels(st.iters)
+        if levels is None:
             continue
-        level = iters[last_r].name.rsplit(".", 1)[-1]
-        inner_r = [it for it in iters if it.iter_kind == 1 and it.name.rsplit(".", 1)[-1] == level]
-        block = [it for it in iters[last_r + 1:] if it.iter_kind == SPATIAL]
+        block, inner_r = levels
         ks: list[list[int]] = [[], []]
         for part, its in ((0, block), (1, inner_r)):
             for it in its:

@@ -71,6 +71,17 @@ _AVX512_CPUS = frozenset({
 })
 
 
+def has_avx512(target: object | None = None) -> bool:
+    """Whether code for the ``llvm`` ``target`` may use AVX-512: from ``-mcpu`` (a CPU name LLVM
+    knows to have it, e.g. ``znver4``) and ``-mattr`` (``+avx512f`` / ``-avx512f``); without
+    ``-mcpu`` from the host's features."""
+    spec = machine_spec(target)
+    feats = {f.strip() for f in spec.features.split(",") if f.strip()}
+    if "-avx512f" in feats:
+        return False
+    return "+avx512f" in feats or spec.cpu in _AVX512_CPUS
+
+
 @lru_cache(maxsize=64)
 def missing_host_features(spec: MachineSpec) -> tuple[str, ...]:
     """What ``spec``'s object code needs that this host lacks (empty when it can run here).
