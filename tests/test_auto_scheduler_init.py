@@ -148,12 +148,12 @@ def test_register_tile_prior_shapes_the_innermost_block() -> None:
     filled_on, filled_off = _filled(on, 30), _filled(off, 30)
     assert all(register_block_ok(on, s) for s in filled_on)
     assert sum(register_block_ok(off, s) for s in filled_off) < 15
-    # AVX2: the innermost iterator fills whole 8-lane vectors, 4..14 of them per block, and
+    # AVX2: the innermost iterator fills whole 8-lane vectors, 8..14 of them per block, and
     # the block is reused over at least 8 steps of the innermost reduction level
     for s in filled_on:
         for block in _blocks(s):
             assert block[-1] % 8 == 0
-            assert 4 <= int(np.prod(block[:-1])) * block[-1] // 8 <= 14
+            assert 8 <= int(np.prod(block[:-1])) * block[-1] // 8 <= 14
         inner_r = [it.range for st in s.stages for it in st.iters
                    if it.iter_kind == 1 and it.name.endswith(".1")]
         assert inner_r and int(np.prod(inner_r)) >= 8

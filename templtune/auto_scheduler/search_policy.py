@@ -50,8 +50,8 @@ DEFAULT_PARAMS = {
 # ``cpu_register_tile_prior`` (new, not in TVM): the share of initial samples whose innermost
 # tiles are register blocks, with a >= 8-step inner reduction and unroll 64/512 (.tile_prior).
 # Measured on this AVX2 machine (benchmarks/as_prior.py: 24 seeded samples per setting, 1 thread,
-# alternating, quiet): dense 1024^3 median sample 8.6 -> 42.0 GFLOPS, best 36.3 -> 76.3; conv2d
-# 512x7x7 + bias + relu median 8.9 -> 23.5, best 19.7 -> 41.2. The other samples stay uniform,
+# alternating, quiet): dense 1024^3 median sample 8.4 -> 42.4 GFLOPS, p90 25.0 -> 54.4; conv2d
+# 512x7x7 + bias + relu median 8.7 -> 24.9, best 22.2 -> 38.8. The other samples stay uniform,
 # so the whole space remains reachable.
 CPU_PARAMS = {"max_innermost_split_factor": 16, "cpu_register_tile_prior": 0.8}
 
