@@ -74,19 +74,7 @@ class Lin:
         return Lin(self.const, {k: [a, c] for k, (a, c) in self.terms.items()})
 
     def add(self, o: Lin, scale: int = 1) -> Lin:
-        terms = {k: [a, c] for k, (a, c) in self.terms.items()}
-        zero = False
-        for k, (a, c) in o.terms.items():
-            t = terms.get(k)
-            if t is None:
-                terms[k] = t = [a, c * scale]
-            else:
-                t[1] += c * scale
-            if t[1] == 0:
-                zero = True
-        if zero or any(c == 0 for _, c in self.terms.values()):
-            terms = {k: v for k, v in terms.items() if v[1] != 0}
-        return Lin(self.const + o.const * scale, terms)
+        return self.copy().iadd(o, scale)
 
     def iadd(self, o: Lin, scale: int = 1) -> Lin:
         """``self.add(o, scale)`` in place (terms in the same order); only for a form no one
