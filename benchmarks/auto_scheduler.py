@@ -168,7 +168,7 @@ def autotvm_curve_from_log(template: str, args: tuple, log: str) -> tuple[_Curve
 
 
 def tune_autotvm(template: str, args: tuple, budget: int, n_parallel: int,
-                 log: str) -> tuple[_Curve, float, Any, Any]:
+                 log: str) -> tuple[_Curve, float, Any]:
     from templtune import autotvm
     from templtune.autotvm.tuner import XGBTuner
 
@@ -185,7 +185,7 @@ def tune_autotvm(template: str, args: tuple, budget: int, n_parallel: int,
     tuner = XGBTuner(task, seed=0)
     tuner.tune(n_trial=min(budget, len(task.config_space)), measure_option=mo,
                callbacks=[track, autotvm.callback.log_to_file(log)])
-    return curve, (time.perf_counter() - t0) / max(1, len(curve.best)), task, tuner.best_config
+    return curve, (time.perf_counter() - t0) / max(1, len(curve.best)), task
 
 
 def contenders(kind: str, as_task: Any, as_curve: _Curve, at_task: Any, at_curve: Any,
@@ -341,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                    "auto_scheduler_s_per_trial": as_tpt}
             if not args.no_autotvm:
                 print(f"== {kind}: AutoTVM template {tmpl}, {budgets[-1]} trials", flush=True)
-                at_curve, at_tpt, at_task, _ = tune_autotvm(tmpl, targs, budgets[-1],
-                                                            args.n_parallel, at_log)
+                at_curve, at_tpt, at_task = tune_autotvm(tmpl, targs, budgets[-1],
+                                                         args.n_parallel, at_log)
                 row["autotvm"] = {b: at_curve.at(b) for b in budgets}
                 row["autotvm_s_per_trial"] = at_tpt
         print(f"tuning measurements at {args.tune_threads} thread(s)")
