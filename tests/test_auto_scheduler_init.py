@@ -114,6 +114,14 @@ def _blocks(state) -> list[tuple[int, ...]]:
     return out
 
 
+def _middle(state) -> list[int]:
+    """Ranges of the spatial iterators of the SSRSRS middle level (``<axis>.2``) of tiled
+    stages that have a reduction."""
+    return [it.range for st in state.stages if any(it.iter_kind == 1 for it in st.iters)
+            for it in st.iters if it.iter_kind == 0 and it.name.endswith(".2")
+            and any(".0" in x.name for x in st.iters)]
+
+
 def test_cpu_vector_follows_the_target() -> None:
     from templtune.auto_scheduler.tile_prior import cpu_vector
 
@@ -157,6 +165,10 @@ def test_register_tile_prior_shapes_the_innermost_block() -> None:
         inner_r = [it.range for st in s.stages for it in st.iters
                    if it.iter_kind == 1 and it.name.endswith(".1")]
         assert inner_r and int(np.prod(inner_r)) >= 8
+        # SSRSRS: the spatial level between the two reduction levels (".2") is 1, so the
+        # block accumulates over the whole reduction below the outer tiles
+        assert _middle(s) and all(r == 1 for r in _middle(s))
+    assert any(r != 1 for s in filled_off for r in _middle(s))
     pop = on.sample_initial_population(12)
     unroll = {st.pragma_type for p in pop for st in p.transform_steps
               if type(st).__name__ == "PragmaStep"}
