@@ -90,19 +90,19 @@ def test_layout_transform_matches_index_formula() -> None:
         lay.transform(w.T)
 
 
-def test_copy_order_reads_the_source_in_order_inside_a_block() -> None:
-    # [1024, 1024] -> [n0 64, k0 64, k1 16, n1 16]: the innermost 16x16 block is copied in
-    # source order (n1, then k1 innermost: consecutive source elements), the rest as laid out
+def test_copy_order_reads_consecutive_source_elements_innermost() -> None:
+    # [1024, 1024] -> [n0 64, k0 64, k1 16, n1 16]: the 16-long stride-1 piece of the source's
+    # contiguous dimension (k1) goes innermost; the other loops keep the layout's order
     lay = RewrittenLayout("w", (1024, 1024), (LayoutDim(0, 16, 64), LayoutDim(1, 16, 64),
                                               LayoutDim(1, 1, 16), LayoutDim(0, 1, 16)))
     assert copy_order(lay) == [0, 1, 3, 2]
-    assert copy_order(lay, block_elems=16) == [0, 1, 2, 3]
-    assert copy_order(lay, block_elems=1 << 30) == [0, 3, 1, 2]  # whole tensor: source order
-    # OIHW conv weight -> [o0, i0, kh, kw, i1, o1]: block {kw, i1, o1} by source stride
+    assert copy_order(lay, min_run=32) == [0, 1, 2, 3]
+    # OIHW conv weight -> [o0, i, kh, kw, o1]: the stride-1 piece (kw, 3 long) is too short
     conv = RewrittenLayout("k", (64, 32, 3, 3), (
-        LayoutDim(0, 8, 8), LayoutDim(1, 16, 2), LayoutDim(2, 1, 3), LayoutDim(3, 1, 3),
-        LayoutDim(1, 1, 16), LayoutDim(0, 1, 8)))
-    assert copy_order(conv, block_elems=384) == [0, 1, 2, 5, 4, 3]
+        LayoutDim(0, 8, 8), LayoutDim(1, 1, 32), LayoutDim(2, 1, 3), LayoutDim(3, 1, 3),
+        LayoutDim(0, 1, 8)))
+    assert copy_order(conv) == [0, 1, 2, 3, 4]
+    assert copy_order(conv, min_run=3) == [0, 1, 2, 4, 3]
 
 
 def test_dense_states_relaid_and_match_numpy() -> None:
