@@ -18,9 +18,13 @@ The template's conv2d computes the convolution only; the auto-scheduler's worklo
 and relu (each counts its own FLOPs). Both pack/re-lay the constant weight inside the kernel
 (the template's packing stage; the auto-scheduler's layout rewrite, INSERT_TRANSFORM_STAGE).
 
+``--conv-layout nhwc`` gives the auto-scheduler the same layer in NHWC (kernel HWIO), the layout
+TVM converts convolutions to when the auto-scheduler compiles a network for a CPU;
+``--conv-template conv2d_nhwc`` compares the NHWC template instead of ``conv2d_nchw``.
+
 Run: ``python benchmarks/auto_scheduler.py [--workload conv|dense|all] [--trials 64,200,500]
-[--per-round 16] [--tune-threads 1] [--rounds 15] [--no-autotvm] [--json]``; both tuners'
-logs stay in the printed directory, and ``--from-logs DIR`` re-times an earlier run's kernels
+[--per-round 16] [--tune-threads 1] [--rounds 15] [--no-autotvm] [--conv-layout nchw|nhwc]
+[--json]``; both tuners' logs stay in the printed directory, and ``--from-logs DIR`` re-times an earlier run's kernels
 without tuning again (e.g. once the machine is quiet). Absolute numbers
 on a shared 2-core machine are noise; read the ratios.
 """
@@ -65,6 +69,26 @@ def conv2d_bias_relu(N, H, W, CO, CI, KH, KW, stride, padding):
     conv = te.compute((N, CO, oh, ow), lambda nn, ff, yy, xx: te.sum(
         pad[nn, rc, yy * sh + ry, xx * sw + rx] * kernel[ff, rc, ry, rx], axis=[rc, ry, rx]),
         name="conv2d_nchw", tag="conv2d_nchw", attrs={"layout_free_placeholders": [kernel]})
+    return [data, kernel, bias, topi.nn.relu(conv + bias)]
+
+
+@auto_scheduler.register_workload("bench_conv2d_nhwc_bias_relu", override=True)
+def conv2d_nhwc_bias_relu(N, H, W, CO, CI, KH, KW, stride, padding):
+    """The same layer in NHWC (kernel HWIO, layout-free): the layout TVM converts convolutions
+    to when the auto-scheduler compiles a network for a CPU (its output channels are
+    contiguous, so the register block can vectorize them)."""
+    data = te.placeholder((N, H, W, CI), name="data")
+    kernel = te.placeholder((KH, KW, CI, CO), name="kernel")
+    bias = te.placeholder((1, 1, 1, CO), name="bias")
+    (sh, sw), (ph, pw) = stride, padding
+    pad = topi.nn.pad(data, (0, ph, pw, 0), (0, ph, pw, 0), name="pad_temp")
+    rc = te.reduce_axis((0, CI), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    oh, ow = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+    conv = te.compute((N, oh, ow, CO), lambda nn, yy, xx, ff: te.sum(
+        pad[nn, yy * sh + ry, xx * sw + rx, rc] * kernel[ry, rx, rc, ff], axis=[rc, ry, rx]),
+        name="conv2d_nhwc", tag="conv2d_nhwc", attrs={"layout_free_placeholders": [kernel]})
     return [data, kernel, bias, topi.nn.relu(conv + bias)]
 
 
@@ -304,6 +328,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="XGBModel num_warmup_sample: measured samples before the model guides "
                         "the search (TVM's default, 100)")
     p.add_argument("--seed", type=int, default=0, help="SketchPolicy seed")
+    p.add_argument("--conv-layout", choices=["nchw", "nhwc"], default="nchw",
+                   help="the auto-scheduler's conv2d workload layout (the template stays "
+                        "conv2d_nchw); nhwc is what TVM tunes for CPU networks")
+    p.add_argument("--conv-template", choices=["conv2d_nchw", "conv2d_nhwc"],
+                   default="conv2d_nchw", help="the AutoTVM x86 conv2d template compared")
     p.add_argument("--json", action="store_true")
     p.add_argument("--from-logs", metavar="DIR",
                    help="skip tuning: rebuild both tuners' curves from the logs an earlier run "
@@ -319,9 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"logs in {tmp}", flush=True)
     report: dict[str, Any] = {}
     for kind in work:
-        name, wargs = (("bench_conv2d_bias_relu", CONV) if kind == "conv"
-                       else ("bench_dense", DENSE))
-        tmpl, targs = (("conv2d_nchw", CONV) if kind == "conv"
+        conv_name = ("bench_conv2d_nhwc_bias_relu" if args.conv_layout == "nhwc"
+                     else "bench_conv2d_bias_relu")
+        name, wargs = ((conv_name, CONV) if kind == "conv" else ("bench_dense", DENSE))
+        tmpl, targs = ((args.conv_template, CONV) if kind == "conv"
                        else ("dense", DENSE))
         log = os.path.join(tmp, f"{kind}.json")
         at_log = os.path.join(tmp, f"{kind}_autotvm.json")
