@@ -18,12 +18,14 @@ The template's conv2d computes the convolution only; the auto-scheduler's worklo
 and relu (each counts its own FLOPs). Both pack/re-lay the constant weight inside the kernel
 (the template's packing stage; the auto-scheduler's layout rewrite, INSERT_TRANSFORM_STAGE).
 
-``--conv-layout nhwc`` gives the auto-scheduler the same layer in NHWC (kernel HWIO), the layout
-TVM converts convolutions to when the auto-scheduler compiles a network for a CPU;
-``--conv-template conv2d_nhwc`` compares the NHWC template instead of ``conv2d_nchw``.
+The auto-scheduler gets the layer in NHWC (kernel HWIO) by default: the layout TVM, and the seed's
+x86 network tutorial, convert convolutions to for the auto-scheduler on a CPU (its register block
+then vectorizes the output channels; in NCHW it can only vectorize the 7-wide output rows).
+``--conv-layout nchw`` gives it the NCHW layer instead; ``--conv-template conv2d_nhwc`` compares
+the NHWC template instead of ``conv2d_nchw`` (the fastest x86 template for this layer).
 
 Run: ``python benchmarks/auto_scheduler.py [--workload conv|dense|all] [--trials 64,200,500]
-[--per-round 16] [--tune-threads 1] [--rounds 15] [--no-autotvm] [--conv-layout nchw|nhwc]
+[--per-round 16] [--tune-threads 1] [--rounds 15] [--no-autotvm] [--conv-layout nhwc|nchw]
 [--json]``; both tuners' logs stay in the printed directory, and ``--from-logs DIR`` re-times an earlier run's kernels
 without tuning again (e.g. once the machine is quiet). Absolute numbers
 on a shared 2-core machine are noise; read the ratios.
@@ -328,9 +330,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="XGBModel num_warmup_sample: measured samples before the model guides "
                         "the search (TVM's default, 100)")
     p.add_argument("--seed", type=int, default=0, help="SketchPolicy seed")
-    p.add_argument("--conv-layout", choices=["nchw", "nhwc"], default="nchw",
+    p.add_argument("--conv-layout", choices=["nchw", "nhwc"], default="nhwc",
                    help="the auto-scheduler's conv2d workload layout (the template stays "
-                        "conv2d_nchw); nhwc is what TVM tunes for CPU networks")
+                        "conv2d_nchw, the fastest x86 template); nhwc is what TVM, and the "
+                        "seed's x86 network tutorial, tune CPU networks in")
     p.add_argument("--conv-template", choices=["conv2d_nchw", "conv2d_nhwc"],
                    default="conv2d_nchw", help="the AutoTVM x86 conv2d template compared")
     p.add_argument("--json", action="store_true")
