@@ -220,7 +220,8 @@ def copy_order(lay: RewrittenLayout, min_run: int = MIN_SOURCE_RUN) -> list[int]
     per source row; with a power-of-two row pitch those rows share a cache set: re-laying a
     1024x1024 dense weight into ``[64, 64, 16, 16]`` took 1.31 ms that way and 0.45 ms with the
     16-long piece innermost (1 thread). A short piece (a 3x3 conv kernel's width) stays put: a
-    3-trip inner loop made the 512x512x3x3 re-layout slower (10.4 vs 8.6 ms per kernel call).
+    3-trip inner loop made the 512x512x3x3 conv kernel slower (10.4 vs 8.6 ms per call, measured
+    beside other work).
     """
     last = len(lay.orig_shape) - 1
     order = list(range(len(lay.dims)))
