@@ -27,17 +27,23 @@ _MMAP_THRESHOLD = 32 << 20
 _TRIM_THRESHOLD = 256 << 20
 
 
-@functools.cache
-def retain_scratch_memory() -> bool:
-    """Raise glibc's mmap/trim thresholds once; ``True`` when the setting is in effect."""
-    if os.environ.get("TEMPLTUNE_KEEP_SCRATCH", "1") == "0":
-        return False
+def raise_malloc_thresholds() -> bool:
+    """Raise glibc's mmap and trim thresholds (idempotent); ``True`` when they are in effect,
+    ``False`` on a C library without ``mallopt``."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):  # not glibc: nothing to tune
         return False
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-              and mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+                and mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+@functools.cache
+def retain_scratch_memory() -> bool:
+    """Raise glibc's mmap/trim thresholds once; ``True`` when the setting is in effect."""
+    if os.environ.get("TEMPLTUNE_KEEP_SCRATCH", "1") == "0":
+        return False
+    ok = raise_malloc_thresholds()
     logger.debug("glibc scratch-memory thresholds raised: %s", ok)
     return ok

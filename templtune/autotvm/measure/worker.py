@@ -7,7 +7,6 @@ tuples back. Per-process caches live here; they are filled inside the worker, ne
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import sys
@@ -365,15 +364,9 @@ def _pin_scratch_allocator() -> bool:
     """
     if _ALLOCATOR_PINNED:
         return _ALLOCATOR_PINNED[0]
-    ok = False
-    if os.environ.get("TEMPLTUNE_RUNNER_PIN_MALLOC", "1") != "0":
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            m_trim_threshold, m_mmap_threshold = -1, -3
-            ok = bool(libc.mallopt(m_mmap_threshold, 32 << 20)
-                      and libc.mallopt(m_trim_threshold, 256 << 20))
-        except (OSError, AttributeError):  # not glibc: nothing to pin
-            ok = False
+    from templtune.runtime.allocator import raise_malloc_thresholds
+
+    ok = os.environ.get("TEMPLTUNE_RUNNER_PIN_MALLOC", "1") != "0" and raise_malloc_thresholds()
     _ALLOCATOR_PINNED.append(ok)
     return ok
 
