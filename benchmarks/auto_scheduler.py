@@ -55,6 +55,15 @@ BURST = 3
 DENSE = (1024, 1024, 1024)
 
 
+def _window(H, W, CI, KH, KW, stride, padding):
+    """The reduction axes (input channel, kernel row, kernel column) and the output size of a
+    convolution, whatever its layout."""
+    (sh, sw), (ph, pw) = stride, padding
+    axes = tuple(te.reduce_axis((0, n), name=name) for n, name in ((CI, "rc"), (KH, "ry"),
+                                                                   (KW, "rx")))
+    return axes, (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+
+
 @auto_scheduler.register_workload("bench_conv2d_bias_relu", override=True)
 def conv2d_bias_relu(N, H, W, CO, CI, KH, KW, stride, padding):
     data = te.placeholder((N, CI, H, W), name="data")
@@ -64,10 +73,7 @@ def conv2d_bias_relu(N, H, W, CO, CI, KH, KW, stride, padding):
     # the layer; the x86 template packs it inside the kernel, the auto-scheduler re-lays it)
     (sh, sw), (ph, pw) = stride, padding
     pad = topi.nn.pad(data, (0, 0, ph, pw), (0, 0, ph, pw), name="pad_temp")
-    rc = te.reduce_axis((0, CI), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    oh, ow = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+    (rc, ry, rx), oh, ow = _window(H, W, CI, KH, KW, stride, padding)
     conv = te.compute((N, CO, oh, ow), lambda nn, ff, yy, xx: te.sum(
         pad[nn, rc, yy * sh + ry, xx * sw + rx] * kernel[ff, rc, ry, rx], axis=[rc, ry, rx]),
         name="conv2d_nchw", tag="conv2d_nchw", attrs={"layout_free_placeholders": [kernel]})
@@ -84,10 +90,7 @@ def conv2d_nhwc_bias_relu(N, H, W, CO, CI, KH, KW, stride, padding):
     bias = te.placeholder((1, 1, 1, CO), name="bias")
     (sh, sw), (ph, pw) = stride, padding
     pad = topi.nn.pad(data, (0, ph, pw, 0), (0, ph, pw, 0), name="pad_temp")
-    rc = te.reduce_axis((0, CI), name="rc")
-    ry = te.reduce_axis((0, KH), name="ry")
-    rx = te.reduce_axis((0, KW), name="rx")
-    oh, ow = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+    (rc, ry, rx), oh, ow = _window(H, W, CI, KH, KW, stride, padding)
     conv = te.compute((N, oh, ow, CO), lambda nn, yy, xx, ff: te.sum(
         pad[nn, yy * sh + ry, xx * sw + rx, rc] * kernel[ry, rx, rc, ff], axis=[rc, ry, rx]),
         name="conv2d_nhwc", tag="conv2d_nhwc", attrs={"layout_free_placeholders": [kernel]})

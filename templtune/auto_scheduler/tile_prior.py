@@ -78,16 +78,26 @@ def register_block_ok(policy: Any, state: State) -> bool:
     return True
 
 
-def _innermost_levels(iters: Any) -> tuple[list, list] | None:
-    """``(innermost spatial tile, innermost reduction level)`` iterators of a multi-level-tiled
-    stage (the spatial iterators after its last reduction iterator, and the reduction iterators
-    of that last one's level); None for a stage that is not tiled or has no reduction."""
-    last_r = max((i for i, it in enumerate(iters) if it.iter_kind == 1), default=-1)
-    if last_r < 0 or not any(".0" in it.name for it in iters):
+def _level(it: Any) -> str:
+    """The tile level of a split iterator (``"2"`` for ``ff.2``)."""
+    return it.name.rsplit(".", 1)[-1]
+
+
+def _innermost_levels(iters: Any) -> tuple[list, list, list] | None:
+    """``(innermost spatial tile, innermost reduction level, middle spatial level)`` iterators
+    of a multi-level-tiled stage: the spatial iterators after its last reduction iterator, the
+    reduction iterators of that last one's level, and the spatial iterators between the outer
+    and that innermost reduction level (the middle ``S`` of ``SSRSRS``; empty with a single
+    reduction level). None for a stage that is not tiled or has no reduction."""
+    red = [i for i, it in enumerate(iters) if it.iter_kind == 1]
+    if not red or not any(".0" in it.name for it in iters):
         return None
-    level = iters[last_r].name.rsplit(".", 1)[-1]
-    inner_r = [it for it in iters if it.iter_kind == 1 and it.name.rsplit(".", 1)[-1] == level]
-    return [it for it in iters[last_r + 1:] if it.iter_kind == SPATIAL], inner_r
+    level = _level(iters[red[-1]])
+    inner = [i for i in red if _level(iters[i]) == level]
+    outer = [i for i in red if i < inner[0]]
+    middle = iters[outer[-1] + 1:inner[0]] if outer else []
+    return ([it for it in iters[red[-1] + 1:] if it.iter_kind == SPATIAL],
+            [iters[i] for i in inner], [it for it in middle if it.iter_kind == SPATIAL])
 
 
 def _unfilled(steps: Any) -> list[int]:
@@ -95,27 +105,13 @@ def _unfilled(steps: Any) -> list[int]:
             if isinstance(s, SplitStep) and any(x is None for x in s.lengths)]
 
 
-def _middle_level(iters: Any) -> list:
-    """Spatial iterators of a tiled stage between its outer and its innermost reduction level
-    (the middle ``S`` of ``SSRSRS``); empty when the stage has a single reduction level."""
-    red = [i for i, it in enumerate(iters) if it.iter_kind == 1]
-    if not red:
-        return []
-    level = iters[red[-1]].name.rsplit(".", 1)[-1]
-    first_inner = min(i for i in red if iters[i].name.rsplit(".", 1)[-1] == level)
-    outer = [i for i in red if i < first_inner]
-    if not outer:
-        return []
-    return [it for it in iters[outer[-1] + 1:first_inner] if it.iter_kind == SPATIAL]
-
-
 def _block_plan(policy: Any, sketch: State) -> list[tuple[tuple[int, ...], tuple[int, ...],
                                                           tuple[tuple[int, int], ...]]] | None:
     """Per multi-level-tiled stage of ``sketch``: the indices of the unfilled split steps whose
     innermost lengths form the stage's innermost spatial tile, in loop order (the last one is
     the vectorized axis), those of its innermost reduction level, and ``(split step, length
-    index)`` of its middle spatial level (:func:`_middle_level`). None when a tile iterator
-    cannot be traced to its split."""
+    index)`` of its middle spatial level (see :func:`_innermost_levels`). None when a tile
+    iterator cannot be traced to its split."""
     steps = list(sketch.transform_steps)
     origin: dict[tuple[str, str], int] = {}
     for k in _unfilled(steps):
@@ -127,7 +123,7 @@ def _block_plan(policy: Any, sketch: State) -> list[tuple[tuple[int, ...], tuple
         levels = _innermost_levels(st.iters)
         if levels is None:
             continue
-        block, inner_r = levels
+        block, inner_r, middle = levels
         ks: list[list[int]] = [[], []]
         for part, its in ((0, block), (1, inner_r)):
             for it in its:
@@ -136,7 +132,7 @@ def _block_plan(policy: Any, sketch: State) -> list[tuple[tuple[int, ...], tuple
                     return None
                 ks[part].append(k)
         mids = []
-        for it in _middle_level(st.iters):
+        for it in middle:
             base, _, lvl = it.name.rpartition(".")
             k = origin.get((st.op_name, base))
             if k is not None and lvl.isdigit() and 1 <= int(lvl) <= len(steps[k].lengths):
