@@ -279,3 +279,18 @@ def test_loop_ranges_are_scoped():
     assert isinstance(a.body.condition, IntImm)
     assert isinstance(b.body.condition, Call)
     assert i not in s.ranges
+
+
+def test_half_bounded_interval_is_not_a_point() -> None:
+    # hypothesis found a * max(a, a * c) with c symbolic: an interval open above was compared
+    # with its missing end and crashed
+    a, c = Var("a", "int32"), Var("c", "int32")
+    assert not Interval(const(0), None).is_point()
+    assert not Interval(None, const(0)).is_point()
+    assert Interval(const(3), const(3)).is_point()
+    e = a * binary(BinOpKind.MAX, a, a * c)
+    iv = eval_interval(e, {a: Interval(const(0), const(0))})
+    for cv in (0, 1):
+        val = eval_const(e, {a: 0, c: cv})
+        assert iv.min is None or eval_const(iv.min, {c: cv}) <= val
+        assert iv.max is None or val <= eval_const(iv.max, {c: cv})

@@ -67,7 +67,8 @@ class Interval:
         return self.min is not None and self.max is not None
 
     def is_point(self) -> bool:
-        return self.min is not None and (self.min is self.max or _same(self.min, self.max))
+        return (self.min is not None and self.max is not None
+                and (self.min is self.max or _same(self.min, self.max)))
 
     def extent(self) -> PrimExpr:
         """``max - min + 1`` simplified; raises when unbounded."""
