@@ -5,9 +5,10 @@ Samples ``N`` initial states per prior setting (seeded, random model), measures 
 1 thread through the standard builder/runner, alternating between the settings, and prints the
 median / p75 / p90 / max GFLOPS per setting.
 
-Run: ``python benchmarks/as_prior.py {dense|conv} [N] [priors, e.g. 0,1,1/flat]``; a prior
-suffixed ``/flat`` draws the middle spatial level of ``SSRSRS`` uniformly too
-(``tile_prior.MIDDLE_LEVEL_ONE`` off), as before session 4.
+Run: ``python benchmarks/as_prior.py {dense|conv|conv_nhwc} [N] [priors, e.g. 0,1,1/flat]``;
+a prior's suffix sets the share of its samples whose middle spatial level of ``SSRSRS`` is 1
+(``cpu_middle_level_one``): ``/flat`` none (as before session 4), ``/one`` all (session 4),
+``/0.25`` a quarter; without one, the policy's default.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from auto_scheduler import CONV, DENSE  # noqa: E402  (registers the workloads)
 
+WORKLOADS = {"dense": ("bench_dense", DENSE), "conv": ("bench_conv2d_bias_relu", CONV),
+             "conv_nhwc": ("bench_conv2d_nhwc_bias_relu", CONV)}
+MIDDLE = {"flat": 0.0, "one": 1.0}
+
 from templtune import auto_scheduler  # noqa: E402
-from templtune.auto_scheduler import tile_prior  # noqa: E402
 from templtune.auto_scheduler.cost_model import RandomModel  # noqa: E402
 from templtune.auto_scheduler.measure import ProgramMeasurer  # noqa: E402
 from templtune.auto_scheduler.search_policy import SketchPolicy  # noqa: E402
@@ -34,17 +38,17 @@ def main(argv: list[str]) -> int:
     kind = argv[0] if argv else "dense"
     n = int(argv[1]) if len(argv) > 1 else 24
     priors = (argv[2] if len(argv) > 2 else "0,1").split(",")
-    name, wargs = (("bench_conv2d_bias_relu", CONV) if kind == "conv" else ("bench_dense", DENSE))
+    name, wargs = WORKLOADS[kind]
     task = auto_scheduler.SearchTask(func=name, args=wargs, target="llvm")
     groups = {}
     for p in priors:
-        share, _, flat = p.partition("/")
-        pol = SketchPolicy(task, RandomModel(1), params={"cpu_register_tile_prior": float(share)},
-                           seed=7, verbose=0)
+        share, _, mid = p.partition("/")
+        params = {"cpu_register_tile_prior": float(share)}
+        if mid:
+            params["cpu_middle_level_one"] = MIDDLE[mid] if mid in MIDDLE else float(mid)
+        pol = SketchPolicy(task, RandomModel(1), params=params, seed=7, verbose=0)
         t0 = time.perf_counter()
-        tile_prior.MIDDLE_LEVEL_ONE = flat != "flat"
         groups[p] = pol.sample_initial_population(n)[:n]
-        tile_prior.MIDDLE_LEVEL_ONE = True
         print(f"prior {p}: {len(groups[p])} samples in {time.perf_counter() - t0:.2f} s")
     m = ProgramMeasurer(auto_scheduler.LocalBuilder(n_parallel=2),
                         auto_scheduler.LocalRunner(timeout=15), [], 0)

@@ -150,7 +150,8 @@ def test_register_tile_prior_shapes_the_innermost_block() -> None:
     tensors = _matmul()
     task = SearchTask(compute_dag=ComputeDAG(tensors), target="llvm -mcpu=znver3",
                       hardware_params=HW)
-    on = SketchPolicy(task, seed=0, verbose=0, params={"cpu_register_tile_prior": 1.0})
+    on = SketchPolicy(task, seed=0, verbose=0, params={"cpu_register_tile_prior": 1.0,
+                                                       "cpu_middle_level_one": 1.0})
     off = SketchPolicy(task, seed=0, verbose=0, params={"cpu_register_tile_prior": 0.0})
     assert CPU_PARAMS["cpu_register_tile_prior"] > 0
     filled_on, filled_off = _filled(on, 30), _filled(off, 30)
@@ -174,6 +175,29 @@ def test_register_tile_prior_shapes_the_innermost_block() -> None:
               if type(st).__name__ == "PragmaStep"}
     assert unroll and unroll <= {"auto_unroll_max_step$64", "auto_unroll_max_step$512"}
     _check(tensors, pop[:4])
+
+
+def test_middle_level_one_is_drawn_in_its_share_of_the_prior_samples() -> None:
+    from templtune.auto_scheduler.tile_prior import MIDDLE_LEVEL_ONE_SHARE, register_block_ok
+
+    task = SearchTask(compute_dag=ComputeDAG(_matmul()), target="llvm -mcpu=znver3",
+                      hardware_params=HW)
+    assert 0 < CPU_PARAMS["cpu_middle_level_one"] == MIDDLE_LEVEL_ONE_SHARE < 1
+
+    def ones(share: float | None) -> list[bool]:
+        params = {"cpu_register_tile_prior": 1.0}
+        if share is not None:
+            params["cpu_middle_level_one"] = share
+        pol = SketchPolicy(task, seed=0, verbose=0, params=params)
+        filled = _filled(pol, 40)
+        # the middle level's share never loosens the register block
+        assert all(register_block_ok(pol, s) for s in filled)
+        return [all(r == 1 for r in _middle(s)) for s in filled]
+
+    # seeded: 9 of 40 uniform middle levels happen to be all ones, 18 with the default half
+    flat, half = sum(ones(0.0)), sum(ones(None))
+    assert all(ones(1.0))
+    assert flat + 6 <= half <= 34
 
 
 def test_register_block_ok_accepts_a_whole_short_axis() -> None:

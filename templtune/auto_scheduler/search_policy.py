@@ -21,7 +21,7 @@ from .mutation import (
     mutate_tile_size,
 )
 from .sketch import CPU_RULES, GPU_RULES, generate_sketches
-from .tile_prior import cpu_vector
+from .tile_prior import MIDDLE_LEVEL_ONE_SHARE, cpu_vector
 
 logger = logging.getLogger("templtune.auto_scheduler")
 
@@ -54,8 +54,11 @@ DEFAULT_PARAMS = {
 # 512x7x7 + bias + relu median 8.7 -> 24.9, best 22.2 -> 38.8. The other samples stay uniform,
 # so the whole space remains reachable. Drawing the SSRSRS middle spatial level as 1 as well
 # (as_prior.py 32 samples, 1 thread, alternating, beside a 1-thread sweep): dense median 42.4 ->
-# 59.8, p90 57.4 -> 71.9; conv2d median 22.1 -> 26.9, p90 28.1 -> 34.2.
-CPU_PARAMS = {"max_innermost_split_factor": 16, "cpu_register_tile_prior": 0.8}
+# 59.8, p90 57.4 -> 71.9; conv2d median 22.1 -> 26.9, p90 28.1 -> 34.2. That middle level of 1
+# is drawn in a share (``cpu_middle_level_one``) of the prior's samples only: the best NHWC
+# conv2d states have a large one (tile_prior.MIDDLE_LEVEL_ONE_SHARE says why).
+CPU_PARAMS = {"max_innermost_split_factor": 16, "cpu_register_tile_prior": 0.8,
+              "cpu_middle_level_one": MIDDLE_LEVEL_ONE_SHARE}
 
 
 def state_key(state: Any) -> str:

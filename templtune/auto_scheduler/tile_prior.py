@@ -5,10 +5,13 @@ multi-level-tiled stage is the block of accumulators the vectorized inner loop u
 reduction step; uniformly drawn tiles are mostly scalar-width or spilling blocks (measured: the
 median uniform sample of dense 1024^3 runs at a third of a register-shaped one). This module
 draws such blocks directly: the innermost iterator fills whole vectors, and the block needs
-between 8 and the target's accumulator registers of vectors. The spatial level between the two
-reduction levels (the middle ``S`` of ``SSRSRS``) is 1, so the block's accumulators stay in
-registers over the whole reduction below the outer tiles (the GEBP micro-kernel shape). The
-outer tile lengths stay uniform, so the evolution still reaches the whole space.
+between 8 and the target's accumulator registers of vectors. In a share of the samples
+(``params["cpu_middle_level_one"]``) the spatial level between the two reduction levels (the
+middle ``S`` of ``SSRSRS``) is 1, so the block's accumulators stay in registers over the whole
+reduction below the outer tiles (the GEBP micro-kernel shape); the others draw it uniformly,
+which allows the other good shape: an output tile resident in L1 across the outer reduction
+level, its blocks revisited per short inner reduction (the best NHWC conv2d states). The outer
+tile lengths stay uniform, so the evolution still reaches the whole space.
 """
 
 from __future__ import annotations
@@ -31,11 +34,16 @@ MIN_BLOCK_VECTORS = 8
 #: its accumulators are loaded and stored once per pass of it). In 1,000 dense 1024^3 records,
 #: samples with 8-16 steps reached a p90 of 60 GFLOPS, with 1-7 steps 42-50.
 MIN_INNER_REDUCTION = 8
-#: whether the spatial level between the outer and the inner reduction level is drawn as 1. In
-#: the 1,400 dense/conv2d records of session 3's tuning runs (evolved, so already biased toward
-#: good states), states with it ran at a median of 73 vs 43 GFLOPS (dense 1024^3) and 75% vs 50%
-#: of the best (conv2d 512x7x7); every dense record within 5% of the best had it.
-MIDDLE_LEVEL_ONE = True
+#: default share of the prior's samples whose spatial level between the outer and the inner
+#: reduction level is drawn as 1 (``params["cpu_middle_level_one"]``). In the 1,400 dense/NCHW
+#: conv2d records of session 3's tuning runs, states with it ran at a median of 73 vs 43 GFLOPS
+#: (dense 1024^3) and 75% vs 50% of the best (conv2d 512x7x7); every dense record within 5% of
+#: the best had it. But the best NHWC conv2d states have a large middle level (64 channel
+#: blocks: the output row stays in L1 over the input channels, the re-laid weights stream in
+#: order), which the rule drawn in every sample steered the search away from (seed 1 re-timed
+#: at 0.68-0.81 of the template with it, 0.94-1.08 without). Half keeps both shapes in the
+#: initial population.
+MIDDLE_LEVEL_ONE_SHARE = 0.5
 
 
 def cpu_vector(task: Any) -> tuple[int, int]:
@@ -178,9 +186,11 @@ def _pick_blocks(policy: Any, steps: list, plans: list, rng: np.random.Generator
 def sample_register_tiles(policy: Any, sketch: State, rng: np.random.Generator,
                           factorizations: Any) -> State | None:
     """``sketch`` with every unfilled split filled, the innermost spatial tile of each tiled
-    stage register-sized (see :func:`register_block_ok`) and its middle spatial level 1 where
-    the split allows (:data:`MIDDLE_LEVEL_ONE`); None when the sketch's tiles cannot be
-    traced or no block is admissible (the caller falls back to uniform draws)."""
+    stage register-sized (see :func:`register_block_ok`) and, with probability
+    ``params["cpu_middle_level_one"]`` (a SketchPolicy's CPU default is
+    :data:`MIDDLE_LEVEL_ONE_SHARE`), its middle
+    spatial level 1 where the split allows; None when the sketch's tiles cannot be traced or no
+    block is admissible (the caller falls back to uniform draws)."""
     plans_by_sketch = policy.__dict__.setdefault("_block_plans", {})
     key = id(sketch)
     if key not in plans_by_sketch:
@@ -193,7 +203,8 @@ def sample_register_tiles(policy: Any, sketch: State, rng: np.random.Generator,
     if chosen is None:
         return None
     ones: dict[int, list[int]] = {}
-    if MIDDLE_LEVEL_ONE:
+    share = float(policy.params.get("cpu_middle_level_one", MIDDLE_LEVEL_ONE_SHARE))
+    if share > 0.0 and rng.random() < share:
         for _, _, mids in plans:
             for k, idx in mids:
                 ones.setdefault(k, []).append(idx)
