@@ -224,3 +224,41 @@ def test_learned_model_warm_up_rounds_measure_initial_samples() -> None:
     keys = {state_key(s) for s in init}
     out = pol.evolutionary_search(init, 10)
     assert out and all(state_key(s) in keys for s in out)
+
+
+def test_parallel_degree_follows_compute_at() -> None:
+    from templtune.auto_scheduler.parallel_degree import parallel_degree, uses_all_cores
+
+    a, b, c = _matmul()
+    d = te.compute(c.shape, lambda i, j: te.max(c[i, j], 0.0), name="d")
+    s = ComputeDAG([a, b, d]).init_state  # a, b, c, d
+    one = s.split(2, 0, [64]).parallel(2, 0)  # c's parallel loop has 1 iteration
+    assert parallel_degree(one, 2) == 1
+    assert not uses_all_cores(one, 2) and uses_all_cores(one, 1)
+    assert parallel_degree(s.parallel(2, 0), 2) == 64 and uses_all_cores(s.parallel(2, 0), 2)
+    assert parallel_degree(s, 2) == 1  # no parallel loop at all
+    tiled = s.split(3, 0, [8])  # d: i.0 (8), i.1 (8), j
+    # c computed inside d's 8-iteration parallel loop
+    inside = tiled.parallel(3, 0).compute_at(2, 3, 1)
+    assert parallel_degree(inside, 2) == 8 and uses_all_cores(inside, 2)
+    # d's parallel loop (i.1) is inside c's attach point (i.0): c runs on one thread
+    outside = tiled.parallel(3, 1).compute_at(2, 3, 0)
+    assert parallel_degree(outside, 2) == 1 and not uses_all_cores(outside, 2)
+
+
+def test_cpu_search_drops_states_that_cannot_use_every_core() -> None:
+    from templtune.auto_scheduler.parallel_degree import uses_all_cores
+
+    task = SearchTask(compute_dag=ComputeDAG(conv_relu()), target="llvm -mcpu=znver3",
+                      hardware_params=HW)
+    assert CPU_PARAMS["cpu_parallel_all_cores"]
+
+    def single_core(on: int) -> int:
+        pol = SketchPolicy(task, seed=0, verbose=0, params={"cpu_parallel_all_cores": on})
+        pop = pol.sample_initial_population(64)
+        kids = [pol._mutate(p) for p in pop for _ in range(4)]
+        return sum(not uses_all_cores(s, HW.num_cores) for s in pop + kids if s is not None)
+
+    # seeded: 2 of 64 samples (and more mutants) keep the whole output under one iteration
+    assert single_core(0) >= 2
+    assert single_core(1) == 0

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .loop_state import ANN_NONE, INLINED, ROOT, SPATIAL, State
+from .parallel_degree import worth_measuring
 from .tile_prior import register_block_ok, sample_register_tiles
 from .transform_step import FollowSplitStep, SplitStep
 
@@ -370,6 +371,8 @@ def sample_one(policy: Any, sketch: State, rng: np.random.Generator) -> State | 
             s = annotate_parallel(policy, s, rng)
             s = annotate_unroll(policy, s, rng, CPU_UNROLL_REGISTER if reg else None)
             s = annotate_vectorize(policy, s, rng)
+            if not worth_measuring(policy, s):
+                return None
         return s
     except (ValueError, KeyError, IndexError, AssertionError) as exc:
         policy.logger.debug("dropped an invalid sample: %s", exc)

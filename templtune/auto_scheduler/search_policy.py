@@ -20,6 +20,7 @@ from .mutation import (
     mutate_parallel,
     mutate_tile_size,
 )
+from .parallel_degree import worth_measuring
 from .sketch import CPU_RULES, GPU_RULES, generate_sketches
 from .tile_prior import MIDDLE_LEVEL_ONE_SHARE, cpu_vector
 
@@ -57,8 +58,10 @@ DEFAULT_PARAMS = {
 # 59.8, p90 57.4 -> 71.9; conv2d median 22.1 -> 26.9, p90 28.1 -> 34.2. That middle level of 1
 # is drawn in a share (``cpu_middle_level_one``) of the prior's samples only: the best NHWC
 # conv2d states have a large one (tile_prior.MIDDLE_LEVEL_ONE_SHARE says why).
+# ``cpu_parallel_all_cores`` (new): sampled and mutated states whose reduction stages run under
+# a parallel loop shorter than the cores are dropped (.parallel_degree says why).
 CPU_PARAMS = {"max_innermost_split_factor": 16, "cpu_register_tile_prior": 0.8,
-              "cpu_middle_level_one": MIDDLE_LEVEL_ONE_SHARE}
+              "cpu_middle_level_one": MIDDLE_LEVEL_ONE_SHARE, "cpu_parallel_all_cores": 1}
 
 
 def state_key(state: Any) -> str:
@@ -213,9 +216,10 @@ class SketchPolicy:
         w = np.array([x[1] for x in rules])
         f = rules[int(self.rng.choice(len(rules), p=w / w.sum()))][0]
         try:
-            return f(self, s, self.rng)
+            child = f(self, s, self.rng)
         except Exception:  # noqa: BLE001 - invalid mutation
             return None
+        return child if worth_measuring(self, child) else None
 
     def evolutionary_search(self, init_population: list[State], out_size: int) -> list[State]:
         n_iters = self.params["evolutionary_search_num_iters"]
