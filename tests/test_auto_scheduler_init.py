@@ -157,8 +157,9 @@ def test_register_tile_prior_shapes_the_innermost_block() -> None:
     filled_on, filled_off = _filled(on, 30), _filled(off, 30)
     assert all(register_block_ok(on, s) for s in filled_on)
     assert sum(register_block_ok(off, s) for s in filled_off) < 15
-    # AVX2: the innermost iterator fills whole 8-lane vectors, 8..14 of them per block, and
-    # the block is reused over at least 8 steps of the innermost reduction level
+    # AVX2: the innermost iterator fills whole 8-lane vectors, 7..14 of them per block (a
+    # power-of-two matmul makes 8..14), and the block is reused over at least 8 steps of the
+    # innermost reduction level
     for s in filled_on:
         for block in _blocks(s):
             assert block[-1] % 8 == 0
@@ -210,6 +211,24 @@ def test_register_block_ok_accepts_a_whole_short_axis() -> None:
     filled = _filled(pol, 20)
     assert all(register_block_ok(pol, s) for s in filled)
     assert any(b and b[-1] == 6 for s in filled for b in _blocks(s))
+
+
+def test_register_tiles_admit_seven_rows_of_one_vector() -> None:
+    from templtune.auto_scheduler.tile_prior import MIN_BLOCK_VECTORS, register_block_ok
+
+    # NHWC 7x7 map: 7 output columns x 8 channels is a 7-vector block (the best NHWC states')
+    data = te.placeholder((1, 9, 9, 16), name="data")
+    kernel = te.placeholder((3, 3, 16, 16), name="kernel")
+    rc, ry, rx = (te.reduce_axis((0, n), name=x) for n, x in ((16, "rc"), (3, "ry"), (3, "rx")))
+    conv = te.compute((1, 7, 7, 16), lambda n, y, x, f: te.sum(
+        data[n, y + ry, x + rx, rc] * kernel[ry, rx, rc, f], axis=[rc, ry, rx]), name="conv")
+    task = SearchTask(compute_dag=ComputeDAG([data, kernel, conv]), target="llvm -mcpu=znver3",
+                      hardware_params=HW)
+    pol = SketchPolicy(task, seed=0, verbose=0, params={"cpu_register_tile_prior": 1.0})
+    filled = _filled(pol, 40)
+    assert all(register_block_ok(pol, s) for s in filled)
+    vectors = [int(np.prod(b[:-1])) * -(-b[-1] // 8) for s in filled for b in _blocks(s)]
+    assert min(vectors) == MIN_BLOCK_VECTORS == 7 and max(vectors) <= 14
 
 
 def test_learned_model_warm_up_rounds_measure_initial_samples() -> None:

@@ -29,7 +29,12 @@ from .steps_loop import SplitStep
 #: Zen 3/4 and Skylake-class cores) independent chains keep the pipes busy. Measured with 32 seeded
 #: register-tiled samples each (1 thread, alternating): dense 1024^3 median 45.0 -> 52.5 GFLOPS,
 #: p90 63.8 -> 67.4 with 8 instead of 4; conv2d 512x7x7 median 25.3 -> 25.6, best 34.0 -> 40.3.
-MIN_BLOCK_VECTORS = 8
+#: One short of that admits a 7-wide axis (the 7x7 maps of late CNN layers) as the rows of a
+#: block of 7 vectors: the best NHWC conv2d states block 7 output columns x 8 channels. Measured
+#: on the NHWC seed layer (64 prior samples each, 2 seeds, 1 thread, alternating): p90 33.6 ->
+#: 37.4 and 34.1 -> 38.1 GFLOPS, best 45.3 -> 51.7 and 40.8 -> 50.7, median -1 GFLOPS; NCHW
+#: (48 samples) p90 34.2 vs 34.1; dense 1024^3 cannot form 7 vectors and is unchanged.
+MIN_BLOCK_VECTORS = 7
 #: fewest steps of the innermost reduction level (the loop the register block is reused over:
 #: its accumulators are loaded and stored once per pass of it). In 1,000 dense 1024^3 records,
 #: samples with 8-16 steps reached a p90 of 60 GFLOPS, with 1-7 steps 42-50.
