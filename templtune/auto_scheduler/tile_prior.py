@@ -5,7 +5,7 @@ multi-level-tiled stage is the block of accumulators the vectorized inner loop u
 reduction step; uniformly drawn tiles are mostly scalar-width or spilling blocks (measured: the
 median uniform sample of dense 1024^3 runs at a third of a register-shaped one). This module
 draws such blocks directly: the innermost iterator fills whole vectors, and the block needs
-between 8 and the target's accumulator registers of vectors. In a share of the samples
+between 7 and the target's accumulator registers of vectors. In a share of the samples
 (``params["cpu_middle_level_one"]``) the spatial level between the two reduction levels (the
 middle ``S`` of ``SSRSRS``) is 1, so the block's accumulators stay in registers over the whole
 reduction below the outer tiles (the GEBP micro-kernel shape); the others draw it uniformly,
