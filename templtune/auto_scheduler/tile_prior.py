@@ -192,8 +192,7 @@ def sample_register_tiles(policy: Any, sketch: State, rng: np.random.Generator,
                           factorizations: Any) -> State | None:
     """``sketch`` with every unfilled split filled, the innermost spatial tile of each tiled
     stage register-sized (see :func:`register_block_ok`) and, with probability
-    ``params["cpu_middle_level_one"]`` (a SketchPolicy's CPU default is
-    :data:`MIDDLE_LEVEL_ONE_SHARE`), its middle
+    ``params["cpu_middle_level_one"]`` (CPU default :data:`MIDDLE_LEVEL_ONE_SHARE`), its middle
     spatial level 1 where the split allows; None when the sketch's tiles cannot be traced or no
     block is admissible (the caller falls back to uniform draws)."""
     plans_by_sketch = policy.__dict__.setdefault("_block_plans", {})
