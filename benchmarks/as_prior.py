@@ -22,16 +22,17 @@ os.environ.setdefault("TEMPLTUNE_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-from auto_scheduler import CONV, DENSE  # noqa: E402  (registers the workloads)
-
-WORKLOADS = {"dense": ("bench_dense", DENSE), "conv": ("bench_conv2d_bias_relu", CONV),
-             "conv_nhwc": ("bench_conv2d_nhwc_bias_relu", CONV)}
-MIDDLE = {"flat": 0.0, "one": 1.0}
+from auto_scheduler import CONV, CONV_WORKLOADS, DENSE  # noqa: E402  (registers the workloads)
 
 from templtune import auto_scheduler  # noqa: E402
 from templtune.auto_scheduler.cost_model import RandomModel  # noqa: E402
 from templtune.auto_scheduler.measure import ProgramMeasurer  # noqa: E402
 from templtune.auto_scheduler.search_policy import SketchPolicy  # noqa: E402
+
+WORKLOADS = {"dense": ("bench_dense", DENSE), "conv": (CONV_WORKLOADS["nchw"], CONV),
+             "conv_nhwc": (CONV_WORKLOADS["nhwc"], CONV)}
+#: named shares of samples whose SSRSRS middle level is 1
+MIDDLE = {"flat": 0.0, "one": 1.0}
 
 
 def main(argv: list[str]) -> int:

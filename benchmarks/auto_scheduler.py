@@ -26,8 +26,8 @@ the NHWC template instead of ``conv2d_nchw`` (the fastest x86 template for this 
 
 Run: ``python benchmarks/auto_scheduler.py [--workload conv|dense|all] [--trials 64,200,500]
 [--per-round 16] [--tune-threads 1] [--rounds 15] [--no-autotvm] [--conv-layout nhwc|nchw]
-[--json]``; both tuners' logs stay in the printed directory, and ``--from-logs DIR`` re-times an earlier run's kernels
-without tuning again (e.g. once the machine is quiet). Absolute numbers
+[--json]``; both tuners' logs stay in the printed directory, and ``--from-logs DIR`` re-times
+an earlier run's kernels without tuning again (e.g. once the machine is quiet). Absolute numbers
 on a shared 2-core machine are noise; read the ratios.
 """
 
@@ -53,6 +53,8 @@ RUNNER = {"number": 4, "repeat": 3, "min_repeat_ms": 50}
 #: estimates the kernel's own time, and the median over rounds removes drift.
 BURST = 3
 DENSE = (1024, 1024, 1024)
+#: the auto-scheduler's conv2d workload per ``--conv-layout`` (registered below)
+CONV_WORKLOADS = {"nchw": "bench_conv2d_bias_relu", "nhwc": "bench_conv2d_nhwc_bias_relu"}
 
 
 def _window(H, W, CI, KH, KW, stride, padding):
@@ -353,9 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = args.from_logs or tempfile.mkdtemp(prefix="templtune_as_bench_")
     print(f"logs in {tmp}", flush=True)
     report: dict[str, Any] = {}
+    conv_name = CONV_WORKLOADS[args.conv_layout]
     for kind in work:
-        conv_name = ("bench_conv2d_nhwc_bias_relu" if args.conv_layout == "nhwc"
-                     else "bench_conv2d_bias_relu")
         name, wargs = ((conv_name, CONV) if kind == "conv" else ("bench_dense", DENSE))
         tmpl, targs = ((args.conv_template, CONV) if kind == "conv"
                        else ("dense", DENSE))
