@@ -15,9 +15,8 @@ from .transform_step import FollowSplitStep, SplitStep
 
 CPU_UNROLL = (0, 16, 64, 512)
 #: unroll limits of register-tiled samples: a register block lives in registers only when its
-#: loops (block rows x inner reduction steps) are unrolled; measured over 1,000 records of
-#: dense 1024^3 and conv2d 512x7x7, samples with 0 (and 16 on conv2d) ran at a third of the
-#: others' median.
+#: loops (block rows x inner reduction steps) are unrolled (samples with 0, and 16 on conv2d,
+#: ran far slower: benchmarks/results/auto_scheduler.txt).
 CPU_UNROLL_REGISTER = (64, 512)
 GPU_UNROLL = (0, 16, 64, 512, 1024)
 
@@ -68,7 +67,7 @@ def fill_tile_size(policy: Any, state: State, rng: np.random.Generator,
     if out is not None:
         return out
     # NOTE: a sketch whose tiles cannot be traced to their splits: uniform draws until one
-    # passes (about 1 in 10 on dense/conv2d, 0.3-0.6 ms each); a sketch none of whose first
+    # passes (about 1 in 10 does); a sketch none of whose first
     # 512 draws passed is sampled uniformly from then on.
     stats = policy.__dict__.setdefault("_prior_stats", {}).setdefault(id(state), [0, 0])
     out = _fill_tile_size(policy, state, rng)

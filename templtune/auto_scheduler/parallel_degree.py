@@ -5,9 +5,8 @@ the tile sizes leave that loop with fewer iterations than the target has cores (
 7x7x512 conv2d output under one outer iteration), the kernel runs on one core however it was
 annotated. TVM measures candidates on every core, so such states only cost trials there; a run
 measured on fewer threads than the target has (``TEMPLTUNE_NUM_THREADS=1``, which keeps
-measurements steady on a shared machine) cannot see the difference and may pick one. Measured:
-the best of a 500-trial NHWC conv2d run tuned at 1 thread had a parallel loop of 1 iteration and
-ran at 1.09x its 1-thread speed on 2 threads, against the template's 1.46x.
+measurements steady on a shared machine) cannot see the difference and may pick one, a state
+that then does not scale when deployed on every core.
 """
 
 from __future__ import annotations

@@ -43,23 +43,17 @@ DEFAULT_PARAMS = {
     "disable_change_compute_location": 0,
 }
 
-# NOTE: on CPU the innermost tile is a register block (its spatial part vectorized); tiles of
-# up to 64 x 64 accumulators (TVM's 64) spill and waste trials. Measured on the dense 512^3
-# init population (30 seeded samples each, 1 thread, interleaved medians): the median sample
-# is 2.1x faster with 16 (9.4 vs 4.4 GFLOPS), the best alike. Deviation from TVM; a user's
-# ``params`` still override it.
-# ``cpu_register_tile_prior`` (new, not in TVM): the share of initial samples whose innermost
-# tiles are register blocks, with a >= 8-step inner reduction and unroll 64/512 (.tile_prior).
-# Measured on this AVX2 machine (benchmarks/as_prior.py: 24 seeded samples per setting, 1 thread,
-# alternating, quiet): dense 1024^3 median sample 8.4 -> 42.4 GFLOPS, p90 25.0 -> 54.4; conv2d
-# 512x7x7 + bias + relu median 8.7 -> 24.9, best 22.2 -> 38.8. The other samples stay uniform,
-# so the whole space remains reachable. Drawing the SSRSRS middle spatial level as 1 as well
-# (as_prior.py 32 samples, 1 thread, alternating, beside a 1-thread sweep): dense median 42.4 ->
-# 59.8, p90 57.4 -> 71.9; conv2d median 22.1 -> 26.9, p90 28.1 -> 34.2. That middle level of 1
-# is drawn in a share (``cpu_middle_level_one``) of the prior's samples only: the best NHWC
-# conv2d states have a large one (tile_prior.MIDDLE_LEVEL_ONE_SHARE says why).
-# ``cpu_parallel_all_cores`` (new): sampled and mutated states whose reduction stages run under
-# a parallel loop shorter than the cores are dropped (.parallel_degree says why).
+# NOTE: deviations from TVM's CPU defaults (a user's ``params`` still override them; the
+# measurements behind each are in benchmarks/results/auto_scheduler.txt):
+# - innermost tiles are register blocks, so tiles of up to 64 x 64 accumulators (TVM's 64)
+#   would spill and waste trials: the limit is 16;
+# - ``cpu_register_tile_prior`` (new): the share of initial samples whose innermost tiles are
+#   register blocks with a >= 8-step inner reduction and unroll 64/512 (.tile_prior); the other
+#   samples stay uniform, so the whole space remains reachable;
+# - ``cpu_middle_level_one`` (new): the share of the prior's samples whose SSRSRS middle spatial
+#   level is 1 (tile_prior.MIDDLE_LEVEL_ONE_SHARE says why only a share);
+# - ``cpu_parallel_all_cores`` (new): sampled and mutated states whose reduction stages run under
+#   a parallel loop shorter than the cores are dropped (.parallel_degree says why).
 CPU_PARAMS = {"max_innermost_split_factor": 16, "cpu_register_tile_prior": 0.8,
               "cpu_middle_level_one": MIDDLE_LEVEL_ONE_SHARE, "cpu_parallel_all_cores": 1}
 

@@ -2,8 +2,7 @@
 
 Ansor fills a sketch's tile sizes uniformly. On CPU the innermost spatial tile of a
 multi-level-tiled stage is the block of accumulators the vectorized inner loop updates for every
-reduction step; uniformly drawn tiles are mostly scalar-width or spilling blocks (measured: the
-median uniform sample of dense 1024^3 runs at a third of a register-shaped one). This module
+reduction step; uniformly drawn tiles are mostly scalar-width or spilling blocks. This module
 draws such blocks directly: the innermost iterator fills whole vectors, and the block needs
 between 7 and the target's accumulator registers of vectors. In a share of the samples
 (``params["cpu_middle_level_one"]``) the spatial level between the two reduction levels (the
@@ -25,29 +24,19 @@ import numpy as np
 from .loop_state import SPATIAL, State
 from .steps_loop import SplitStep
 
-#: fewest accumulator vectors a block should keep in flight: FMA latency x FMA pipes (4 x 2 on
-#: Zen 3/4 and Skylake-class cores) independent chains keep the pipes busy. Measured with 32 seeded
-#: register-tiled samples each (1 thread, alternating): dense 1024^3 median 45.0 -> 52.5 GFLOPS,
-#: p90 63.8 -> 67.4 with 8 instead of 4; conv2d 512x7x7 median 25.3 -> 25.6, best 34.0 -> 40.3.
-#: One short of that admits a 7-wide axis (the 7x7 maps of late CNN layers) as the rows of a
-#: block of 7 vectors: the best NHWC conv2d states block 7 output columns x 8 channels. Measured
-#: on the NHWC seed layer (64 prior samples each, 2 seeds, 1 thread, alternating): p90 33.6 ->
-#: 37.4 and 34.1 -> 38.1 GFLOPS, best 45.3 -> 51.7 and 40.8 -> 50.7, median -1 GFLOPS; NCHW
-#: (48 samples) p90 34.2 vs 34.1; dense 1024^3 cannot form 7 vectors and is unchanged.
+# NOTE: the figures behind these constants are in benchmarks/results/auto_scheduler.txt
+# (benchmarks/as_prior.py measures them).
+#: fewest accumulator vectors a block should keep in flight: FMA latency x FMA pipes independent
+#: chains keep the pipes busy (8 on Zen 3/4 and Skylake-class cores); one short of that admits a
+#: 7-wide axis (the 7x7 maps of late CNN layers) as the rows of a block of 7 vectors.
 MIN_BLOCK_VECTORS = 7
-#: fewest steps of the innermost reduction level (the loop the register block is reused over:
-#: its accumulators are loaded and stored once per pass of it). In 1,000 dense 1024^3 records,
-#: samples with 8-16 steps reached a p90 of 60 GFLOPS, with 1-7 steps 42-50.
+#: fewest steps of the innermost reduction level, the loop the register block is reused over
+#: (its accumulators are loaded and stored once per pass of it).
 MIN_INNER_REDUCTION = 8
 #: default share of the prior's samples whose spatial level between the outer and the inner
-#: reduction level is drawn as 1 (``params["cpu_middle_level_one"]``). In the 1,400 dense/NCHW
-#: conv2d records of session 3's tuning runs, states with it ran at a median of 73 vs 43 GFLOPS
-#: (dense 1024^3) and 75% vs 50% of the best (conv2d 512x7x7); every dense record within 5% of
-#: the best had it. But the best NHWC conv2d states have a large middle level (64 channel
-#: blocks: the output row stays in L1 over the input channels, the re-laid weights stream in
-#: order), which the rule drawn in every sample steered the search away from (seed 1 re-timed
-#: at 0.68-0.81 of the template with it, 0.94-1.08 without). Half keeps both shapes in the
-#: initial population.
+#: reduction level is drawn as 1 (``params["cpu_middle_level_one"]``): that shape (GEBP) wins on
+#: dense, but the best NHWC conv2d states keep a large middle level (the output row stays in L1
+#: over the input channels); half keeps both shapes in the initial population.
 MIDDLE_LEVEL_ONE_SHARE = 0.5
 
 

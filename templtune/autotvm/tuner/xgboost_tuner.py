@@ -60,15 +60,9 @@ class XGBTuner(ModelBasedTuner):
 
     Deviation (spec §9 item 13): the default loss is ``"reg"`` (TVM ≥ 0.13), not ``"rank"``.
 
-    Measured on the wide spaces of ``benchmarks/sample_efficiency.py`` (trials to reach 90%
-    of the best config; ``benchmarks/results/sample_efficiency_exhaustive.txt``), the defaults
-    are kept because no alternative was better on both workloads: on dense 1024^3 (replays of
-    the exhaustively measured space, 10 seeds) ``plan_size=32, log_target=True`` needed a mean
-    of 58 trials against 83 for the defaults (plan_size 32 alone: 65), but on conv2d
-    (real measurements, 6 seeds) it reached the target in 3 of 6 seeds within 400 trials
-    against 6 of 6 for the defaults (mean 217; plan_size 32 alone: 4 of 6). A smaller ``plan_size`` lets the model plan
-    sooner (useful when the space is smooth and the model good after few samples), at twice
-    the model work per trial.
+    The defaults are TVM's: no alternative (``plan_size=32``, ``log_target=True``) was better on
+    both wide benchmark spaces (``benchmarks/results/sample_efficiency_exhaustive.txt``). A
+    smaller ``plan_size`` lets the model plan sooner, at twice the model work per trial.
 
     Examples
     --------
