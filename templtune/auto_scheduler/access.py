@@ -89,7 +89,7 @@ def analyze(sch: Any) -> list[StageAccess]:
                     a = _axis_of(i, axis_vars)
                     if a is None:
                         simple = False
-                    elif a is not True:
+                    elif isinstance(a, Var):
                         if any(a is s for s in seen):
                             no_transpose = False
                         seen.append(a)

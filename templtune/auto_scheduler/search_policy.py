@@ -143,7 +143,8 @@ class SketchPolicy:
         self.task = task
         self.dag = task.compute_dag
         self.cost_model = program_cost_model or RandomModel(seed)
-        self.params = dict(DEFAULT_PARAMS)
+        # NOTE: user-supplied, heterogeneous values (TVM's params dict): a true seam.
+        self.params: dict[str, Any] = dict(DEFAULT_PARAMS)
         if not task.is_gpu:
             self.params.update(CPU_PARAMS)
         self.params.update(params or {})

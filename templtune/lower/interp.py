@@ -132,13 +132,13 @@ class _Gen:
         if isinstance(x, Not):
             return f"(not {self.e(x.a, lane)})"
         if isinstance(x, Cast):
-            v = self.e(x.value, lane)
+            sv = self.e(x.value, lane)
             d = dt.parse(x.dtype)
             if d.code == "float":
-                return f"float({v})"
+                return f"float({sv})"
             if d.code == "bool":
-                return f"bool({v})"
-            return f"int({v})"
+                return f"bool({sv})"
+            return f"int({sv})"
         if isinstance(x, Select):
             c = self.e(x.cond, lane)
             return f"({self.e(x.true_value, lane)} if {c} else {self.e(x.false_value, lane)})"
@@ -195,12 +195,12 @@ class _Gen:
             self.lines.append(f"{pad}{self.e(st.var)} = {self.e(st.value)}")
             self.s(st.body, ind, depth)
         elif isinstance(st, Allocate):
-            b = st.buffer
+            buf = st.buffer
             size = 1
-            for d in b.shape:
+            for d in buf.shape:
                 size *= int(d.value)  # type: ignore[attr-defined]
-            fill = "float('nan')" if dt.is_float(b.dtype) else "0"
-            self.lines.append(f"{pad}{self.buf(b)} = [{fill}] * {size}")
+            fill = "float('nan')" if dt.is_float(buf.dtype) else "0"
+            self.lines.append(f"{pad}{self.buf(buf)} = [{fill}] * {size}")
             self.s(st.body, ind, depth)
         elif isinstance(st, AttrStmt):
             self.s(st.body, ind, depth)

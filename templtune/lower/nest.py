@@ -205,15 +205,17 @@ class NestBuilder:
             mn = info.root_min[a]
             if const_int(mn) == 0:
                 continue
-            full = const_int(a.dom.extent)  # type: ignore[union-attr]
+            assert a.dom is not None  # a compute axis has a domain
+            full = const_int(a.dom.extent)
+            assert full is not None  # guards are only needed on constant extents
             lo_m, hi_m = const_bound(mn, rng)
-            if lo_m >= 0 and hi_m + info.ext[a] <= full:  # type: ignore[operator]
+            if lo_m >= 0 and hi_m + info.ext[a] <= full:
                 continue  # the region lies inside the tensor
             v = info.root_val[a]
             lo, hi = const_bound(v, rng)
             if lo < 0:
                 conds.append(self.simp.visit(v >= 0))
-            if hi >= full:  # type: ignore[operator]
+            if hi >= full:
                 conds.append(self.simp.visit(v < full))
         seen: set[str] = set()
         out = []

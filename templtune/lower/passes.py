@@ -270,13 +270,13 @@ class _Unroller:
             blocked = blocked or s.kind is ForKind.THREAD_BINDING
             unroll = n is not None and (s.kind is ForKind.UNROLLED or (
                 s.kind is ForKind.SERIAL and ms > 0 and total <= ms and not blocked))
-            if unroll:
+            if unroll and n is not None:
                 if ex and not blocked:
                     mn = const_int(s.min) or 0
                     sub = _SubstOne(s.loop_var)
-                    parts = [self.clean.visit(sub.subst(body, const(mn + i)))
-                             for i in range(n)]  # type: ignore[arg-type]
-                    return seq(*parts), total, blocked
+                    copies = [self.clean.visit(sub.subst(body, const(mn + i)))
+                              for i in range(n)]
+                    return seq(*copies), total, blocked
                 return _replace(s, {"body": body, "kind": ForKind.UNROLLED}), total, blocked
             new = s if body is s.body else _replace(s, {"body": body})
             return new, total, blocked

@@ -241,9 +241,9 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
     simp = Simplifier(var_ranges)
     for r in info.roots:
         info.composed[r] = simp.visit(info.composed[r])
-        mn = info.root_min[r]
-        info.root_val[r] = info.composed[r] if const_int(mn) == 0 else simp.visit(
-            mn + info.composed[r])
+        rmin = info.root_min[r]
+        info.root_val[r] = info.composed[r] if const_int(rmin) == 0 else simp.visit(
+            rmin + info.composed[r])
 
 
 def _infer_scope(path: list[tuple[StageBound, IterVar]]) -> str:
@@ -305,10 +305,10 @@ def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBou
     simp = Simplifier(fixed_ranges)
     for d, a in enumerate(op.axis):
         full = info.ext[a]
-        iv = region[d]
-        if iv is None or iv.min is None or iv.max is None:
+        got = region[d]
+        if got is None or got.min is None or got.max is None:
             continue
-        lo, hi = simp.visit(iv.min), simp.visit(iv.max)
+        lo, hi = simp.visit(got.min), simp.visit(got.max)
         ext_e = simp.visit(hi - lo + 1)
         ext = const_int(ext_e)
         if ext is None:

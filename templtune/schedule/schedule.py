@@ -182,6 +182,7 @@ class Schedule:
         cache = cache_op.output(0)
         for r in reader_stages:
             tm = {t: cache for t in r.op.input_tensors if self.resolve(t) is tensor}
+            assert isinstance(r.op, ComputeOp)  # readers of a tensor are computes
             new_op = dataclasses.replace(r.op, body=rewrite_loads(r.op.body, tm))
             self._replace_op(r, new_op)
         st = Stage(cache_op, self)
@@ -335,8 +336,8 @@ def _pass_up(rels: Sequence[Any], val: dict[IterVar, PrimExpr],
     for rel in reversed(rels):
         if isinstance(rel, Split):
             o, i = val[rel.outer], val[rel.inner]
-            f = ext[rel.inner]
-            val[rel.parent] = o * f + i if f != 1 else o + i
+            fac = ext[rel.inner]
+            val[rel.parent] = o * fac + i if fac != 1 else o + i
         elif isinstance(rel, Fuse):
             f = val[rel.fused]
             ei = ext[rel.inner]

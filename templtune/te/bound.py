@@ -213,19 +213,20 @@ class _Eval:
             return Interval.everything()
         if op is BinOpKind.FLOORMOD and b.is_point() and dt.is_int(e.dtype):
             c = b.min
-            if self.sign(c) != 1:  # type: ignore[arg-type]
+            assert c is not None  # a point interval has both ends
+            if self.sign(c) != 1:
                 return Interval.everything()
-            if a.is_bounded:
+            if a.min is not None and a.max is not None:
                 # within one period the modulo is monotone: [a.min % c, a.max % c]
                 same = self.s(binary(BinOpKind.EQ, binary(BinOpKind.FLOORDIV, a.min, c),
                                      binary(BinOpKind.FLOORDIV, a.max, c)))
                 if isinstance(same, IntImm) and same.value:
                     return Interval(f(op, a.min, c), f(op, a.max, c))
                 lo = _const(a.min)
-                if lo is not None and lo >= 0 and a.max is not None:
-                    hi = self.s(binary(BinOpKind.MIN, a.max, self.s(c - 1)))  # type: ignore[operator]
+                if lo is not None and lo >= 0:
+                    hi = self.s(binary(BinOpKind.MIN, a.max, self.simp.visit(c - 1)))
                     return Interval(const(0, e.dtype), hi)
-            return Interval(const(0, e.dtype), self.s(c - 1))  # type: ignore[operator]
+            return Interval(const(0, e.dtype), self.s(c - 1))
         return Interval.everything()
 
     def _nonneg(self, a: Interval) -> bool | None:
@@ -239,7 +240,8 @@ class _Eval:
             a, b = b, a
         if b.is_point():
             c = b.min
-            sg = self.sign(c)  # type: ignore[arg-type]
+            assert c is not None  # a point interval has both ends
+            sg = self.sign(c)
             if sg == 0:
                 z = const(0, e.dtype)
                 return Interval(z, z)
@@ -253,10 +255,9 @@ class _Eval:
                 return Interval(m(a.max), m(a.min))
             return Interval.everything()
         # two ranging factors: only constant endpoints are handled
-        ends = [_const(x) for x in (a.min, a.max, b.min, b.max)]
-        if any(x is None for x in ends):
+        al, ah, bl, bh = (_const(x) for x in (a.min, a.max, b.min, b.max))
+        if al is None or ah is None or bl is None or bh is None:
             return Interval.everything()
-        al, ah, bl, bh = ends  # type: ignore[misc]
         cs = [al * bl, al * bh, ah * bl, ah * bh]
         return Interval(const(min(cs), e.dtype), const(max(cs), e.dtype))
 

@@ -4,7 +4,7 @@ tests, and a helper for constant shape arithmetic."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from templtune import dtype as dt
@@ -32,7 +32,7 @@ def _trunc_div(x: int, y: int) -> int:
     return q if (x >= 0) == (y >= 0) else -q
 
 
-_BIN = {
+_BIN: dict[BinOpKind, Callable[[Any, Any], Any]] = {
     BinOpKind.ADD: lambda x, y: x + y,
     BinOpKind.SUB: lambda x, y: x - y,
     BinOpKind.MUL: lambda x, y: x * y,
@@ -48,7 +48,7 @@ _BIN = {
     BinOpKind.GE: lambda x, y: x >= y,
 }
 
-_CALLS = {
+_CALLS: dict[str, Callable[..., Any]] = {
     "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "tanh": math.tanh,
     "sigmoid": lambda x: 1.0 / (1.0 + math.exp(-x)), "fabs": abs, "abs": abs,
     "floor": math.floor, "ceil": math.ceil, "pow": math.pow, "likely": lambda x: x,

@@ -103,7 +103,7 @@ class PrimExpr:
         if not isinstance(o, (PrimExpr, IterVar, int, float)):
             return NotImplemented
         try:
-            return binary(BinOpKind.EQ, self, o)
+            return binary(BinOpKind.EQ, self, convert(o))
         except (DTypeError, ExprError):
             return NotImplemented
 
@@ -111,7 +111,7 @@ class PrimExpr:
         if not isinstance(o, (PrimExpr, IterVar, int, float)):
             return NotImplemented
         try:
-            return binary(BinOpKind.NE, self, o)
+            return binary(BinOpKind.NE, self, convert(o))
         except (DTypeError, ExprError):
             return NotImplemented
 

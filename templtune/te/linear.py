@@ -227,7 +227,8 @@ class LinearForms:
         return b
 
     def lin_bound(self, ln: Lin) -> Bound:
-        lo = hi = ln.const
+        lo: float = ln.const
+        hi: float = ln.const
         for a, c in ln.terms.values():
             blo, bhi = mul_bound(self.bound(a), (c, c))
             lo, hi = lo + blo, hi + bhi

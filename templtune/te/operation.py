@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from templtune import dtype as dt
 from templtune.errors import ExprError
@@ -121,6 +121,16 @@ def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
             f"shape has {ndim} dimensions"
         )
     return names
+
+
+@overload
+def compute(shape: Any, fcompute: Callable[..., list[Any] | tuple[Any, ...]], name: str = ...,
+            tag: str = ..., attrs: dict[str, Any] | None = ...) -> list[Tensor]: ...
+
+
+@overload
+def compute(shape: Any, fcompute: Callable[..., Any], name: str = ..., tag: str = ...,
+            attrs: dict[str, Any] | None = ...) -> Tensor: ...
 
 
 def compute(
