@@ -51,6 +51,7 @@ def _op_flop(op: ComputeOp) -> int:
         return int(attrs["FLOP"])
     out = 1
     for a in op.axis:
+        assert a.dom is not None  # compute axes always have a domain
         out *= _int(a.dom.extent)
     out_float = _cls(op.body[0].dtype)
     body = 0
@@ -58,6 +59,7 @@ def _op_flop(op: ComputeOp) -> int:
         if isinstance(b, Reduce):
             red = 1
             for r in b.axis:
+                assert r.dom is not None  # reduce axes always have a domain
                 red *= _int(r.dom.extent)
             combine = 1 if _cls(b.dtype) == out_float else 0
             body += red * (sum(_expr_flop(s, out_float) for s in b.source) + combine

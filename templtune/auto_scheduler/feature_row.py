@@ -301,13 +301,13 @@ def _store_row(info: StoreInfo, others: dict[Any, list[tuple[int, tuple]]], sid:
         moved = set().union(*(_access_vars(a) for a in accs))
         reuse = [0.0, 0.0, 1.0]
         dis_iter = dis_bytes = reuse_ct = 0.0
-        r = next((k for k in range(n - 1, -1, -1)
-                  if loops[k].extent > 1 and loops[k].var not in moved), None)
-        if r is not None:
+        r_at = next((k for k in range(n - 1, -1, -1)
+                     if loops[k].extent > 1 and loops[k].var not in moved), None)
+        if r_at is not None:
             reuse = [1.0, 0.0, 0.0]
-            dis_iter = float(math.prod(lp.extent for lp in loops[r + 1:]))
-            dis_bytes = bytes_at(r + 1)
-            reuse_ct = float(loops[r].extent)
+            dis_iter = float(math.prod(lp.extent for lp in loops[r_at + 1:]))
+            dis_bytes = bytes_at(r_at + 1)
+            reuse_ct = float(loops[r_at].extent)
         else:
             peers = [(j, vs) for j, vs in others.get(b, ()) if j != sid]
             if peers:
@@ -352,7 +352,8 @@ def _ai_curve(info: StoreInfo, loops: Sequence[Any], bytes_at: Any) -> list[floa
     fops = sum(info.ops[k] for k, name in enumerate(OP_NAMES) if name.startswith("float"))
     if fops == 0:
         return [0.0] * _N_AI
-    xs, ys = [], []
+    xs: list[float] = []
+    ys: list[float] = []
     inner = 1.0
     for level in range(len(loops), -1, -1):
         if level < len(loops):

@@ -195,9 +195,9 @@ def affine(e: Any, lets: dict[Var, Form]) -> Form:
                         fa[2] if k else frozenset())
             return {}, 0, _vars_of(e, lets)
         if op is BinOpKind.FLOORDIV or op is BinOpKind.FLOORMOD:
-            c = _int_value(e.b)
-            if c is not None and c > 0:
-                return _div_mod(affine(e.a, lets), c, op is BinOpKind.FLOORDIV)
+            div = _int_value(e.b)
+            if div is not None and div > 0:
+                return _div_mod(affine(e.a, lets), div, op is BinOpKind.FLOORDIV)
     return ({}, 0, _vars_of(e, lets)) if not isinstance(e, (IntImm, FloatImm)) else _ZERO
 
 
@@ -253,9 +253,9 @@ class _Walker:
         if s.kind is ForKind.THREAD_BINDING:
             # NOTE: a nested binding of a tag already bound (a cooperative fetch inside the
             # kernel's thread loop) runs on the same threads: the outer one counts once.
-            for k, lp in enumerate(self.stack):
+            for pos, lp in enumerate(self.stack):
                 if lp.kind == kind:
-                    self.stack[k] = Loop(lp.var, 1, lp.kind, lp.auto_unroll, lp.declared)
+                    self.stack[pos] = Loop(lp.var, 1, lp.kind, lp.auto_unroll, lp.declared)
         self.stack.append(Loop(s.loop_var, max(ext, 1), kind, unroll, max(ext, 1)))
         self.stmt(s.body)
         self.stack[:] = saved

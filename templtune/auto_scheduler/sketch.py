@@ -104,7 +104,8 @@ def multi_level_tiling(state: State, k: int, structure: str) -> tuple[State, lis
     iters = state.stages[k].iters
     levels_s: list[list[int]] = [[] for _ in range(n_s)]
     levels_r: list[list[int]] = [[] for _ in range(n_r)]
-    unsplit_s, unsplit_r = [], []
+    unsplit_s: list[int] = []
+    unsplit_r: list[int] = []
     plan = []  # (orig index, kind, n parts or 1)
     for i, it in enumerate(iters):
         if it.iter_kind == SPATIAL:

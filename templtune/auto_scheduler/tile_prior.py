@@ -129,16 +129,16 @@ def _block_plan(policy: Any, sketch: State) -> list[tuple[tuple[int, ...], tuple
         ks: list[list[int]] = [[], []]
         for part, its in ((0, block), (1, inner_r)):
             for it in its:
-                k = origin.get((st.op_name, it.name.rsplit(".", 1)[0]))
-                if k is None or steps[k].extent is None:
+                at = origin.get((st.op_name, it.name.rsplit(".", 1)[0]))
+                if at is None or steps[at].extent is None:
                     return None
-                ks[part].append(k)
+                ks[part].append(at)
         mids = []
         for it in middle:
             base, _, lvl = it.name.rpartition(".")
-            k = origin.get((st.op_name, base))
-            if k is not None and lvl.isdigit() and 1 <= int(lvl) <= len(steps[k].lengths):
-                mids.append((k, int(lvl) - 1))
+            mk = origin.get((st.op_name, base))
+            if mk is not None and lvl.isdigit() and 1 <= int(lvl) <= len(steps[mk].lengths):
+                mids.append((mk, int(lvl) - 1))
         if ks[0]:
             plans.append((tuple(ks[0]), tuple(ks[1]), tuple(mids)))
     return plans

@@ -75,7 +75,7 @@ def lower_for_features(s: Any, args: Sequence[Any]) -> Any:
 def lower_config(task: Any, config: Any) -> Any:
     """Instantiate ``task`` with ``config`` under its target and lower it for features."""
     target = getattr(task, "target", None)
-    ctx = target if hasattr(target, "__enter__") else contextlib.nullcontext()
+    ctx: Any = target if hasattr(target, "__enter__") else contextlib.nullcontext()
     with ctx:
         s, args = task.instantiate(config)
         return lower_for_features(s, args)
@@ -326,8 +326,7 @@ class FeatureExtractor:
     def get_pairs(self, pairs: Sequence[tuple[Any, Any]], width: int | None = None) -> np.ndarray:
         """Features of (task, config) pairs of possibly other tasks (for logs); not cached."""
         if self.feature_type == "knob":
-            rows = [knob_feature(c) for _, c in pairs]
-            return pad_rows(rows, width)
+            return pad_rows([knob_feature(c) for _, c in pairs], width)
         args = [(t, c, self.feature_type, self.curve_sample_n, self.lower_fn) for t, c in pairs]
         rows: list[Named | None] | None = None
         pool = self._get_pool() if len(args) >= self.min_parallel else None

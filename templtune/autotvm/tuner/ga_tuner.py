@@ -68,7 +68,7 @@ class GATuner(Tuner):
         return self.n_valid - self._n_valid_visited
 
     def _new_generation_random(self) -> None:
-        idx = []
+        idx: list[int] = []
         while len(idx) < self.pop_size:
             i = self._sampler.draw(self.visited)
             if i is None:
@@ -107,7 +107,7 @@ class GATuner(Tuner):
         return self.trial_pt < len(self.genes) or self._remaining() > 0
 
     def next_batch(self, batch_size: int) -> list:
-        out = []
+        out: list[Any] = []
         if self.trial_pt >= len(self.genes) and self._remaining() > 0 and not self.genes:
             self._new_generation_random()
         while len(out) < batch_size and self.trial_pt < len(self.genes):

@@ -118,7 +118,7 @@ class IndexBaseTuner(Tuner):
         return self._visited_max is None or self._n_in_range < self._visited_max
 
     def next_batch(self, batch_size: int) -> list:
-        out = []
+        out: list[Any] = []
         while len(out) < batch_size and self.has_next():
             i = self._next_index()
             if i is None:

@@ -21,7 +21,7 @@ def mean_curve(trial_scores: Sequence[float]) -> np.ndarray:
     return np.cumsum(s) / np.arange(1, len(s) + 1)
 
 
-def recall_curve(trial_ranks: Sequence[int], top: int | None = None) -> np.ndarray:
+def recall_curve(trial_ranks: Sequence[int] | np.ndarray, top: int | None = None) -> np.ndarray:
     """``curve[i]``: fraction of the true top-``n`` (``n = top`` or ``i+1``) configs among the
     first ``i+1`` trials. ``trial_ranks`` are the true ranks (0 = best) in trial order."""
     ranks = np.asarray(trial_ranks)

@@ -41,7 +41,7 @@ class CostModel(abc.ABC):
         (and stays untrained) when fewer than ``min_seed_records`` usable records exist."""
 
     @abc.abstractmethod
-    def predict(self, xs: Sequence[int], output_margin: bool = False) -> np.ndarray:
+    def predict(self, xs: Sequence[int] | np.ndarray, output_margin: bool = False) -> np.ndarray:
         """Scores of config indices ``xs`` (higher = predicted faster)."""
 
     @abc.abstractmethod
@@ -154,7 +154,7 @@ class ModelBasedTuner(Tuner):
         return len(self.visited) < len(self.space)
 
     def next_batch(self, batch_size: int) -> list:
-        ret = []
+        ret: list[Any] = []
         n_random_tail = int(0.05 * self.plan_size)
         while len(ret) < batch_size and self.has_next():
             index: int | None = None

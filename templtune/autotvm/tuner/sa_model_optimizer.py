@@ -117,7 +117,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         points = self.points if (self.persistent and self.points is not None) else None
         if points is None or len(points) == 0:
             points = self.sample(self.parallel_size)
-        scores = np.asarray(model.predict(points), dtype=float)
+        scores = np.asarray(model.predict(points), dtype=np.float64)
 
         # top-`num` min-heap of (score, index); `in_heap` keeps indices unique and excluded
         heap: list[tuple[float, int]] = [(-np.inf, -1 - i) for i in range(num)]
@@ -143,7 +143,7 @@ class SimulatedAnnealingOptimizer(ModelOptimizer):
         k = last_improve = 0
         while k < self.n_iter and k < last_improve + self.early_stop and num > 0:
             new_points = self.random_walk(points)
-            new_scores = np.asarray(model.predict(new_points), dtype=float)
+            new_scores = np.asarray(model.predict(new_points), dtype=np.float64)
             prob = np.exp(np.minimum((new_scores - scores) / (t + 1e-5), 1.0))
             accept = self.rng.random(len(prob)) < prob
             points = np.where(accept, new_points, points)

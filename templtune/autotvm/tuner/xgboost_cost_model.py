@@ -107,7 +107,7 @@ class FeatureCostModel(CostModel):
         """A fresh model with the same settings sharing ``self.extractor``."""
 
     # ------------------------------------------------------------------ CostModel API
-    def features(self, xs: Sequence[int]) -> np.ndarray:
+    def features(self, xs: Sequence[int] | np.ndarray) -> np.ndarray:
         """Feature matrix of config indices (padded/truncated to the trained width)."""
         return self.extractor.get(xs, self.width)
 
@@ -164,7 +164,7 @@ class FeatureCostModel(CostModel):
         self.last_fit_seconds = time.perf_counter() - tic
         return True
 
-    def predict(self, xs: Sequence[int], output_margin: bool = False) -> np.ndarray:
+    def predict(self, xs: Sequence[int] | np.ndarray, output_margin: bool = False) -> np.ndarray:
         if not self.fitted:
             raise RuntimeError("cost model used before fit()/fit_log()")
         out = self._predict_raw(self.features(xs), output_margin)
