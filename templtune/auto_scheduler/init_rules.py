@@ -215,7 +215,8 @@ def annotate_vectorize(policy: Any, state: State, rng: np.random.Generator) -> S
         if n > 1:
             state = state.fuse(k, list(range(last - n + 1, last + 1)))
             last = last - n + 1
-        if state.stages[k].iters[last].range and state.stages[k].iters[last].range > 1:
+        ext = state.stages[k].iters[last].range
+        if ext is not None and ext > 1:
             state = state.vectorize(k, last)
     return state
 

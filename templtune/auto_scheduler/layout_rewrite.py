@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from templtune.te.expr import IterKind, IterVar, TensorLoad, Var, const
+from templtune.te.expr import IterKind, IterVar, TensorLoad, Var, const, const_int
 from templtune.te.functor import Mutator
 from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -169,7 +169,10 @@ def _plan(sch: Any, t: Tensor) -> tuple[Any, RewrittenLayout] | None:
     pieces = _leaf_pieces(st)
     if pieces is None:
         return None
-    shape = tuple(int(s.value) for s in t.shape)
+    consts = [const_int(s) for s in t.shape]
+    if any(x is None for x in consts):
+        return None  # a symbolic shape cannot be re-laid
+    shape = tuple(int(x) for x in consts if x is not None)
     dims = tuple(LayoutDim(dim_of[id(root.var)], stride, ext) for root, stride, ext in pieces
                  if id(root.var) in dim_of and ext > 1)
     if not dims or [d.dim for d in dims] == sorted(d.dim for d in dims) and all(

@@ -53,11 +53,20 @@ def register_workload_tensors(workload_key: str, tensors: Sequence[Any],
     return workload_key
 
 
+def _shape_int(s: Any) -> int:
+    from templtune.te.expr import const_int
+
+    v = const_int(s)
+    if v is None:
+        raise ValueError(f"workload arguments need constant shapes, got {s}")
+    return v
+
+
 def _serialize_arg(a: Any) -> Any:
     from templtune.te.tensor import Tensor
 
     if isinstance(a, Tensor):
-        return ["TENSOR", [int(getattr(s, "value", s)) for s in a.shape], a.dtype]
+        return ["TENSOR", [_shape_int(s) for s in a.shape], a.dtype]
     if isinstance(a, (list, tuple)):
         return [_serialize_arg(x) for x in a]
     if hasattr(a, "value"):
@@ -76,12 +85,12 @@ def _deserialize_arg(a: Any) -> Any:
 
 
 def _func_name(func: Any) -> str:
+    name: str | None
     if isinstance(func, str):
         name = func
     else:
-        name = next((k for k, v in WORKLOAD_FUNC_REGISTRY.items() if v is func), None)
-        if name is None:
-            name = getattr(func, "__name__", None)
+        found = next((k for k, v in WORKLOAD_FUNC_REGISTRY.items() if v is func), None)
+        name = found if found is not None else getattr(func, "__name__", None)
     if name is None or name not in WORKLOAD_FUNC_REGISTRY:
         raise ValueError(f"workload function {func!r} is not registered; decorate it with "
                          f"@auto_scheduler.register_workload")

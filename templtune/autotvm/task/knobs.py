@@ -40,6 +40,10 @@ class VirtualAxis:
 
     __slots__ = ("var", "name", "length")
 
+    var: Any
+    name: str
+    length: int
+
     def __init__(self, var: Any, name: str | None = None) -> None:
         self.var = var
         if isinstance(var, VirtualAxis):
@@ -73,7 +77,8 @@ class Axis(NamedTuple):
     """One output axis of a ``define_*`` call: the defining knob space and the output position."""
 
     space: Any
-    index: int
+    # NOTE: TVM's name; it shadows tuple.index, which no caller of an Axis uses.
+    index: int  # type: ignore[assignment]
 
 
 def _as_axes(axes: Any) -> list[VirtualAxis]:
@@ -165,7 +170,7 @@ class SplitSpace(KnobSpace):
                                                               bool(no_tail))]
         if filter is not None:
             ents = [e for e in ents if filter(e)]
-        self.entities = ents
+        self.entities: list[Entity] = list(ents)
 
     def __repr__(self) -> str:
         return (f"Split(policy={self.policy}, product={self.product}, "

@@ -6,12 +6,18 @@ from typing import Any
 
 from templtune import te
 from templtune.errors import ExprError
-from templtune.te.expr import PrimExpr
+from templtune.te.expr import FloatImm, IntImm, PrimExpr
 from templtune.topi.nn.pad import pad
 from templtune.topi.utils import get_const_int, get_const_tuple, get_pad_tuple, pair
 
 __all__ = ["pool2d", "adaptive_pool2d", "global_pool2d"]
 
+
+
+def _value(e: PrimExpr) -> int | float:
+    """The Python value of a constant (a dtype's minimum, for max-pool padding)."""
+    assert isinstance(e, (IntImm, FloatImm))
+    return e.value
 
 def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: str = "max",
            layout: str = "NCHW", ceil_mode: bool = False, count_include_pad: bool = True,
@@ -63,12 +69,12 @@ def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: s
     before = [0, 0, 0, 0]
     after = [0, 0, 0, 0]
     before[hax], before[wax], after[hax], after[wax] = pt, pl, pb + eh, pr + ew
-    pad_val = te.min_value(data.dtype).value if pool_type == "max" else 0.0
+    pad_val = _value(te.min_value(data.dtype)) if pool_type == "max" else 0.0
     padded = pad(data, before, after, pad_value=pad_val, name="pad_temp") \
         if any(before) or any(after) else data
     ry = te.reduce_axis((0, kh), name="rv0")
     rx = te.reduce_axis((0, kw), name="rv1")
-    out_shape = list(data.shape)
+    out_shape: list[Any] = list(data.shape)
     out_shape[hax], out_shape[wax] = out_h, out_w
 
     def idx(i: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -132,7 +138,7 @@ def adaptive_pool2d(data: te.Tensor, output_size: Any, pool_type: str = "avg",
     kh, kw = window(in_h, oh), window(in_w, ow)
     rh = te.reduce_axis((0, kh), name="rv0")
     rw = te.reduce_axis((0, kw), name="rv1")
-    out_shape = list(data.shape)
+    out_shape: list[Any] = list(data.shape)
     out_shape[hax], out_shape[wax] = oh, ow
 
     def bounds(o: Any, n: int, osz: int) -> tuple[Any, Any]:
