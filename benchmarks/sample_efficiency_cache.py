@@ -15,8 +15,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner  # noqa: E402
-from templtune.autotvm.measure.measure import (  # noqa: E402
+from templtune.measure.fake import FakeBuilder, FakeRunner  # noqa: E402
+from templtune.measure.measure import (  # noqa: E402
     Builder,
     BuildResult,
     MeasureErrorNo,
@@ -121,8 +121,8 @@ def make_option(a: argparse.Namespace, cache: Cache,
     elif a.fake:
         inner_b, inner_r = FakeBuilder(n_parallel=a.n_parallel), FakeRunner(seed=0)
     else:
-        from templtune.autotvm.measure.local_builder import LocalBuilder
-        from templtune.autotvm.measure.local_runner import LocalRunner
+        from templtune.measure.local_builder import LocalBuilder
+        from templtune.measure.local_runner import LocalRunner
 
         inner_b = LocalBuilder(n_parallel=a.n_parallel)
         # NOTE: one timed run (after the correctness run): kernels take 5-1000 ms here and

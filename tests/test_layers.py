@@ -20,6 +20,7 @@ RANK = {
     "codegen": 5,
     "runtime": 6,
     "build_module": 7,
+    "measure": 7.5,
     "autotvm": 8,
     "auto_scheduler": 9,
     "graph": 10,

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from templtune.autotvm.measure import worker
+from templtune.measure import worker
 
 
 def _has_glibc_mallopt() -> bool:
@@ -34,7 +34,7 @@ def _run(code: str, env_extra: dict[str, str]) -> str:
 # Minor page faults (getrusage) tell the two apart.
 _PROBE = """
 import resource, numpy as np
-from templtune.autotvm.measure import worker
+from templtune.measure import worker
 pinned = worker._pin_scratch_allocator()
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

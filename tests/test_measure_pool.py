@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from templtune.autotvm.measure.measure import (
+from templtune.measure.measure import (
     MeasureErrorNo,
     MeasureInput,
     MeasureResult,
     error_result,
     measure_option,
 )
-from templtune.autotvm.measure.pool import WorkerPool
+from templtune.measure.pool import WorkerPool
 
 
 def _double(x):

@@ -10,9 +10,9 @@ import pytest
 
 from templtune import te
 from templtune.autotvm.measure import LocalRunner, MeasureErrorNo
-from templtune.autotvm.measure import worker as W
-from templtune.autotvm.measure.measure import BuildResult, MeasureResult
-from templtune.autotvm.measure.pool import WorkerPool
+from templtune.measure import worker as W
+from templtune.measure.measure import BuildResult, MeasureResult
+from templtune.measure.pool import WorkerPool
 
 _CALLS: list[tuple[str, dict]] = []
 
@@ -69,7 +69,7 @@ def test_time_evaluator_warmup_option():
 
 @pytest.mark.parametrize("n_ok,n_failed,sleeps", [(3, 0, 1), (1, 2, 1), (0, 3, 0)])
 def test_cooldown_once_per_batch(monkeypatch, n_ok, n_failed, sleeps):
-    import templtune.autotvm.measure.local_runner as lr
+    import templtune.measure.local_runner as lr
 
     slept: list[float] = []
     monkeypatch.setattr(lr.time, "sleep", slept.append)

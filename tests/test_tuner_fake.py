@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner, seeded_cost
-from templtune.autotvm.measure.measure import MeasureErrorNo, MeasureInput, measure_option
+from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
+from templtune.measure.measure import MeasureErrorNo, MeasureInput, measure_option
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 
 

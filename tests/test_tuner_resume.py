@@ -16,8 +16,8 @@ import pytest
 from templtune import te
 from templtune.autotvm import record
 from templtune.autotvm.callback import Monitor, log_to_file, progress_bar
-from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
-from templtune.autotvm.measure.measure import measure_option
+from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
+from templtune.measure.measure import measure_option
 from templtune.autotvm.task.task import create, get_config, template
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 
@@ -143,8 +143,8 @@ _CHILD = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from templtune import te
     from templtune.autotvm.callback import log_to_file
-    from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner, seeded_cost
-    from templtune.autotvm.measure.measure import measure_option
+    from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
+    from templtune.measure.measure import measure_option
     from templtune.autotvm.task.task import create, get_config, template
     from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from test_xgb_fixtures import SynthTask, records
 
-from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
-from templtune.autotvm.measure.measure import measure_option
+from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
+from templtune.measure.measure import measure_option
 from templtune.autotvm.tuner.index_based import RandomTuner
 from templtune.autotvm.tuner.model_based_tuner import ModelBasedTuner, submodular_pick
 from templtune.autotvm.tuner.sa_model_optimizer import SimulatedAnnealingOptimizer

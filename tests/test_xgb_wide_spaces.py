@@ -13,8 +13,8 @@ from test_xgb_fixtures import SynthTask
 import templtune
 from templtune import autotvm
 from templtune.autotvm.feature.extract import FeatureExtractor
-from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner
-from templtune.autotvm.measure.measure import measure_option
+from templtune.measure.fake import FakeBuilder, FakeRunner
+from templtune.measure.measure import measure_option
 from templtune.autotvm.tuner.sa_model_optimizer import SimulatedAnnealingOptimizer
 from templtune.autotvm.tuner.xgboost_tuner import XGBTuner
 from templtune.topi import testing as ref

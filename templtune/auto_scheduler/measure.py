@@ -1,7 +1,7 @@
 """Measurement of states: builders, runners and the ProgramMeasurer.
 
 Builds go through the AutoTVM measurement machinery's isolated worker pool
-(``templtune.autotvm.measure.pool.WorkerPool``); runs go through AutoTVM's ``LocalRunner``
+(``templtune.measure.pool.WorkerPool``); runs go through AutoTVM's ``LocalRunner``
 (one restartable measurement process, correctness checked against the naive schedule) via a
 small adapter task, so both systems share one isolation model and one set of error codes.
 """
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from templtune.autotvm.measure import MeasureErrorNo
+from templtune.measure.measure import MeasureErrorNo
 
 from .loop_state import State
 
@@ -106,7 +106,7 @@ class LocalBuilder:
         self._pool: Any = None
 
     def build(self, inputs: list[MeasureInput], verbose: int = 1) -> list[BuildResult]:
-        from templtune.autotvm.measure.pool import WorkerPool
+        from templtune.measure.pool import WorkerPool
 
         from .measure_worker import build_state
 
@@ -160,7 +160,7 @@ class LocalRunner:
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, device: int = 0,
                  check_correctness: bool = True) -> None:
-        from templtune.autotvm.measure import LocalRunner as _AtvmRunner
+        from templtune.measure.local_runner import LocalRunner as _AtvmRunner
 
         if enable_cpu_cache_flush:
             number, min_repeat_ms = 1, 0
@@ -175,8 +175,8 @@ class LocalRunner:
 
     def run(self, inputs: list[MeasureInput], build_results: list[BuildResult],
             verbose: int = 1) -> list[MeasureResult]:
-        from templtune.autotvm.measure import BuildResult as _BR
-        from templtune.autotvm.measure import MeasureInput as _MI
+        from templtune.measure.measure import BuildResult as _BR
+        from templtune.measure.measure import MeasureInput as _MI
 
         out = []
         for k, (inp, br) in enumerate(zip(inputs, build_results)):

@@ -24,8 +24,8 @@ def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool,
     """Replay ``steps`` (record JSON) on the DAG and build (re-laying the layout-free
     placeholders when ``layout_rewrite``, the task's option, is set). Returns
     ``(error_no, artifact, detail, seconds)``; never raises for a bad candidate."""
-    from templtune.autotvm.measure import MeasureErrorNo
     from templtune.errors import CodegenError
+    from templtune.measure.measure import MeasureErrorNo
 
     t0 = time.perf_counter()
     try:
@@ -41,7 +41,7 @@ def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool,
                 time.perf_counter() - t0)
     try:
         import templtune
-        from templtune.autotvm.measure.worker import export_module
+        from templtune.measure.worker import export_module
 
         module = templtune.build(sch, args, target=target)
         # NOTE: export_module pickles a CUDA module (no .export()), keeping its IR for the

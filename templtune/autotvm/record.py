@@ -89,7 +89,7 @@ def decode(row: str, protocol: str = "json") -> Record | None:
 
 
 def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
-    from templtune.autotvm.measure.measure import MeasureInput, MeasureResult
+    from templtune.measure.measure import MeasureInput, MeasureResult
     from templtune.autotvm.task.task import Task
 
     if protocol != "json":

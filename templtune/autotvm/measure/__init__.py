@@ -1,9 +1,9 @@
-"""Measurement: builders, runners and the measure batch used by the tuners."""
+"""AutoTVM's measurement names (``autotvm.measure.*``), re-exported from :mod:`templtune.measure`."""
 
-from .fake import FakeBuilder, FakeRunner, ReplayRunner, seeded_cost
-from .local_builder import LocalBuilder
-from .local_runner import LocalRunner
-from .measure import (
+from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner, seeded_cost
+from templtune.measure.local_builder import LocalBuilder
+from templtune.measure.local_runner import LocalRunner
+from templtune.measure.measure import (
     MEASURE_ERROR_COST,
     Builder,
     BuildResult,
@@ -16,7 +16,7 @@ from .measure import (
     error_result,
     measure_option,
 )
-from .rpc import RPCRunner
+from templtune.measure.rpc import RPCRunner
 
 __all__ = [
     "MEASURE_ERROR_COST", "Builder", "BuildResult", "FakeBuilder", "FakeRunner", "LocalBuilder",

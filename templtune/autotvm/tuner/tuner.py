@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.measure import MeasureInput, MeasureResult, create_measure_batch
+from templtune.measure.measure import MeasureInput, MeasureResult, create_measure_batch
 
 logger = logging.getLogger("templtune.tuner")
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..feature.extract import FeatureExtractor
-from ..measure.measure import MeasureInput, MeasureResult
+from templtune.measure.measure import MeasureInput, MeasureResult
 from .metric import average_recall
 from .model_based_tuner import CostModel
 

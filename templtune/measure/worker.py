@@ -74,7 +74,7 @@ _TASKS: dict[TaskRef, Any] = {}
 
 # NOTE: modules a worker imports while it starts (launched early, alongside the other workers), so
 # that the first candidate does not pay for importing the compiler and the runtime.
-BUILD_PRELOAD = ("templtune", "templtune.autotvm.measure.worker", "templtune.build_module",
+BUILD_PRELOAD = ("templtune", "templtune.measure.worker", "templtune.build_module",
                  "templtune.lower.lower_api", "templtune.codegen.llvm", "templtune.runtime.module")
 RUN_PRELOAD = BUILD_PRELOAD  # the runner builds the naive-schedule reference too
 

@@ -101,7 +101,7 @@ def _child_entry(fd: int, parent_pid: int) -> None:
 # an ``if __name__ == "__main__"`` guard. Templates defined in a main script still reach workers
 # because tasks are pickled with cloudpickle (by value).
 _BOOT = ("import sys; sys.path[:0] = {path!r}; "
-         "from templtune.autotvm.measure.pool import _child_entry; "
+         "from templtune.measure.pool import _child_entry; "
          "_child_entry(int(sys.argv[1]), int(sys.argv[2]))")
 
 

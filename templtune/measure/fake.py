@@ -120,7 +120,7 @@ class ReplayRunner(_IndexRunner):
                  missing: MeasureErrorNo = MeasureErrorNo.UNKNOWN_ERROR) -> None:
         super().__init__(timeout=10, n_parallel=1)
         if isinstance(records, str):
-            from ..record import load_from_file
+            from templtune.autotvm.record import load_from_file
 
             records = load_from_file(records)
         self.table: dict[int, MeasureResult] = {int(inp.config.index): res for inp, res in records}
