@@ -96,7 +96,7 @@ def test_timer_is_native_and_cheap(vadd):
 
 
 def test_get_source_formats(vadd):
-    assert 'define void @"vadd"' in vadd.get_source("ll")
+    assert 'define i32 @"vadd"' in vadd.get_source("ll")
     assert "vadd" in vadd.get_source("asm")
     assert "<16 x float>" in vadd.get_source("ll-opt")
     with pytest.raises(ValueError):

@@ -21,13 +21,14 @@ import numpy as np
 
 from templtune import dtype as dt
 from templtune.codegen.llvm import compile as cc
-from templtune.codegen.llvm.render import ParamInfo
+from templtune.codegen.llvm.render import KernelStatus, ParamInfo
 from templtune.errors import CodegenError, RuntimeCallError
 from templtune.runtime.allocator import retain_scratch_memory
 
 log = logging.getLogger("templtune.runtime")
 
-_MAGIC = b"TTMOD\x01"
+# NOTE: version 2: kernels return an i32 status (version 1 returned void)
+_MAGIC = b"TTMOD\x02"
 _CTYPES_INT = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
                "uint64": ctypes.c_uint64, "int16": ctypes.c_int16, "int8": ctypes.c_int8}
 
@@ -116,7 +117,7 @@ class Module:
             raise CodegenError(f"symbol {self.entry_name!r} not found in the loaded object code")
         argtypes = [ctypes.c_void_p] * len(self._params)
         argtypes += [_CTYPES_INT[d] for _, d in self._shape_vars]
-        self._fn = ctypes.CFUNCTYPE(None, *argtypes)(addr)
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(addr)
         self._timer = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)(taddr)
         faddr = self._engine.get_function_address("__tt_flush")
         self._flush = (ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(faddr)
@@ -234,7 +235,23 @@ class Module:
         self._check_runnable()
         arrs, svals = self._check(arrays)
         self._fork_check()
-        self._fn(*[a.ctypes.data for a in arrs], *svals)
+        self._raise_status(self._fn(*[a.ctypes.data for a in arrs], *svals))
+
+    def _raise_status(self, status: int) -> None:
+        """Turn a non-zero kernel status into a :class:`RuntimeCallError`."""
+        if status == KernelStatus.OK:
+            return
+        if status == KernelStatus.ALLOC_FAILED:
+            raise RuntimeCallError(f"{self.entry_name}: a scratch buffer could not be allocated "
+                                   "(out of memory); the outputs are not valid")
+        raise RuntimeCallError(f"{self.entry_name} failed with status {status}")
+
+    def _timed(self, slots: Any, n: int) -> float:
+        """Seconds for ``n`` native calls; raises when a call failed."""
+        r = self._timer(slots, n)
+        if r < 0:
+            self._raise_status(int(-r))
+        return r
 
     def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
                        repeat: int = 1, min_repeat_ms: float = 0, enable_cpu_cache_flush: bool =
@@ -272,7 +289,7 @@ class Module:
             slots = (ctypes.c_uint64 * max(1, len(arrs) + len(svals)))(
                 *[a.ctypes.data for a in arrs], *[v & (2**64 - 1) for v in svals])
             if warmup:
-                self._timer(slots, int(warmup))  # untimed warm-up
+                self._timed(slots, int(warmup))  # untimed warm-up
             n = int(number)
             results, numbers = [], []
             for _ in range(repeat):
@@ -283,7 +300,7 @@ class Module:
                 while True:
                     if dur_ms > 0:
                         n = int(max(min_repeat_ms / (dur_ms / n) + 1, n * 1.618))
-                    dur_ms = self._timer(slots, n) * 1e3
+                    dur_ms = self._timed(slots, n) * 1e3
                     zeros += dur_ms == 0
                     if dur_ms >= min_repeat_ms or zeros >= limit_zero_time_iterations:
                         break
@@ -320,6 +337,9 @@ def load_module(data: bytes | str | os.PathLike[str]) -> Module:
             data = f.read()
     data = bytes(data)
     if not data.startswith(_MAGIC):
+        if data.startswith(_MAGIC[:-1]):
+            raise CodegenError("module exported by another templtune version (calling "
+                               "convention changed); rebuild it")
         raise CodegenError("not a templtune module (bad magic bytes)")
     (n,) = struct.unpack_from("<I", data, len(_MAGIC))
     start = len(_MAGIC) + 4

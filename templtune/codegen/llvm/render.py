@@ -2,16 +2,19 @@
 
 The module holds:
 
-* the kernel ``@"<name>"(ptr noalias %A, ..., i32 %n, ...)``: one pointer per buffer parameter, then
-  one integer per symbolic shape variable (taken from the arrays' shapes at call time);
+* the kernel ``i32 @"<name>"(ptr noalias %A, ..., i32 %n, ...)``: one pointer per buffer parameter,
+  then one integer per symbolic shape variable (taken from the arrays' shapes at call time); it
+  returns a :class:`KernelStatus` (0 on success) that the runtime turns into an exception;
 * one internal function per ``parallel`` loop, run by ``GOMP_parallel`` (libgomp's persistent pool);
 * ``@"<name>.__timer"(ptr args, i64 number) -> double``: calls the kernel ``number`` times between
-  two ``clock_gettime(CLOCK_MONOTONIC)`` so timing loops run in native code;
+  two ``clock_gettime(CLOCK_MONOTONIC)`` so timing loops run in native code (a failed call stops
+  the loop and returns minus its status);
 * ``@"<name>.__nthreads"``: the thread count for parallel loops, set by the runtime at load time.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass
 
@@ -43,6 +46,13 @@ log = logging.getLogger("templtune.codegen.llvm")
 # threads of libgomp have smaller stacks than the main thread, hence the modest limit.
 STACK_LIMIT_BYTES = 128 * 1024
 _ALIGN = 64
+
+
+class KernelStatus(enum.IntEnum):
+    """What a generated kernel returns."""
+
+    OK = 0
+    ALLOC_FAILED = 1  # a heap scratch buffer could not be allocated (aligned_alloc gave NULL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +133,7 @@ class _Fn(MemoryRenderer):
         self.env: dict[Var, V] = {}
         self.bufs: dict[Var, str] = {}
         self.buf_names: dict[str, str | None] = {}
+        self._status: str | None = None
 
     # ---------------------------------------------------------------- emission primitives
     def emit(self, line: str) -> None:
@@ -153,6 +164,24 @@ class _Fn(MemoryRenderer):
 
     def text(self) -> str:
         return "\n".join([self.header, "entry:", *self.entry_lines, *self.lines, "}"])
+
+    def status_ptr(self) -> str:
+        """Pointer to the kernel's i32 status slot, created on first use; a parallel body
+        captures the kernel's slot."""
+        if self._status is None:
+            if self.parent is None:
+                self._status = self.entry_alloca("i32", 4)
+                self.entry_lines.append(f"  store i32 {KernelStatus.OK}, ptr {self._status}")
+            else:
+                self._status = self._capture(self.parent.status_ptr(), "ptr")
+        return self._status
+
+    def ret_status(self) -> None:
+        """End the kernel: return its status (constant 0 when nothing can fail)."""
+        if self._status is None:
+            self.emit(f"ret i32 {KernelStatus.OK}")
+        else:
+            self.emit(f"ret i32 {self.op(f'load i32, ptr {self._status}')}")
 
     # ------------------------------------------------------------------------- buffers
     def bind_buffer(self, buf: Buffer, ptr: str) -> None:
@@ -243,9 +272,22 @@ class _Fn(MemoryRenderer):
         self.declare("declare noalias ptr @aligned_alloc(i64, i64)")
         self.declare("declare void @free(ptr)")
         ptr = self.op(f"call ptr @aligned_alloc(i64 {_ALIGN}, i64 {size})")
+        # NOTE: a failed allocation skips the buffer's scope (nothing outside it can use the
+        # buffer) and marks the kernel failed; atomic, since parallel threads may all fail.
+        status = self.status_ptr()
+        isnull = self.op(f"icmp eq ptr {ptr}, null")
+        l_fail, l_ok = self.new_label("alloc_fail"), self.new_label("alloc_ok")
+        l_end = self.new_label("alloc_end")
+        self.emit(f"br i1 {isnull}, label %{l_fail}, label %{l_ok}")
+        self.start_block(l_fail)
+        self.emit(f"store atomic i32 {KernelStatus.ALLOC_FAILED}, ptr {status} monotonic, align 4")
+        self.emit(f"br label %{l_end}")
+        self.start_block(l_ok)
         self.bind_buffer(buf, ptr)
         self.stmt(s.body)
         self.emit(f"call void @free(ptr {ptr})")
+        self.emit(f"br label %{l_end}")
+        self.start_block(l_end)
 
     def stmt_For(self, s: For) -> None:
         if s.kind is ForKind.THREAD_BINDING:
@@ -417,13 +459,13 @@ def render(func: PrimFunc, *, name: str | None = None, use_gomp: bool = True,
     params, svars = _shape_info(func)
     args = [f"ptr noalias %arg{i}" for i in range(len(func.params))]
     args += [f"{T.ll_type(v.dtype)} %sv{i}" for i, v in enumerate(svars)]
-    fn = _Fn(mod, f"define void {_quote(entry)}({', '.join(args)}) #0 {{", False)
+    fn = _Fn(mod, f"define i32 {_quote(entry)}({', '.join(args)}) #0 {{", False)
     for i, b in enumerate(func.params):
         fn.bind_buffer(b, f"%arg{i}")
     for i, v in enumerate(svars):
         fn.env[v] = (f"%sv{i}", v.dtype)
     fn.stmt(func.body)
-    fn.emit("ret void")
+    fn.ret_status()
     ir = [f"; templtune module for {entry}",
           f"{_quote(entry + '.__nthreads')} = global i32 {int(num_threads)}",
           f"{_quote(entry + '.__fp')} = internal global ptr {_quote(entry)}",
@@ -440,7 +482,7 @@ def render(func: PrimFunc, *, name: str | None = None, use_gomp: bool = True,
 
 def _timer(entry: str, func: PrimFunc, svars: list[Var]) -> str:
     """``double timer(ptr args, i64 number)``: args is an array of 8-byte slots (pointers, then
-    shape variables as i64). The kernel is called through a volatile-loaded pointer so that the
+    shape variables as i64); returns seconds, or minus the status of a failed kernel call. The kernel is called through a volatile-loaded pointer so that the
     optimiser can neither inline it nor drop the repeated calls."""
     lines = [f"define double {_quote(entry + '.__timer')}(ptr %args, i64 %number) {{", "entry:",
              "  %ts0 = alloca { i64, i64 }, align 8", "  %ts1 = alloca { i64, i64 }, align 8"]
@@ -460,12 +502,19 @@ def _timer(entry: str, func: PrimFunc, svars: list[Var]) -> str:
         "  call i32 @clock_gettime(i32 1, ptr %ts0)",
         "  br label %loop",
         "loop:",
-        "  %i = phi i64 [0, %entry], [%i1, %loop]",
+        "  %i = phi i64 [0, %entry], [%i1, %next]",
         f"  %fp = load volatile ptr, ptr {_quote(entry + '.__fp')}",
-        f"  call void %fp({', '.join(call_args)})",
+        f"  %st = call i32 %fp({', '.join(call_args)})",
+        "  %bad = icmp ne i32 %st, 0",
+        "  br i1 %bad, label %fail, label %next",
+        "next:",
         "  %i1 = add i64 %i, 1",
         "  %c = icmp slt i64 %i1, %number",
         "  br i1 %c, label %loop, label %done",
+        "fail:",
+        "  %stf = sitofp i32 %st to double",
+        "  %neg = fneg double %stf",
+        "  ret double %neg",
         "done:",
         "  call i32 @clock_gettime(i32 1, ptr %ts1)",
         "  %s0 = load i64, ptr %ts0", "  %s1 = load i64, ptr %ts1",
