@@ -39,7 +39,7 @@ logger = logging.getLogger("templtune.autotvm.record")
 
 __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_from_file",
            "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload",
-           "usable_cost", "ends_torn", "check_config"]
+           "usable_cost", "ends_torn", "check_config", "args_within_bounds"]
 
 AUTOTVM_LOG_VERSION = 0.2
 ERROR_COST = 1e9
@@ -141,6 +141,29 @@ def check_config(space: Any, config: Any) -> str | None:
         if ent not in options:
             return f"knob {name!r} = {ent!r} is not a choice of the space ({knob!r})"
     return None
+
+
+#: Bounds on the arguments of a logged workload that readers may re-create (run its template
+#: on): config-space construction costs about the square root of an axis length per axis, so
+#: a log naming an axis of 10^18 must not get its template run.
+MAX_ARG_INT = 1 << 24
+MAX_ARG_INTS = 64
+
+
+def args_within_bounds(args: Any) -> bool:
+    """Whether a logged workload's arguments are small enough to re-create its task from
+    (at most :data:`MAX_ARG_INTS` integers, each at most :data:`MAX_ARG_INT` in magnitude)."""
+    ints: list[int] = []
+
+    def walk(x: Any) -> bool:
+        if isinstance(x, (list, tuple)):
+            return all(walk(a) for a in x)
+        if isinstance(x, int) and not isinstance(x, bool):
+            ints.append(x)
+            return abs(x) <= MAX_ARG_INT and len(ints) <= MAX_ARG_INTS
+        return True
+
+    return walk(args)
 
 
 def _to_tuple(x: Any) -> Any:
@@ -319,7 +342,11 @@ def pick_best(in_file: str | os.PathLike[str], out_file: str | os.PathLike[str] 
               ) -> int:
     """Keep the best record per (target key or model, workload) of ``in_file`` (plus
     ``out_file`` if it exists) and write them to ``out_file`` (default ``<in_file>.best.log``),
-    in their original order, each once. Returns the number of records written."""
+    in their original order, each once. Returns the number of records written.
+
+    Only usable costs compete (:func:`usable_cost`); where the template is registered and the
+    arguments are within :func:`args_within_bounds`, a winner whose config does not fit the
+    task's space is replaced by the next-fastest record that does."""
     from templtune.autotvm.dispatcher import ApplyHistoryBest
 
     out = Path(out_file) if out_file is not None else Path(f"{os.fspath(in_file)}.best.log")
@@ -327,6 +354,12 @@ def pick_best(in_file: str | os.PathLike[str], out_file: str | os.PathLike[str] 
     if out.exists():
         recs += list(load_from_file(out))
     ctx = ApplyHistoryBest(recs)
+    # NOTE: vet each winner against its task's space (as a query would) where the logged
+    # arguments are small enough to re-create the task from (args_within_bounds).
+    for table in (ctx.best_by_model, ctx.best_by_targetkey):
+        for key, (inp, _) in list(table.items()):
+            if args_within_bounds(inp.task.args):
+                ctx._best(table, key, inp.target, key[1])
     best = {measure_str_key(inp) for inp, _ in ctx.best_by_model.values()}
     best |= {measure_str_key(inp) for inp, _ in ctx.best_by_targetkey.values()}
     picked, written = [], set()

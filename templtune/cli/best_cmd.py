@@ -5,9 +5,10 @@ the template knows: re-running a template on a log's arguments is how a single l
 ``dense`` with N = 10^18 made this command factor 10^18 for minutes. So what a log can make it
 compute is bounded:
 
-* a template is re-run only on arguments made of at most :data:`MAX_ARG_INTS` integers, each
-  at most :data:`MAX_ARG_INT` in magnitude (config-space construction costs about the square
-  root of an axis length per axis; real tensor dimensions are far below the bound);
+* a template is re-run only on arguments within
+  :func:`templtune.autotvm.record.args_within_bounds` (at most 64 integers, each at most 2^24:
+  config-space construction costs about the square root of an axis length per axis; real
+  tensor dimensions are far below the bound);
 * at most :data:`MAX_TASKS` distinct workloads are re-created, and none after
   :data:`FLOP_BUDGET_S` seconds have gone into it; the others show "GFLOPS unknown".
 
@@ -31,24 +32,12 @@ from templtune.cli.tune_cmd import load_templates
 
 logger = logging.getLogger("templtune.cli")
 
-MAX_ARG_INT = 1 << 24
-MAX_ARG_INTS = 64
 MAX_TASKS = 64
 FLOP_BUDGET_S = 10.0
 
 
-def _ints(x: Any, out: list[int]) -> bool:
-    """Collect the integers of a (nested) argument tuple; False for anything too large."""
-    if isinstance(x, (list, tuple)):
-        return all(_ints(a, out) for a in x)
-    if isinstance(x, bool) or not isinstance(x, int):
-        return True
-    out.append(x)
-    return abs(x) <= MAX_ARG_INT and len(out) <= MAX_ARG_INTS
-
-
 @dataclass
-class _Tasks:
+class TaskCache:
     """Re-created tasks per (name, args, target), within the bounds of the module docstring."""
 
     cache: dict[tuple, Any] = field(default_factory=dict)
@@ -58,11 +47,12 @@ class _Tasks:
         key = (inp.task.name, repr(inp.task.args), str(inp.target))
         if key in self.cache:
             return self.cache[key]
+        from templtune.autotvm.record import args_within_bounds
+
         task = None
-        ints: list[int] = []
-        if not _ints(inp.task.args, ints):
-            logger.info("%s%r: arguments beyond the bound of %d; not re-created",
-                        inp.task.name, inp.task.args, MAX_ARG_INT)
+        if not args_within_bounds(inp.task.args):
+            logger.info("%s%r: arguments beyond the bounds; not re-created", inp.task.name,
+                        inp.task.args)
         elif len(self.cache) < MAX_TASKS and self.spent_s < FLOP_BUDGET_S:
             from templtune import autotvm
 
@@ -76,7 +66,7 @@ class _Tasks:
         return task
 
 
-def _pick(cands: list[tuple[float, int, Any, Any]], task: Any) -> tuple[float, Any, Any] | None:
+def pick_fitting(cands: list[tuple[float, int, Any, Any]], task: Any) -> tuple[float, Any, Any] | None:
     """The fastest candidate whose config fits ``task``'s space (all of them without a task)."""
     from templtune.autotvm.record import check_config
 
@@ -112,11 +102,11 @@ def cmd_best(args: argparse.Namespace) -> int:
         cands.setdefault(key, []).append((cost, n, inp, res))
     if skipped:
         logger.warning("%s", skipped_note(path, skipped))
-    tasks = _Tasks()
+    tasks = TaskCache()
     best: dict[tuple, tuple[float, Any, Any, Any]] = {}
     for key, group in cands.items():
         task = tasks.get(group[0][2])
-        hit = _pick(group, task)
+        hit = pick_fitting(group, task)
         if hit is not None:
             best[key] = (*hit, task)
     if not best:

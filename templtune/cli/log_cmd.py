@@ -58,15 +58,17 @@ def cmd_read(args: argparse.Namespace) -> int:
     if args.begin < 0 or (args.end is not None and args.end < args.begin):
         raise CliError(f"bad record range --begin {args.begin} --end {args.end}")
     require_format(path, (LogFormat.AUTOTVM,), "log read")
-    rows, n, n_err, best = [], 0, 0, None
+    rows, n, n_err = [], 0, 0
     skipped: list[int] = []
+    cands: dict[tuple, list[tuple[float, int, Any, Any]]] = {}
     for i, (inp, res) in enumerate(load_from_file(path, skipped)):
         n += 1
         ok = int(res.error_no) == 0
         mean = sum(res.costs) / len(res.costs) if res.costs else float("nan")
         usable = usable_cost(res)
-        if usable is not None and (best is None or usable < best):
-            best = usable
+        if usable is not None:
+            key = (str(inp.target), inp.task.name, repr(inp.task.args))
+            cands.setdefault(key, []).append((usable, i, inp, res))
         n_err += not ok
         if i < args.begin or (args.end is not None and i >= args.end):
             continue
@@ -79,12 +81,27 @@ def cmd_read(args: argparse.Namespace) -> int:
         ])
     print(_table(rows, ["#", "target", "task", "args", "config", "cost(ms)", "error", "time"]))
     summary = f"{n} records, {n_err} failed"
+    best = _vetted_best(cands)
     if best is not None:
         summary += f", best {best * 1e3:.4f} ms"
     print(summary)
     if skipped:
         logger.warning("%s", skipped_note(path, skipped))
     return 0
+
+
+def _vetted_best(cands: dict[tuple, list[tuple[float, int, Any, Any]]]) -> float | None:
+    """The smallest cost among records that fit their task's space (see ``templtune best``)."""
+    from templtune.cli.best_cmd import TaskCache, pick_fitting
+    from templtune.cli.tune_cmd import load_templates
+
+    if not cands:
+        return None
+    load_templates()
+    tasks = TaskCache()
+    costs = [hit[0] for group in cands.values()
+             if (hit := pick_fitting(group, tasks.get(group[0][2]))) is not None]
+    return min(costs) if costs else None
 
 
 def cmd_pick(args: argparse.Namespace) -> int:
