@@ -115,7 +115,8 @@ def test_load_skips_blank_comment_corrupt_and_truncated(tmp_path, caplog):
 def test_log_to_file_style_round_trip_and_best(tmp_path):
     task = _task()
     path = tmp_path / "x.log"
-    pairs = [_rec(task, i, float(i)) for i in range(10)]
+    # costs from 1 s: a zero cost is nonsense that best selection refuses
+    pairs = [_rec(task, i, float(i + 1)) for i in range(10)]
     assert record.append_records(path, pairs[:4]) == 4
     record.append_records(str(path), pairs[4:])
     empty = MeasureInput(task.target, task, ConfigEntity(0, None, {}, []))
@@ -123,7 +124,7 @@ def test_log_to_file_style_round_trip_and_best(tmp_path):
         record.append_records(f, [(empty, MeasureResult((5.0,), 0, 0.0, 0.0))])
     loaded = list(record.load_from_file(path))
     assert len(loaded) == 11
-    assert [r.costs for _, r in loaded[:10]] == [(float(i),) for i in range(10)]
+    assert [r.costs for _, r in loaded[:10]] == [(float(i + 1),) for i in range(10)]
     assert loaded[10][0].config.to_json_dict()["entity"] == []
     ctx = ApplyHistoryBest([path, path])
     assert ctx.query(Target("llvm"), task.workload).index == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
-from .measure_record import RecordReader, workload_distance_factor
+from .measure_record import RecordReader, usable_cost, workload_distance_factor
 
 _CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("auto_scheduler_dispatch",
                                                               default=None)
@@ -42,11 +42,13 @@ class ApplyHistoryBest:
         if n_lines is not None:
             pairs = pairs[:n_lines]
         for inp, res in pairs:
-            if res.error_no != 0:
+            # NOTE: only finite, positive costs of successful records compete (a NaN cost
+            # that came first would otherwise never be replaced).
+            cost = usable_cost(res)
+            if cost is None:
                 continue
             kind = str(inp.task.target).split()[0]
             table = self.best.setdefault(kind, {})
-            cost = res.mean_cost
             k = inp.task.workload_key
             if k not in table or cost < table[k][1]:
                 table[k] = (inp.state, cost)

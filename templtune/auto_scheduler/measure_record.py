@@ -1,9 +1,17 @@
-"""auto_scheduler records: TVM's v0.6 JSON lines with keys ``i``, ``r``, ``v``."""
+"""auto_scheduler records: TVM's v0.6 JSON lines with keys ``i``, ``r``, ``v``.
+
+Hostile logs: the reader takes bytes and decodes each line on its own, so a non-UTF-8 byte costs
+only its line; leading whitespace and a UTF-8 byte-order mark are tolerated; a line that fails to
+decode for any reason is skipped with a ``file:line`` warning. Decoding is type-strict (costs,
+``all_cost`` and the timestamp are JSON numbers, ``error_no`` a JSON integer) and best selection
+takes only successful records with finite, positive costs (:func:`usable_cost`).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -54,28 +62,86 @@ def dump_record_to_string(inp: MeasureInput, res: MeasureResult) -> str:
     return json.dumps(rec)
 
 
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def usable_cost(res: Any) -> float | None:
+    """The mean cost of a record that may win best selection, else None: only a successful
+    record (integer ``error_no`` 0) whose costs are all finite and positive qualifies."""
+    err = getattr(res, "error_no", None)
+    if not _is_int(err) or err != 0:
+        return None
+    costs = tuple(getattr(res, "costs", ()) or ())
+    if not costs or not all(_is_number(c) and math.isfinite(c) and c > 0 for c in costs):
+        return None
+    return float(sum(costs) / len(costs))
+
+
 def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
-    """Parse one line; accepts v0.1 ``[key, target]`` and v0.5 task arrays."""
-    rec = json.loads(line)
+    """Parse one line; accepts v0.1 ``[key, target]`` and v0.5 task arrays.
+
+    Raises ``ValueError``/``TypeError`` (or another exception of the JSON decoder) on a
+    malformed line."""
+    rec = json.loads(line.lstrip("\ufeff \t"))
+    if not isinstance(rec, dict):
+        raise TypeError("an auto_scheduler record must be a JSON object")
     unknown = set(rec) - {"i", "r", "v"}
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)} in auto_scheduler record")
     t = rec["i"][0]
+    if not isinstance(t, list) or len(t) < 2 or not all(isinstance(x, str) for x in t[:2]):
+        raise TypeError("the task must be [workload key, target, ...]")
+    if len(t) > 3 and not isinstance(t[3], str):
+        raise TypeError("target_host must be a string")
+    if len(t) > 4 and not _is_int(t[4]):
+        raise TypeError("layout_rewrite_option must be an integer")
     hw = tuple(t[2]) if len(t) > 2 else ()
     task = RecordTask(t[0], t[1], hw, t[3] if len(t) > 3 else "",
-                      int(t[4]) if len(t) > 4 else 0, tuple(t[5]) if len(t) > 5 else ())
+                      t[4] if len(t) > 4 else 0, tuple(t[5]) if len(t) > 5 else ())
     steps = tuple(decode_step(s) for s in rec["i"][1][1])
     r = rec["r"]
-    res = MeasureResult(tuple(float(c) for c in r[0]), int(r[1]), "", float(r[2]), float(r[3]))
+    if not isinstance(r, list) or len(r) < 4:
+        raise TypeError("the result must be [costs, error_no, all_cost, timestamp]")
+    if not isinstance(r[0], list) or not all(_is_number(c) for c in r[0]):
+        raise TypeError(f"costs must be a list of numbers, got {str(r[0])[:80]}")
+    if not _is_int(r[1]):
+        raise TypeError(f"error_no must be an integer, got {str(r[1])[:80]!r}")
+    if not (_is_number(r[2]) and _is_number(r[3])):
+        raise TypeError("all_cost and timestamp must be numbers")
+    # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
+    res = MeasureResult(tuple(float(c) for c in r[0]), r[1], "", float(r[2]), float(r[3]))
     return MeasureInput(task, RecordState(steps)), res
+
+
+def _ends_torn(filename: str) -> bool:
+    """Whether the file is non-empty and does not end in ``\n`` (a torn last line)."""
+    try:
+        with open(filename, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def save_records(filename: str, inputs: Iterable[MeasureInput],
                  results: Iterable[MeasureResult]) -> None:
-    """Append records to ``filename`` (parent directories are created)."""
+    """Append records to ``filename`` (parent directories are created); a file whose last
+    line is torn (no final ``\n``) first gets one."""
     d = os.path.dirname(os.path.abspath(filename))
     os.makedirs(d, exist_ok=True)
+    torn = _ends_torn(filename)
     with open(filename, "a", encoding="utf-8") as f:
+        if torn:
+            # NOTE: end a torn last line so the first new record is not glued onto it.
+            f.write("\n")
         for inp, res in zip(inputs, results):
             f.write(dump_record_to_string(inp, res) + "\n")
         f.flush()
@@ -92,25 +158,35 @@ class RecordToFile:
 
 
 class RecordReader:
-    """Reads a record file; skips comments, blank and corrupt lines (with a warning)."""
+    """Reads a record file; skips comments and blank lines, and corrupt lines with a
+    ``file:line`` warning (``skipped`` lists their line numbers after a full pass)."""
 
     def __init__(self, filename: str) -> None:
         self.filename = str(filename)
+        self.skipped: list[int] = []
         if not os.path.exists(self.filename):
             logger.warning("record file %s does not exist", self.filename)
 
     def __iter__(self) -> Iterator[tuple[MeasureInput, MeasureResult]]:
         if not os.path.exists(self.filename):
             return
-        with open(self.filename, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip() or line[0] in "# ":
-                    continue
+        self.skipped = []
+        # NOTE: bytes, decoded per line: one non-UTF-8 byte must cost only its own line.
+        with open(self.filename, "rb") as f:
+            for n, raw in enumerate(f, 1):
                 try:
-                    yield load_record_from_string(line)
-                except (ValueError, KeyError, IndexError, TypeError) as exc:
-                    logger.warning("%s:%d: skipping a corrupt record (%s)", self.filename, n,
-                                   exc)
+                    line = raw.decode("utf-8").lstrip("\ufeff")
+                    text = line.strip()
+                    if not text or text[0] == "#":
+                        continue
+                    rec = load_record_from_string(text)
+                except Exception as exc:  # noqa: BLE001 - no line may make the log unreadable
+                    self.skipped.append(n)
+                    kind = "truncated" if not raw.endswith(b"\n") else "corrupt"
+                    logger.warning("%s:%d: skipping a %s record (%s: %s)", self.filename, n,
+                                   kind, type(exc).__name__, str(exc)[:200])
+                    continue
+                yield rec
 
     def read_lines(self, max_lines: int | None = None,
                    skip_lines: int = 0) -> tuple[list, list]:
@@ -164,11 +240,11 @@ def load_best_record(filename: str, workload_key: str | None = None, target: Any
     """The (input, result) with the smallest mean cost, or ``(None, None)``."""
     best, best_cost = (None, None), float("inf")
     for inp, res in RecordReader(filename):
-        if res.error_no != 0:
+        cost = usable_cost(res)
+        if cost is None:
             continue
         if target is not None and _target_kind(inp.task.target) != _target_kind(target):
             continue
-        cost = res.mean_cost
         if workload_key is not None:
             f = workload_distance_factor(workload_key, inp.task.workload_key)
             if f == float("inf") or (f != 1.0 and not include_compatible):
@@ -189,12 +265,14 @@ def distill_record_file(in_file: str, out_file: str | None = None) -> int:
     if os.path.exists(out_file):
         recs = list(RecordReader(out_file)) + recs
     best: dict[tuple[str, str], tuple[Any, Any]] = {}
+    best_cost: dict[tuple[str, str], float] = {}
     for inp, res in recs:
-        if res.error_no != 0:
+        cost = usable_cost(res)
+        if cost is None:
             continue
         k = (str(inp.task.target), inp.task.workload_key)
-        if k not in best or res.mean_cost < best[k][1].mean_cost:
-            best[k] = (inp, res)
+        if k not in best or cost < best_cost[k]:
+            best[k], best_cost[k] = (inp, res), cost
     lines: list[str] = []
     for inp, res in best.values():
         s = dump_record_to_string(inp, res)
@@ -207,17 +285,26 @@ def distill_record_file(in_file: str, out_file: str | None = None) -> int:
 
 
 def is_auto_scheduler_record_file(filename: str) -> bool:
-    """True when the first record line of ``filename`` has the ``i``/``r`` keys."""
-    with open(filename, encoding="utf-8") as f:
-        for line in f:
-            if line.strip() and line[0] not in "# ":
-                try:
-                    return "i" in json.loads(line)
-                except ValueError:
-                    return False
-    return False
+    """True when most JSON-object lines of ``filename`` have the ``i``/``r`` keys (not only
+    the first: a corrupt or foreign first line must not decide the format)."""
+    n_as = n_other = 0
+    with open(filename, "rb") as f:
+        for raw in f:
+            text = raw.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+            if not text.startswith("{"):
+                continue
+            try:
+                obj = json.loads(text)
+            except Exception:  # noqa: BLE001 - any undecodable line is just not counted
+                continue
+            if isinstance(obj, dict) and "i" in obj and "r" in obj:
+                n_as += 1
+            elif isinstance(obj, dict):
+                n_other += 1
+    return n_as > n_other
 
 
 __all__ = ["MAX_FLOAT", "RecordToFile", "RecordReader", "load_records", "save_records",
+           "usable_cost",
            "load_best_record", "distill_record_file", "dump_record_to_string",
            "load_record_from_string"]

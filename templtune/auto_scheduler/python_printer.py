@@ -1,4 +1,8 @@
-"""Render a state's transform steps as Python te schedule code (``print_best``)."""
+"""Render a state's transform steps as Python te schedule code (``print_best``).
+
+The steps may come from a log, so every string goes into the code through ``repr()`` (and the
+step decoders admit only known pragma and scope names, and integers elsewhere): printed code
+never contains text of the log outside a string literal."""
 
 from __future__ import annotations
 
@@ -88,11 +92,11 @@ class _Printer:
         if name in ("unroll", "vectorize", "parallel", "tensorize"):
             self.line(f"s[{sv}].{name}({it})")
         else:
-            self.line(f"s[{sv}].bind({it}, te.thread_axis(\"{name}\"))")
+            self.line(f"s[{sv}].bind({it}, te.thread_axis({name!r}))")
 
     def pragma(self, k: int, i: int, name: str, val: int) -> None:
         sv, it = self.stage_var(k), self.iv(k, i)
-        self.line(f"s[{sv}].pragma({it}, \"{name}\", {val})")
+        self.line(f"s[{sv}].pragma({it}, {name!r}, {int(val)})")
 
     def storage_align(self, k: int, i: int, factor: int, offset: int) -> None:
         sv = self.stage_var(k)
@@ -113,7 +117,7 @@ class _Printer:
         readers = ", ".join(self.stage_var(r) for r in step.reader_stage_ids)
         self._restructure(step, step.stage_id + 1)
         k = step.stage_id + 1
-        self.line(f"{self.stage_var(k)} = s.cache_read({src}, \"{step.scope_name}\", "
+        self.line(f"{self.stage_var(k)} = s.cache_read({src}, {step.scope_name!r}, "
                   f"[{readers}])")
         self.declared.discard(k)
         self.declare(k)
@@ -122,7 +126,7 @@ class _Printer:
         src = self.stage_var(step.stage_id)
         self._restructure(step, step.stage_id)
         k = step.stage_id
-        self.line(f"{self.stage_var(k)} = s.cache_write({src}, \"{step.scope_name}\")")
+        self.line(f"{self.stage_var(k)} = s.cache_write({src}, {step.scope_name!r})")
         for j in (k, k + 1):
             self.declared.discard(j)
             self.declare(j)

@@ -320,11 +320,30 @@ class AnnotationStep:
         p.annotate(self.stage_id, self.iter_id, self.annotation)
 
 
+#: Pragma names a PragmaStep may carry (what the lowering understands); a record with any other
+#: name is rejected on decode, so no log can smuggle text into printed schedules.
+KNOWN_PRAGMAS = ("auto_unroll_max_step", "unroll_explicit")
+
+
 @dataclass(frozen=True, slots=True)
 class PragmaStep:
+    """``pragma_type`` is ``name`` or ``name$value`` with ``name`` in :data:`KNOWN_PRAGMAS`
+    and ``value`` a decimal integer."""
+
     stage_id: int
     iter_id: int
     pragma_type: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pragma_type, str):
+            raise ScheduleError(f"pragma type must be a string, got {self.pragma_type!r}")
+        name, sep, val = self.pragma_type.partition("$")
+        if name not in KNOWN_PRAGMAS:
+            raise ScheduleError(f"unknown pragma {name[:64]!r} (known: "
+                                f"{', '.join(KNOWN_PRAGMAS)})")
+        if sep and not (val.isascii() and val.isdigit() and len(val) <= 18):
+            raise ScheduleError(f"pragma {name!r} needs a decimal integer value, got "
+                                f"{val[:64]!r}")
 
     def encode(self) -> list:
         return ["PR", self.stage_id, self.iter_id, self.pragma_type]

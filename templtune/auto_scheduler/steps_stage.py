@@ -124,11 +124,25 @@ def _restructure(state: State, step: Any, insert_at: int, fresh: tuple[int, ...]
                                attach_map=_shift_attach(state, insert_at), struct=struct)
 
 
+#: Storage scopes a cache stage may use; any other name is rejected (on decode too), so no log
+#: can smuggle text into printed schedules.
+KNOWN_SCOPES = ("global", "shared", "warp", "local")
+
+
+def _check_scope(scope: Any) -> None:
+    if not isinstance(scope, str) or scope not in KNOWN_SCOPES:
+        shown = scope[:64] if isinstance(scope, str) else scope
+        raise _err(f"unknown cache scope {shown!r} (known: {', '.join(KNOWN_SCOPES)})")
+
+
 @dataclass(frozen=True, slots=True)
 class CacheReadStep:
     stage_id: int
     scope_name: str
     reader_stage_ids: tuple
+
+    def __post_init__(self) -> None:
+        _check_scope(self.scope_name)
 
     def encode(self) -> list:
         return ["CHR", self.stage_id, self.scope_name, list(self.reader_stage_ids)]
@@ -153,6 +167,9 @@ class CacheReadStep:
 class CacheWriteStep:
     stage_id: int
     scope_name: str
+
+    def __post_init__(self) -> None:
+        _check_scope(self.scope_name)
 
     def encode(self) -> list:
         return ["CHW", self.stage_id, self.scope_name]

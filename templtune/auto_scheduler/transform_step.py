@@ -41,11 +41,32 @@ STEP_TYPES: dict[str, Any] = {
 STAGE_CHANGING = (CacheReadStep, CacheWriteStep, RfactorStep)
 
 
+# Positions of a step record that hold a string; every other field is an integer or a list of
+# integers (checked on decode: the printer writes them into Python code).
+_STRING_FIELDS = {"PR": (3,), "CHR": (2,), "CHW": (2,)}
+
+
+def _ints_only(x: Any) -> bool:
+    if isinstance(x, list):
+        return all(_ints_only(v) for v in x)
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def decode_step(r: list) -> Any:
-    """A step from its record JSON array."""
-    cls = STEP_TYPES.get(r[0]) if r else None
+    """A step from its record JSON array; raises ``ValueError`` for a malformed one and
+    ``ScheduleError`` for an unknown pragma or cache scope name."""
+    if not isinstance(r, list) or not r or not isinstance(r[0], str):
+        raise ValueError(f"malformed transform step record {str(r)[:80]}")
+    cls = STEP_TYPES.get(r[0])
     if cls is None:
-        raise ValueError(f"unknown transform step record {r!r}")
+        raise ValueError(f"unknown transform step record {str(r)[:80]}")
+    strings = _STRING_FIELDS.get(r[0], ())
+    for k, x in enumerate(r[1:], 1):
+        if k in strings:
+            if not isinstance(x, str):
+                raise ValueError(f"step {r[0]}: field {k} must be a string, got {str(x)[:40]}")
+        elif not _ints_only(x):
+            raise ValueError(f"step {r[0]}: field {k} must be integers, got {str(x)[:40]}")
     return cls.decode(r)
 
 

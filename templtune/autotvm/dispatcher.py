@@ -22,6 +22,7 @@ fallback context.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -141,16 +142,30 @@ def iter_records(records: Any) -> Iterator[tuple[Any, Any]]:
         raise TypeError(f"cannot read tuning records from {type(records).__name__} {records!r}")
 
 
+# NOTE: per key, this many of the fastest records are kept as candidates: when the fastest does
+# not fit the task's config space (checked at the first query), the next one answers.
+_CANDIDATES = 16
+
+
 class ApplyHistoryBest(DispatchContext):
     """Answer with the best measured config per (target key or model, workload).
 
     Parameters
     ----------
     records : path, text stream, iterable of (MeasureInput, MeasureResult), or nestings of these
-        Tuning records; failed records are ignored. The smallest mean cost wins; on a tie the
-        first record is kept.
+        Tuning records; failed records, and records whose costs are not all finite and positive
+        (see :func:`templtune.autotvm.record.usable_cost`), are ignored. The smallest mean cost
+        wins; on a tie the first record is kept.
     strict : bool
         Raise :class:`ConfigNotFoundError` on a miss instead of delegating to the fallback.
+
+    Notes
+    -----
+    At the first query of a (target, workload), the winning record's config is checked against
+    the config space of the queried workload (the template is run once in collect mode, on the
+    caller's own arguments, never on a log's): a record with a missing knob, a split whose
+    factors do not multiply to the axis or a choice the knob does not offer is rejected with a
+    warning, and the next-fastest of the ``_CANDIDATES`` fastest records is tried.
     """
 
     def __init__(self, records: Any = None, strict: bool = False) -> None:
@@ -159,31 +174,69 @@ class ApplyHistoryBest(DispatchContext):
         self.best_by_targetkey: dict[tuple[str, Any], tuple[Any, Any]] = {}
         self.best_by_model: dict[tuple[str, Any], tuple[Any, Any]] = {}
         self._best_user_defined: dict[tuple[str, Any], Any] = {}
+        # (id of the table, key) -> heap of (-cost, -seq, inp, res): the _CANDIDATES fastest
+        # usable records of the key
+        self._candidates: dict[tuple[int, Any], list[tuple[float, int, Any, Any]]] = {}
+        self._checked: set[tuple[int, Any]] = set()
+        self._seq = 0
         if records is not None:
             self.load(records)
 
     def load(self, records: Any) -> None:
         """Merge more records into the tables."""
+        from templtune.autotvm.record import usable_cost
+
         n = 0
         for inp, res in iter_records(records):
             n += 1
-            if int(res.error_no) != 0:
+            cost = usable_cost(res)
+            if cost is None:
                 continue
-            cost = _mean(res.costs)
             wkl = inp.task.workload
             for k in target_keys(inp.target):
-                key = (k, wkl)
-                if key not in self.best_by_targetkey or cost < _mean(
-                        self.best_by_targetkey[key][1].costs):
-                    self.best_by_targetkey[key] = (inp, res)
+                self._offer(self.best_by_targetkey, (k, wkl), cost, inp, res)
             model = target_model(inp.target)
-            key = (model, wkl)
-            if key in self.best_by_model:
-                if cost < _mean(self.best_by_model[key][1].costs):
-                    self.best_by_model[key] = (inp, res)
-            elif model != "unknown":
-                self.best_by_model[key] = (inp, res)
+            if model != "unknown":
+                self._offer(self.best_by_model, (model, wkl), cost, inp, res)
         logger.debug("loaded %d tuning records", n)
+
+    def _offer(self, table: dict[tuple[str, Any], tuple[Any, Any]], key: tuple[str, Any],
+               cost: float, inp: Any, res: Any) -> None:
+        from templtune.autotvm.record import usable_cost
+
+        self._seq += 1
+        ckey = (id(table), key)
+        heap = self._candidates.setdefault(ckey, [])
+        item = (-cost, -self._seq, inp, res)
+        if len(heap) < _CANDIDATES:
+            heapq.heappush(heap, item)
+        elif item[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, item)
+        self._checked.discard(ckey)
+        old = table.get(key)
+        if old is None or cost < (usable_cost(old[1]) or float("inf")):
+            table[key] = (inp, res)
+
+    def _best(self, table: dict[tuple[str, Any], tuple[Any, Any]], key: tuple[str, Any],
+              target: Any, workload: Any) -> tuple[Any, Any] | None:
+        """The fastest record of ``key`` whose config fits the queried workload's space."""
+        ckey = (id(table), key)
+        if ckey not in self._checked and ckey in self._candidates:
+            self._checked.add(ckey)
+            space = _space_of(target, workload)
+            if space is not None:
+                from templtune.autotvm.record import check_config
+
+                table.pop(key, None)
+                for _, _, inp, res in sorted(self._candidates[ckey], key=lambda c: c[:2],
+                                             reverse=True):
+                    why = check_config(space, inp.config)
+                    if why is None:
+                        table[key] = (inp, res)
+                        break
+                    logger.warning("ignoring the record of config #%s for workload %r: %s",
+                                   inp.config.index, workload, why)
+        return table.get(key)
 
     def _query_inside(self, target: Any, workload: Any) -> Any:
         if target is None:
@@ -193,14 +246,16 @@ class ApplyHistoryBest(DispatchContext):
         key = (target_model(target), workload)
         if key in self._best_user_defined:
             return self._best_user_defined[key]
-        if key in self.best_by_model:
-            return self.best_by_model[key][0].config
+        hit = self._best(self.best_by_model, key, target, workload)
+        if hit is not None:
+            return hit[0].config
         for k in target_keys(target):
             key = (k, workload)
             if key in self._best_user_defined:
                 return self._best_user_defined[key]
-            if key in self.best_by_targetkey:
-                return self.best_by_targetkey[key][0].config
+            hit = self._best(self.best_by_targetkey, key, target, workload)
+            if hit is not None:
+                return hit[0].config
         if self.strict:
             raise ConfigNotFoundError(f"no tuned config for workload {workload!r} on target "
                                       f"'{target}' in the given records (strict mode)")
@@ -214,7 +269,7 @@ class ApplyHistoryBest(DispatchContext):
             if (k, workload) in self._best_user_defined:
                 return 0.0
             table = self.best_by_model if k == target_model(target) else self.best_by_targetkey
-            hit = table.get((k, workload))
+            hit = self._best(table, (k, workload), target, workload)
             if hit is not None:
                 return _mean(hit[1].costs)
         return None
@@ -230,6 +285,28 @@ class ApplyHistoryBest(DispatchContext):
 def apply_history_best(records: Any, strict: bool = False) -> ApplyHistoryBest:
     """``with autotvm.apply_history_best("tune.log"): ...`` (see :class:`ApplyHistoryBest`)."""
     return ApplyHistoryBest(records, strict=strict)
+
+
+def _space_of(target: Any, workload: Any) -> Any:
+    """The config space of ``workload`` (run its template once in collect mode), or None when
+    it cannot be had (no workload, an unregistered template, a template that raises)."""
+    if not isinstance(workload, tuple) or not workload or not isinstance(workload[0], str):
+        return None
+    from templtune.autotvm.space import ConfigSpace
+    from templtune.autotvm.task.target_compat import target_scope
+    from templtune.autotvm.task.task import TASK_TABLE
+
+    tmpl = TASK_TABLE.get(workload[0])
+    if tmpl is None:
+        return None
+    space = ConfigSpace()
+    try:
+        with ApplyConfig(space), target_scope(target):
+            tmpl(*workload[1:])
+    except Exception as exc:  # noqa: BLE001 - the real call will raise it again, in context
+        logger.debug("cannot collect the space of %r to check records: %s", workload, exc)
+        return None
+    return space
 
 
 def _mean(costs: Any) -> float:

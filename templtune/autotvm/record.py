@@ -11,6 +11,13 @@ Failed measurements are written with costs ``[1e9]``. Deviations from TVM, all c
 TVM's reader: a failed record may carry an extra trailing key ``"error_detail"`` (the error text,
 at most 1024 characters; TVM loses it); the loaders skip blank lines, and skip a corrupt or
 truncated line with a warning naming the file and line number instead of raising.
+
+Hostile logs: no line can make a log unreadable. A line that fails to decode for *any* reason
+(bad JSON, undecodable bytes, nesting deep enough to exhaust the recursion limit, numbers too
+large for a float, wrong types) is skipped with a ``file:line`` warning. Decoding is type-strict:
+costs, ``all_cost`` and the timestamp must be JSON numbers (not strings, not booleans) and
+``error_no`` a JSON integer. Best selection additionally needs :func:`usable_cost` (finite,
+positive costs of a successful record). Appending first ends a torn last line with ``\n``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -30,7 +38,8 @@ from templtune.autotvm.task.target_compat import as_target
 logger = logging.getLogger("templtune.autotvm.record")
 
 __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_from_file",
-           "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload"]
+           "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload",
+           "usable_cost", "ends_torn", "check_config", "args_within_bounds"]
 
 AUTOTVM_LOG_VERSION = 0.2
 ERROR_COST = 1e9
@@ -73,6 +82,90 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
     return json.dumps(row)
 
 
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _finite(x: float, what: str) -> float:
+    if not math.isfinite(x):
+        raise ValueError(f"{what} is not finite ({x})")
+    return x
+
+
+def _short(x: Any, width: int = 80) -> str:
+    s = repr(x)
+    return s if len(s) <= width else s[:width - 3] + "..."
+
+
+def usable_cost(res: Any) -> float | None:
+    """The mean cost of a record that may win best selection, else None.
+
+    Only a successful record (``error_no == 0``) whose costs are all finite and positive
+    qualifies: a NaN, infinite, zero or negative cost is nonsense a log must not be able to
+    make "best".
+    """
+    err = getattr(res, "error_no", None)
+    if isinstance(err, bool) or not isinstance(err, int) or int(err) != 0:
+        return None
+    costs = tuple(getattr(res, "costs", ()) or ())
+    if not costs or not all(_is_number(c) and math.isfinite(c) and c > 0 for c in costs):
+        return None
+    return float(sum(costs) / len(costs))
+
+
+def check_config(space: Any, config: Any) -> str | None:
+    """Why ``config`` (from a record) cannot be used with the task's ``space``, or None.
+
+    Every knob of the space must be present with an entity of the same kind that the knob
+    could have produced (a split whose factors multiply to the axis, a choice the knob offers);
+    a record that fails this would otherwise reach the user's build as a KeyError or a wrong
+    loop nest.
+    """
+    ents = getattr(config, "_entity_map", None)
+    if ents is None:
+        return f"{type(config).__name__} has no knobs"
+    for name, knob in getattr(space, "space_map", {}).items():
+        ent = ents.get(name)
+        if ent is None:
+            return f"knob {name!r} is missing"
+        options = list(knob.entities)
+        if not options:
+            return f"knob {name!r} has no choices in the space"
+        if type(ent) is not type(options[0]):
+            return (f"knob {name!r} has kind {getattr(ent, 'kind', '?')!r}, the space's is "
+                    f"{options[0].kind!r}")
+        if ent not in options:
+            return f"knob {name!r} = {ent!r} is not a choice of the space ({knob!r})"
+    return None
+
+
+#: Bounds on the arguments of a logged workload that readers may re-create (run its template
+#: on): config-space construction costs about the square root of an axis length per axis, so
+#: a log naming an axis of 10^18 must not get its template run.
+MAX_ARG_INT = 1 << 24
+MAX_ARG_INTS = 64
+
+
+def args_within_bounds(args: Any) -> bool:
+    """Whether a logged workload's arguments are small enough to re-create its task from
+    (at most :data:`MAX_ARG_INTS` integers, each at most :data:`MAX_ARG_INT` in magnitude)."""
+    ints: list[int] = []
+
+    def walk(x: Any) -> bool:
+        if isinstance(x, (list, tuple)):
+            return all(walk(a) for a in x)
+        if isinstance(x, int) and not isinstance(x, bool):
+            ints.append(x)
+            return abs(x) <= MAX_ARG_INT and len(ints) <= MAX_ARG_INTS
+        return True
+
+    return walk(args)
+
+
 def _to_tuple(x: Any) -> Any:
     if isinstance(x, list):
         return tuple(_to_tuple(a) for a in x)
@@ -103,11 +196,23 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     if "-target" in tgt_str:
         logger.warning("'-target' in a logged target string is deprecated; read as '-mtriple'")
         tgt_str = tgt_str.replace("-target", "-mtriple")
-    task = Task(str(name), _to_tuple(args))
+    if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
+        raise TypeError("input must be [target string, task name, [args], {}]")
+    task = Task(name, _to_tuple(args))
+    if not isinstance(obj["config"], dict) or not _is_int(obj["config"].get("index")):
+        raise TypeError("config must be an object with an integer index")
     config = ConfigEntity.from_json_dict(obj["config"])
     costs, error_no, all_cost, timestamp = obj["result"]
-    res = MeasureResult(tuple(float(c) for c in costs), int(error_no), float(all_cost),
-                        float(timestamp), str(obj.get("error_detail", "")))
+    if not isinstance(costs, list) or not all(_is_number(c) for c in costs):
+        raise TypeError(f"costs must be a list of numbers, got {_short(costs)}")
+    if not _is_int(error_no):
+        raise TypeError(f"error_no must be an integer, got {_short(error_no)}")
+    if not (_is_number(all_cost) and _is_number(timestamp)):
+        raise TypeError("all_cost and timestamp must be numbers")
+    # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
+    res = MeasureResult(tuple(float(c) for c in costs), error_no, float(all_cost),
+                        _finite(float(timestamp), "timestamp"),
+                        str(obj.get("error_detail", "")))
     config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
     # NOTE: target strings repeat on every line; parse each once per loader.
     target = targets.get(tgt_str)
@@ -117,22 +222,26 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     return MeasureInput(target, task, config), res
 
 
-def load_from_buffer(stream: IO[str], name: str | None = None) -> Iterator[Record]:
+def load_from_buffer(stream: IO[str], name: str | None = None,
+                     skipped: list[int] | None = None) -> Iterator[Record]:
     """Yield records from a text stream; blank lines and ``#`` comments are skipped, corrupt
-    lines are skipped with a warning naming ``name:line``."""
+    lines are skipped with a warning naming ``name:line`` (and their numbers appended to
+    ``skipped`` when given)."""
     name = name or getattr(stream, "name", "<stream>")
     old = 0
     targets: dict[str, Any] = {}
     for lineno, line in enumerate(stream, 1):
-        text = line.strip()
+        text = line.lstrip("\ufeff").strip()
         if not text or text.startswith("#"):
             continue
         try:
             rec = _decode(text, "json", targets)
-        except (ValueError, KeyError, TypeError, IndexError) as err:
+        except Exception as err:  # noqa: BLE001 - no line may make the log unreadable
             kind = "truncated" if not line.endswith("\n") else "corrupt"
             logger.warning("%s:%d: skipping %s record (%s: %s)", name, lineno, kind,
-                           type(err).__name__, err)
+                           type(err).__name__, _short(str(err), 200))
+            if skipped is not None:
+                skipped.append(lineno)
             continue
         if rec is None:
             old += 1
@@ -142,10 +251,26 @@ def load_from_buffer(stream: IO[str], name: str | None = None) -> Iterator[Recor
         logger.warning("%s: skipped %d records of the unsupported log format 0.1", name, old)
 
 
-def load_from_file(path: str | os.PathLike[str]) -> Iterator[Record]:
-    """Yield the records of a log file (see :func:`load_from_buffer`)."""
+def load_from_file(path: str | os.PathLike[str], skipped: list[int] | None = None
+                   ) -> Iterator[Record]:
+    """Yield the records of a log file (see :func:`load_from_buffer`); undecodable bytes
+    become U+FFFD, so they cost at most their own line."""
     with open(path, encoding="utf-8", errors="replace") as f:
-        yield from load_from_buffer(f, os.fspath(path))
+        yield from load_from_buffer(f, os.fspath(path), skipped)
+
+
+def ends_torn(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists, is not empty and does not end in ``\n`` (a torn last line,
+    e.g. from a full disk or a killed writer)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -159,7 +284,8 @@ def append_records(file_out: str | os.PathLike[str] | IO[str], records: Iterable
     """Append records to a log and make them durable; returns the number written.
 
     For a path, the file is opened in append mode, each line goes out in one ``write`` (so a
-    killed run leaves only whole lines) and the batch ends with ``fsync``. For an open text
+    killed run leaves only whole lines) and the batch ends with ``fsync``; a file whose last
+    line is torn (no final ``\n``) first gets one. For an open text
     file, lines are written and the file is flushed.
     """
     lines = [(encode(inp, res) + "\n") for inp, res in records]
@@ -173,8 +299,12 @@ def append_records(file_out: str | os.PathLike[str] | IO[str], records: Iterable
         except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
             pass
         return len(lines)
+    torn = ends_torn(file_out)
     fd = os.open(os.fspath(file_out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        if torn:
+            # NOTE: end the torn line so the first new record is not glued onto it.
+            _write_all(fd, b"\n")
         for line in lines:
             _write_all(fd, line.encode("utf-8"))
         os.fsync(fd)
@@ -212,7 +342,11 @@ def pick_best(in_file: str | os.PathLike[str], out_file: str | os.PathLike[str] 
               ) -> int:
     """Keep the best record per (target key or model, workload) of ``in_file`` (plus
     ``out_file`` if it exists) and write them to ``out_file`` (default ``<in_file>.best.log``),
-    in their original order, each once. Returns the number of records written."""
+    in their original order, each once. Returns the number of records written.
+
+    Only usable costs compete (:func:`usable_cost`); where the template is registered and the
+    arguments are within :func:`args_within_bounds`, a winner whose config does not fit the
+    task's space is replaced by the next-fastest record that does."""
     from templtune.autotvm.dispatcher import ApplyHistoryBest
 
     out = Path(out_file) if out_file is not None else Path(f"{os.fspath(in_file)}.best.log")
@@ -220,6 +354,12 @@ def pick_best(in_file: str | os.PathLike[str], out_file: str | os.PathLike[str] 
     if out.exists():
         recs += list(load_from_file(out))
     ctx = ApplyHistoryBest(recs)
+    # NOTE: vet each winner against its task's space (as a query would) where the logged
+    # arguments are small enough to re-create the task from (args_within_bounds).
+    for table in (ctx.best_by_model, ctx.best_by_targetkey):
+        for key, (inp, _) in list(table.items()):
+            if args_within_bounds(inp.task.args):
+                ctx._best(table, key, inp.target, key[1])
     best = {measure_str_key(inp) for inp, _ in ctx.best_by_model.values()}
     best |= {measure_str_key(inp) for inp, _ in ctx.best_by_targetkey.values()}
     picked, written = [], set()

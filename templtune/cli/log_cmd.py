@@ -10,12 +10,15 @@
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
+from templtune.cli.log_format import LogFormat, require_format, skipped_note
 from templtune.cli.main import CliError, command
+
+logger = logging.getLogger("templtune.cli")
 
 
 def _existing(path: str) -> Path:
@@ -25,23 +28,6 @@ def _existing(path: str) -> Path:
     if p.is_dir():
         raise CliError(f"{path} is a directory, not a log file")
     return p
-
-
-def _log_format(path: Path) -> str:
-    """``autotvm``, ``auto_scheduler`` or ``empty``, from the first record line."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            try:
-                obj = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and "i" in obj and "r" in obj:
-                return "auto_scheduler"
-            return "autotvm"
-    return "empty"
 
 
 def _short(x: Any, width: int) -> str:
@@ -58,19 +44,31 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _when(timestamp: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+    except (OverflowError, OSError, ValueError):  # a timestamp no calendar holds
+        return "?"
+
+
 def cmd_read(args: argparse.Namespace) -> int:
-    from templtune.autotvm.record import load_from_file
+    from templtune.autotvm.record import load_from_file, usable_cost
 
     path = _existing(args.log)
     if args.begin < 0 or (args.end is not None and args.end < args.begin):
         raise CliError(f"bad record range --begin {args.begin} --end {args.end}")
-    rows, n, n_err, best = [], 0, 0, None
-    for i, (inp, res) in enumerate(load_from_file(path)):
+    require_format(path, (LogFormat.AUTOTVM,), "log read")
+    rows, n, n_err = [], 0, 0
+    skipped: list[int] = []
+    cands: dict[tuple, list[tuple[float, int, Any, Any]]] = {}
+    for i, (inp, res) in enumerate(load_from_file(path, skipped)):
         n += 1
         ok = int(res.error_no) == 0
         mean = sum(res.costs) / len(res.costs) if res.costs else float("nan")
-        if ok and (best is None or mean < best):
-            best = mean
+        usable = usable_cost(res)
+        if usable is not None:
+            key = (str(inp.target), inp.task.name, repr(inp.task.args))
+            cands.setdefault(key, []).append((usable, i, inp, res))
         n_err += not ok
         if i < args.begin or (args.end is not None and i >= args.end):
             continue
@@ -79,21 +77,39 @@ def cmd_read(args: argparse.Namespace) -> int:
             _short(inp.task.args, 40), str(inp.config.index),
             f"{mean * 1e3:.4f}" if ok else "-",
             "" if ok else res.error_no.name,
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(res.timestamp)),
+            _when(res.timestamp),
         ])
     print(_table(rows, ["#", "target", "task", "args", "config", "cost(ms)", "error", "time"]))
     summary = f"{n} records, {n_err} failed"
+    best = _vetted_best(cands)
     if best is not None:
         summary += f", best {best * 1e3:.4f} ms"
     print(summary)
+    if skipped:
+        logger.warning("%s", skipped_note(path, skipped))
     return 0
+
+
+def _vetted_best(cands: dict[tuple, list[tuple[float, int, Any, Any]]]) -> float | None:
+    """The smallest cost among records that fit their task's space (see ``templtune best``)."""
+    from templtune.cli.best_cmd import TaskCache, pick_fitting
+    from templtune.cli.tune_cmd import load_templates
+
+    if not cands:
+        return None
+    load_templates()
+    tasks = TaskCache()
+    costs = [hit[0] for group in cands.values()
+             if (hit := pick_fitting(group, tasks.get(group[0][2]))) is not None]
+    return min(costs) if costs else None
 
 
 def cmd_pick(args: argparse.Namespace) -> int:
     from templtune.autotvm.record import pick_best
 
     path = _existing(args.log)
-    if _log_format(path) == "auto_scheduler":
+    fmt = require_format(path, (LogFormat.AUTOTVM, LogFormat.AUTO_SCHEDULER), "log pick").format
+    if fmt is LogFormat.AUTO_SCHEDULER:
         # NOTE: imported here: the auto-scheduler is a heavier, optional part of the CLI.
         from templtune.auto_scheduler.measure_record import distill_record_file
 
@@ -111,6 +127,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from templtune.autotvm.record import split_workload
 
     path = _existing(args.log)
+    require_format(path, (LogFormat.AUTOTVM,), "log split")
     out = split_workload(path, clean=not args.no_clean, out_dir=args.out_dir)
     for p, n in out:
         print(f"{p}: {n} records")

@@ -141,8 +141,8 @@ class Tuner(abc.ABC):
         si_prefix : str
             Unit of the FLOPS in log messages (``"G"``: GFLOPS).
         resume_log : path or None
-            A JSON-lines log of an earlier (perhaps killed) run. Its records of this task are loaded
-            with :meth:`load_history`, are never measured again, and count toward ``n_trial``, so
+            A JSON-lines log of an earlier (perhaps killed) run. Its records of this task and
+            target (compared in canonical form) are loaded with :meth:`load_history`, are never measured again, and count toward ``n_trial``, so
             re-running the same ``tune`` call after a crash finishes the original budget
             (templtune extension).
         """
@@ -152,8 +152,10 @@ class Tuner(abc.ABC):
         if resume_log is not None and os.path.exists(resume_log):
             from ..record import load_from_file
 
+            # NOTE: records of another target (e.g. ``llvm`` for ``llvm -mcpu=haswell``) are
+            # not this task's measurements: matched on task and canonical target.
             history = [(inp, res) for inp, res in load_from_file(str(resume_log))
-                       if self._same_task(inp)]
+                       if self._same_task(inp) and self._same_target(inp)]
             self.load_history(history, min_seed_records=len(history) + 1)
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
@@ -250,6 +252,26 @@ class Tuner(abc.ABC):
             return True
         return (getattr(task, "name", None) == getattr(self.task, "name", None)
                 and _norm(getattr(task, "args", None)) == _norm(getattr(self.task, "args", None)))
+
+
+    def _same_target(self, inp: MeasureInput) -> bool:
+        mine = getattr(self.task, "target", None)
+        theirs = getattr(inp, "target", None)
+        if mine is None:  # a task without a target: nothing to compare with
+            return True
+        if theirs is None:
+            return False
+        return _canonical_target(theirs) == _canonical_target(mine)
+
+
+def _canonical_target(t: Any) -> str:
+    """The canonical string of a target (``Target`` prints its attributes in one order)."""
+    from ..task.target_compat import as_target
+
+    try:
+        return str(as_target(str(t)))
+    except Exception:  # noqa: BLE001 - an unparsable target matches only itself
+        return " ".join(str(t).split())
 
 
 def _norm(x: Any) -> Any:
