@@ -223,9 +223,9 @@ class CudaModule:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_loaded", None)
-        import os
+        from templtune import config
 
-        keep = state.get("keep_ir", False) or os.environ.get("TEMPLTUNE_CUDA_BACKEND") == "emulator"
+        keep = state.get("keep_ir", False) or config.cuda_emulated()
         if not keep:
             state["kernels"] = ()
         return state
