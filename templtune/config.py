@@ -99,7 +99,7 @@ KNOBS: tuple[Knob, ...] = (
          "mapped)."),
     Knob("TEMPLTUNE_CUDA_BACKEND", _S, None,
          "CUDA runtime: `pycuda`, `cuda-python` or `emulator` (CPU emulation; default: the "
-         "first real runtime that loads).", choices=("pycuda", "cuda-python", "emulator")),
+         "first real runtime that loads; another name is an error when a runtime is loaded)."),
     Knob("TEMPLTUNE_CUDA_EMULATOR", _S, "lockstep",
          "Emulator mode: `lockstep` (race-checking interpreter) or `llvm` (kernels compiled "
          "for the host).", choices=("lockstep", "llvm")),
