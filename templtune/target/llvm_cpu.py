@@ -105,6 +105,49 @@ def check_cpu_and_features(triple: str, cpu: str, features: str) -> None:
     if bad:
         raise TargetError(f"-mattr: LLVM does not know the feature(s) "
                           f"{', '.join(sorted(set(bad)))} for {triple}")
+    if triple.startswith("x86_64") and not _emits_64bit(triple, cpu):
+        raise TargetError(f"-mcpu={cpu} is a 32-bit CPU: LLVM cannot generate code for it "
+                          f"with the 64-bit triple {triple}")
+
+
+# NOTE: LLVM accepts these names for a 64-bit triple and then aborts the process at code
+# generation ("64-bit code requested on a subtarget that doesn't support it").
+_NO_64BIT = frozenset({
+    "athlon", "athlon-4", "athlon-mp", "athlon-tbird", "athlon-xp", "c3", "c3-2", "geode",
+    "i386", "i486", "i586", "i686", "k6", "k6-2", "k6-3", "lakemont", "pentium", "pentium-m",
+    "pentium-mmx", "pentium2", "pentium3", "pentium3m", "pentium4", "pentium4m", "pentiumpro",
+    "prescott", "winchip-c6", "winchip2", "yonah"})
+_SSE_64BIT = frozenset({
+    "generic", "x86-64", "x86-64-v2", "nocona", "core2", "penryn", "nehalem", "corei7",
+    "westmere", "bonnell", "atom", "silvermont", "slm", "goldmont", "goldmont-plus", "tremont",
+    "k8", "opteron", "athlon64", "athlon-fx", "k8-sse3", "opteron-sse3", "athlon64-sse3",
+    "amdfam10", "barcelona", "btver1"})
+_PROBE_64 = r"""
+import sys
+import llvmlite.binding as llvm
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+tm = llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu=sys.argv[2], opt=0)
+tm.emit_object(llvm.parse_assembly("define i64 @f(i64 %a) {\n  ret i64 %a\n}\n"))
+"""
+
+
+@lru_cache(maxsize=64)
+def _emits_64bit(triple: str, cpu: str) -> bool:
+    """Whether LLVM can emit 64-bit code for ``cpu``: known names from the tables, others by
+    compiling a one-line function in a child process (the failure is a process abort)."""
+    if cpu in _NO_64BIT:
+        return False
+    if cpu in _SSE_64BIT or cpu in _CPU_ISA or cpu == host_cpu().name:
+        return True
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE_64, triple, cpu],
+                              capture_output=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return True  # cannot tell: let the build report it
+    return not (done.returncode < 0 or b"LLVM ERROR" in done.stderr)
 
 
 # ------------------------------------------------------------------ per-CPU ISA features
