@@ -70,6 +70,17 @@ def test_cuda_record():
     c = Target("cuda -max_threads_per_block=512 -thread_warp_size=64").capabilities
     assert (c.max_threads_per_block, c.warp_size, c.arch) == (512, 64, None)
     assert c.cpu == host_cpu().name  # CPU facts are the host's
+    c = Target("cuda -arch=8.0 -max_shared_memory_per_block=-1").capabilities
+    assert (c.arch, c.max_shared_memory_per_block) == ("sm_80", 49152)  # -1: TVM's "unknown"
+
+
+def test_cuda_limits_read_the_record():
+    from templtune.codegen.cuda.module import limits_from_target
+
+    lim = limits_from_target("cuda -arch=sm_80 -max_threads_per_block=256")
+    assert (lim.arch, lim.max_threads_per_block, lim.max_shared_memory_per_block) == (
+        "sm_80", 256, 49152)
+    assert limits_from_target("cuda").arch == "sm_90"  # no -arch: the backend's default
 
 
 # ------------------------------------------------------------------ -mcpu / -mattr checks

@@ -120,6 +120,8 @@ class Capabilities:
 def compute(kind: str, keys: tuple[str, ...], attrs: dict[str, Any],
             host_attrs: dict[str, Any] | None) -> Capabilities:
     """The record of a parsed target (``host_attrs``: the attrs of a GPU target's host)."""
+    from templtune.target import _CUDA_DEFAULTS as CUDA_DEFAULTS
+
     is_gpu = "gpu" in keys
     cpu_attrs = attrs if not is_gpu else (host_attrs or {})
     host = host_cpu()
@@ -141,9 +143,18 @@ def compute(kind: str, keys: tuple[str, ...], attrs: dict[str, Any],
                   vector_registers=32 if bits == 512 else 16, cores=cores)
     if not is_gpu:
         return Capabilities(**common)  # type: ignore[arg-type]
+    arch = attrs.get("arch")
+    if arch and not str(arch).startswith("sm_"):
+        arch = "sm_" + str(arch).replace(".", "")  # "-arch=8.0" / "-arch=80"
+
+    def limit(name: str) -> int:
+        # NOTE: -1 (TVM's "unknown") and absent both mean the CUDA target default
+        v = int(attrs.get(name, -1))
+        return v if v > 0 else int(CUDA_DEFAULTS[name])
+
     return Capabilities(
         **common,  # type: ignore[arg-type]
-        arch=attrs.get("arch"), max_threads_per_block=int(attrs["max_threads_per_block"]),
-        max_shared_memory_per_block=int(attrs["max_shared_memory_per_block"]),
-        max_registers_per_block=int(attrs["max_registers_per_block"]),
-        warp_size=int(attrs["thread_warp_size"]))
+        arch=arch, max_threads_per_block=limit("max_threads_per_block"),
+        max_shared_memory_per_block=limit("max_shared_memory_per_block"),
+        max_registers_per_block=limit("max_registers_per_block"),
+        warp_size=limit("thread_warp_size"))
