@@ -35,7 +35,8 @@ class TargetKind(str):
         return str.__str__(self)
 
     def __repr__(self) -> str:
-        return f"TargetKind({str.__str__(self)!r})"
+        # NOTE: the plain string's repr, so messages read "target kind 'cuda'" as before
+        return repr(str.__str__(self))
 
 
 # NOTE: one table per kind: option name -> converter. Unknown options are errors (TVM also rejects
@@ -153,6 +154,11 @@ class Target:
     """
 
     __slots__ = ("kind", "keys", "attrs", "host", "_text", "_tokens")
+    kind: TargetKind
+    keys: tuple[str, ...]
+    attrs: dict[str, Any]
+    host: Target | None
+    _text: str
 
     def __init__(self, target: str | Target, host: str | Target | None = None) -> None:
         if isinstance(target, Target):
@@ -229,7 +235,7 @@ class Target:
 
     # ------------------------------------------------------------------------- printing
     def __str__(self) -> str:
-        parts = [self.kind]
+        parts: list[str] = [self.kind.name]
         defaults = _CUDA_DEFAULTS if self.kind == "cuda" else {}
         for k, v in self.attrs.items():
             if defaults.get(k) == v or (k == "max_num_threads"
