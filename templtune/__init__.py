@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "te", "topi", "autotvm", "auto_scheduler", "target", "schedule", "lower", "codegen", "runtime",
-    "dtype", "errors", "templates", "nd", "graph",
+    "dtype", "errors", "templates", "nd", "graph", "config",
 }
 # NOTE: TVM's names for the network layer: ``relay`` (build, testing, nn), ``graph_executor``
 # and ``transform`` (PassContext).
@@ -29,6 +29,9 @@ _FUNCTIONS = {
     "cpu": ("templtune.runtime.ndarray", "cpu"),
     "cuda": ("templtune.runtime.ndarray", "cuda"),
     "device": ("templtune.runtime.ndarray", "device"),
+    # NOTE: TVM's older names: ``tvm.context`` for ``tvm.device``, ``tvm.gpu`` for ``tvm.cuda``.
+    "context": ("templtune.runtime.ndarray", "device"),
+    "gpu": ("templtune.runtime.ndarray", "cuda"),
 }
 
 

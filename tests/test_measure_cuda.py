@@ -6,11 +6,9 @@ test then measures on the device (see ``scripts/gpu_check.sh``).
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from templtune import autotvm, te
+from templtune import autotvm, config, te
 from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
 from templtune.measure.measure import MeasureInput, create_measure_batch
 
@@ -41,7 +39,7 @@ def matmul(n):
 
 @pytest.fixture()
 def emulated(monkeypatch):
-    if "TEMPLTUNE_TEST_REAL_GPU" not in os.environ:
+    if not config.get("TEMPLTUNE_TEST_REAL_GPU"):
         monkeypatch.setenv("TEMPLTUNE_CUDA_BACKEND", "emulator")
 
 

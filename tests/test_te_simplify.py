@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from templtune import config
 from templtune.te.bound import Interval, const_interval, eval_interval, union
 from templtune.te.const_eval import eval_const
 from templtune.te.expr import (
@@ -130,7 +130,7 @@ def test_memoized_shared_subtrees_fast():
 # ---------------------------------------------------------------------------- hypothesis
 
 # NOTE: raise for a long bug hunt: TEMPLTUNE_HYP_SCALE=20 pytest tests/test_te_simplify.py
-SCALE = int(os.environ.get("TEMPLTUNE_HYP_SCALE", "1"))
+SCALE = int(config.get("TEMPLTUNE_HYP_SCALE"))
 
 VARS = [Var("a"), Var("b"), Var("c")]
 

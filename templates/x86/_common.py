@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from templtune import te
 
-#: float32 lanes of one AVX-512 register (the register-budget filters' unit before they became
-#: target-aware; kept for callers that size blocks in AVX-512 lanes).
+#: float32 lanes of one AVX-512 register (the unit the heuristics size blocks in).
 VEC = 16
-#: accumulator registers a register tile may use with AVX-512 (32 zmm minus operands).
-MAX_ACC_REGS = 28
-#: accumulator registers a space's filter admits with AVX2 (16 ymm minus a broadcast operand
-#: and a weight vector): looser than the fallback's 12 so tuning can still try 14.
-MAX_ACC_REGS_AVX2 = 14
+#: vector registers a fallback block leaves for operands: a block two vectors wide needs its
+#: two weight vectors and the broadcast, plus one spare (12 accumulators with AVX2).
+FALLBACK_OPERAND_REGS = 4
 
 
 def vec_regs(lanes: int, width: int = VEC) -> int:
@@ -23,42 +19,37 @@ def vec_regs(lanes: int, width: int = VEC) -> int:
     return -(-lanes // width)
 
 
-@functools.lru_cache(maxsize=1)
-def host_vector() -> tuple[int, int]:
-    """``(float32 lanes per register, accumulator registers)`` of the host CPU: ``(16, 28)``
-    with AVX-512, else ``(8, 12)`` (AVX2: 16 registers, up to four kept for the weight
-    vectors and the broadcast operand; measured: 14 accumulators of 8 lanes or 8 of 16 lanes
-    beat fuller blocks, which spill). Only fallback configs use it."""
-    try:
-        import llvmlite.binding as llvm
+def _cpu_caps(target: Any = None) -> Any:
+    """The capability record of the CPU code for ``target`` (default: the current
+    ``with Target(...)`` scope, else the host); a GPU target's host for GPU targets."""
+    from templtune.target import Target, capabilities
 
-        feats = llvm.get_host_cpu_features()
-        has512 = bool(feats.get("avx512f", False))
-    except Exception:  # noqa: BLE001 - unknown host: assume AVX2
-        has512 = False
-    return (16, 28) if has512 else (8, 12)
+    t = Target(target) if isinstance(target, str) else target
+    caps = capabilities(t)
+    if caps.is_gpu:
+        host = getattr(t if t is not None else Target.current(), "host", None)
+        caps = capabilities(host if host is not None else "llvm")
+    return caps
+
+
+def host_vector(target: Any = None) -> tuple[int, int]:
+    """``(float32 lanes per register, accumulator registers)`` of fallback configs for
+    ``target`` (default: the current scope's, else the host): the register file less
+    :data:`FALLBACK_OPERAND_REGS`, ``(16, 28)`` with AVX-512, ``(8, 12)`` with AVX2."""
+    caps = _cpu_caps(target)
+    return caps.lanes("float32"), caps.accumulators(FALLBACK_OPERAND_REGS)
 
 
 def target_vector(target: Any = None) -> tuple[int, int]:
     """``(float32 lanes per register, accumulator registers)`` the search-space filters use for
-    ``target`` (default: the current ``with Target(...)`` scope): ``(16, 28)`` when it has
-    AVX-512, else ``(8, 14)``.
+    ``target`` (default: the current ``with Target(...)`` scope, else the host): the capability
+    record's ``accumulator_registers``, ``(16, 28)`` with AVX-512, ``(8, 14)`` with AVX2.
 
-    The instruction set comes from the target's ``-mcpu`` (a CPU name LLVM knows to have
-    AVX-512, e.g. ``znver4``) and ``-mattr`` (``+avx512f`` / ``-avx512f``); without ``-mcpu``
-    from the host's features (plus ``-mattr``). So a space built for ``llvm`` on this AVX2 host
-    is AVX2-sane, and one for ``llvm -mcpu=znver4`` AVX-512-sane wherever it is built.
+    So a space built for ``llvm -mcpu=znver3`` is AVX2-sane, and one for ``llvm -mcpu=znver4``
+    AVX-512-sane wherever it is built.
     """
-    from templtune.codegen.llvm.compile import has_avx512
-    from templtune.target import Target
-
-    if target is None:
-        target = Target.current(allow_none=True)
-    elif isinstance(target, str):
-        target = Target(target)
-    if target is not None and getattr(target, "kind", "llvm") != "llvm":
-        return VEC, MAX_ACC_REGS
-    return (VEC, MAX_ACC_REGS) if has_avx512(target) else (8, MAX_ACC_REGS_AVX2)
+    caps = _cpu_caps(target)
+    return caps.lanes("float32"), caps.accumulator_registers
 
 
 def divisor_at_most(n: int, bound: int) -> int:

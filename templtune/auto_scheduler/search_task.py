@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
+
+from templtune.target import capabilities
 
 from .compute_dag import ComputeDAG
 from .workload_registry import make_workload_key, register_workload_tensors
@@ -32,21 +33,18 @@ class HardwareParams:
 
     @staticmethod
     def default_for(target: Any) -> HardwareParams:
-        if is_gpu_target(target):
-            warp = int(target.thread_warp_size or 32)
-            return HardwareParams(-1, 16, 64, int(target.max_shared_memory_per_block or 49152),
-                                  INT32_MAX, int(target.max_threads_per_block or 1024),
-                                  warp // 4, warp)
-        n = os.cpu_count() or 1
-        try:
-            n = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            pass
-        return HardwareParams(n, 64, 64, 0, 0, 0, 0, 0)
+        caps = capabilities(target)
+        if caps.is_gpu:
+            warp = caps.warp_size
+            return HardwareParams(-1, 16, 64, caps.max_shared_memory_per_block, INT32_MAX,
+                                  caps.max_threads_per_block, warp // 4, warp)
+        # NOTE: as TVM, the cores of the machine (not -num-cores, the kernels' thread count).
+        return HardwareParams(capabilities("llvm").cores, 64, 64, 0, 0, 0, 0, 0)
 
 
 def is_gpu_target(target: Any) -> bool:
-    return "gpu" in getattr(target, "keys", ()) or str(target).split()[0] in ("cuda", "rocm")
+    """Whether ``target`` (a Target or target string) is a GPU (its capability record)."""
+    return capabilities(target).is_gpu
 
 
 def _target(t: Any) -> Any:
@@ -106,7 +104,7 @@ class SearchTask:
         if self.hardware_params.num_cores < 0 and not is_gpu_target(self.target):
             self.hardware_params = HardwareParams.default_for(self.target)
         if layout_rewrite_option is None:
-            layout_rewrite_option = 1 if str(self.target).startswith("llvm") else 0
+            layout_rewrite_option = 0 if self.is_gpu else 1
         self.layout_rewrite_option = int(layout_rewrite_option)
         self.task_input_names = tuple(sorted(task_inputs or {}))
         self.desc = desc

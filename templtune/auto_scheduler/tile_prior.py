@@ -41,15 +41,14 @@ MIDDLE_LEVEL_ONE_SHARE = 0.5
 
 
 def cpu_vector(task: Any) -> tuple[int, int]:
-    """``(float32 lanes per vector register, accumulator registers)`` of a CPU task's target:
-    ``(16, 28)`` with AVX-512 (32 zmm registers, a few kept for operands), else ``(8, 14)``
-    (AVX2: 16 ymm); the same budget as the x86 templates' register filters."""
-    from templtune.codegen.llvm.compile import has_avx512
+    """``(float32 lanes per vector register, accumulator registers)`` of a CPU task's target,
+    from its capability record: ``(16, 28)`` with AVX-512 (32 zmm registers, a few kept for
+    operands), ``(8, 14)`` with AVX2 (16 ymm); the x86 templates' register filters use the
+    same budget."""
+    from templtune.target import capabilities
 
-    try:
-        return (16, 28) if has_avx512(task.target) else (8, 14)
-    except Exception:  # noqa: BLE001 - an unparsable target: assume AVX2
-        return 8, 14
+    caps = capabilities(task.target)
+    return caps.lanes("float32"), caps.accumulator_registers
 
 
 def register_block_ok(policy: Any, state: State) -> bool:

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-_TRUE = ("1", "true", "yes", "on")
+from templtune import config
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +70,14 @@ def scope(**changes: Any) -> Iterator[AutotvmEnv]:
         _ENV.reset(token)
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUE
-
-
 def strict_enabled() -> bool:
     """True when dispatch misses must raise (switch or ``TEMPLTUNE_AUTOTVM_STRICT=1``)."""
-    return _ENV.get().strict or _env_flag("TEMPLTUNE_AUTOTVM_STRICT")
+    return _ENV.get().strict or bool(config.get("TEMPLTUNE_AUTOTVM_STRICT"))
 
 
 def reference_logs_enabled() -> bool:
     """True unless reference logs are switched off (switch or ``TEMPLTUNE_NO_TOPHUB=1``)."""
-    return _ENV.get().use_reference_logs and not _env_flag("TEMPLTUNE_NO_TOPHUB")
+    return _ENV.get().use_reference_logs and not config.get("TEMPLTUNE_NO_TOPHUB")
 
 
 def set_use_reference_logs(enabled: bool) -> None:

@@ -296,7 +296,7 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
         raise GraphError(f"build expects a graph Function, got {type(mod).__name__}")
     tgt = Target(target) if isinstance(target, str) else (target or Target.current()
                                                           or Target("llvm"))
-    if tgt.kind != "llvm":
+    if tgt.capabilities.is_gpu:
         raise GraphError(f"networks run on llvm (CPU) targets, not {tgt.kind!r}; for a GPU, "
                          f"tune the tasks of extract_tasks(mod, params, 'cuda') and build them "
                          f"one by one")

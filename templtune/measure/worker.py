@@ -8,7 +8,6 @@ tuples back. Per-process caches live here; they are filled inside the worker, ne
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import time
 import traceback
@@ -123,9 +122,9 @@ def _detail(exc: BaseException) -> str:
 
 
 def _is_device(target: Any) -> bool:
-    kind = getattr(target, "kind", None)
-    name = getattr(kind, "name", kind)
-    return str(name if name is not None else target).split()[0] in ("cuda", "nvptx", "rocm")
+    from templtune.target import capabilities
+
+    return capabilities(target if target is not None else "llvm").is_gpu
 
 
 def build_candidate(ref: TaskRef, index: int, build_kwargs: dict, env: Any = None) -> tuple:
@@ -179,10 +178,11 @@ def export_module(module: Any) -> bytes:
     export = getattr(module, "export", None)
     if export is not None:
         return bytes(export())
-    import os
     import pickle
 
-    if hasattr(module, "keep_ir") and os.environ.get("TEMPLTUNE_CUDA_BACKEND") == "emulator":
+    from templtune import config
+
+    if hasattr(module, "keep_ir") and config.cuda_emulated():
         # NOTE: the CPU emulator runs the kernel IR, which CUDA modules drop when pickled.
         module.keep_ir = True
 
@@ -364,9 +364,10 @@ def _pin_scratch_allocator() -> bool:
     """
     if _ALLOCATOR_PINNED:
         return _ALLOCATOR_PINNED[0]
+    from templtune import config
     from templtune.runtime.allocator import raise_malloc_thresholds
 
-    ok = os.environ.get("TEMPLTUNE_RUNNER_PIN_MALLOC", "1") != "0" and raise_malloc_thresholds()
+    ok = bool(config.get("TEMPLTUNE_RUNNER_PIN_MALLOC")) and raise_malloc_thresholds()
     _ALLOCATOR_PINNED.append(ok)
     return ok
 

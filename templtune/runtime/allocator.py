@@ -16,7 +16,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import os
+
+from templtune import config
 
 logger = logging.getLogger("templtune.runtime")
 
@@ -42,7 +43,7 @@ def raise_malloc_thresholds() -> bool:
 @functools.cache
 def retain_scratch_memory() -> bool:
     """Raise glibc's mmap/trim thresholds once; ``True`` when the setting is in effect."""
-    if os.environ.get("TEMPLTUNE_KEEP_SCRATCH", "1") == "0":
+    if not config.get("TEMPLTUNE_KEEP_SCRATCH"):
         return False
     ok = raise_malloc_thresholds()
     logger.debug("glibc scratch-memory thresholds raised: %s", ok)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from templtune import dtype as dt
+from templtune.errors import TargetError
 
 __all__ = ["Device", "NDArray", "array", "empty", "cpu", "cuda", "device"]
 
@@ -59,14 +60,23 @@ def cuda(index: int = 0) -> Device:
     return Device("cuda", index)
 
 
-def device(kind: str | int, index: int = 0) -> Device:
-    """``device("cpu")``, ``device("cuda", 1)``, or by TVM type code (1 cpu, 2 cuda)."""
+def device(kind: Any, index: int = 0) -> Device:
+    """``device("cpu")``, ``device("cuda", 1)``, by TVM type code (1 cpu, 2 cuda), or of a
+    target: a Target, or a target string of which, as in TVM, only the first word counts
+    (``device("llvm -mcpu=core-avx2")`` is the CPU)."""
+    from templtune.target import Target, kind_of
+
     if isinstance(kind, int):
         kind = {1: "cpu", 2: "cuda"}.get(kind, str(kind))
-    kind = "cpu" if kind in ("llvm", "cpu") else "cuda" if kind in ("cuda", "gpu") else kind
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"unknown device {kind!r}")
-    return Device(kind, index)
+    if isinstance(kind, Target):
+        return Device("cuda" if kind.capabilities.is_gpu else "cpu", index)
+    if kind not in _TYPES:
+        try:
+            kind = kind_of(str(kind))
+        except TargetError:
+            raise ValueError(f"unknown device {kind!r}") from None
+        return device(Target(kind), index)
+    return Device("cpu" if _TYPES[kind] == 1 else "cuda", index)
 
 
 class NDArray:

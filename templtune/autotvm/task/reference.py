@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
+from templtune import config
 from templtune.autotvm import env
 from templtune.autotvm.task.target_compat import as_target, target_keys
 
@@ -27,8 +27,7 @@ logger = logging.getLogger("templtune.autotvm")
 
 def reference_log_dirs() -> list[Path]:
     """Directories searched for reference logs (existing ones only)."""
-    dirs = [Path(p) for p in os.environ.get("TEMPLTUNE_REFERENCE_LOG_DIR", "").split(os.pathsep)
-            if p]
+    dirs = list(config.get("TEMPLTUNE_REFERENCE_LOG_DIR"))
     pkg = Path(__file__).resolve().parents[2]  # .../templtune
     dirs += [pkg / "logs", pkg.parent / "logs"]
     # NOTE: the pre-tuned logs ship inside the templates package (templates/logs/<key>/*.log);

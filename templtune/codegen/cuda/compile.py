@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from templtune import config
 from templtune.errors import CodegenError
 
 log = logging.getLogger("templtune.codegen.cuda")
@@ -28,7 +29,7 @@ def find_nvcc() -> str | None:
     found = shutil.which("nvcc")
     if found:
         return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for root in (config.get("CUDA_HOME"), config.get("CUDA_PATH"), "/usr/local/cuda"):
         if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
             return os.path.join(root, "bin", "nvcc")
     return None
@@ -45,8 +46,8 @@ def _nvcc_version(nvcc: str) -> str:
 
 def cache_dir() -> Path:
     """``$TEMPLTUNE_CUDA_CACHE``, else ``~/.cache/templtune/cuda``."""
-    env = os.environ.get("TEMPLTUNE_CUDA_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "templtune" / "cuda"
+    env = config.get("TEMPLTUNE_CUDA_CACHE")
+    return Path(env) if env is not None else Path.home() / ".cache" / "templtune" / "cuda"
 
 
 def compile_cuda(source: str, arch: str = "sm_90", fmt: str = "cubin",

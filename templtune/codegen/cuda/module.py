@@ -47,36 +47,17 @@ class CudaLimits:
 
 
 def limits_from_target(target: Any) -> CudaLimits:
-    """Read the limits from a ``templtune.target.Target`` (or its string); missing attributes
-    keep the sm_90 defaults."""
+    """The limits of a CUDA ``templtune.target.Target`` (or its string), from its capability
+    record; without ``-arch``, sm_90."""
     if target is None:
         return CudaLimits()
-    if isinstance(target, str):
-        try:
-            from templtune.target import Target
+    from templtune.target import capabilities
 
-            target = Target(target)
-        except ImportError:
-            return CudaLimits()
-    attrs = getattr(target, "attrs", None) or {}
-
-    def get(name: str, default: Any) -> Any:
-        v = getattr(target, name, None)
-        if v is None and isinstance(attrs, dict):
-            v = attrs.get(name)
-        return default if v is None or v == -1 else v
-
+    caps = capabilities(target)
     d = CudaLimits()
-    arch = str(get("arch", d.arch))
-    if not arch.startswith("sm_"):
-        arch = "sm_" + arch.replace(".", "")
-    return CudaLimits(
-        arch=arch,
-        max_threads_per_block=int(get("max_threads_per_block", d.max_threads_per_block)),
-        max_shared_memory_per_block=int(get("max_shared_memory_per_block",
-                                            d.max_shared_memory_per_block)),
-        max_registers_per_block=int(get("max_registers_per_block", d.max_registers_per_block)),
-    )
+    return CudaLimits(arch=caps.arch or d.arch, max_threads_per_block=caps.max_threads_per_block,
+                      max_shared_memory_per_block=caps.max_shared_memory_per_block,
+                      max_registers_per_block=caps.max_registers_per_block)
 
 
 def check_limits(kernels: list[Kernel], lim: CudaLimits) -> None:
@@ -223,9 +204,9 @@ class CudaModule:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_loaded", None)
-        import os
+        from templtune import config
 
-        keep = state.get("keep_ir", False) or os.environ.get("TEMPLTUNE_CUDA_BACKEND") == "emulator"
+        keep = state.get("keep_ir", False) or config.cuda_emulated()
         if not keep:
             state["kernels"] = ()
         return state

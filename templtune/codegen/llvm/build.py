@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
+from templtune import config
 from templtune.codegen.llvm import compile as cc
 from templtune.codegen.llvm.render import RenderedModule, render
 from templtune.lower.ir import PrimFunc
@@ -55,7 +55,7 @@ def compile_func(func: PrimFunc, target: Any = None, name: str | None = None,
     rendered = render(func, name=name, use_gomp=use_gomp,
                       num_threads=int(attrs.get("num-cores", 0) or 0), x86=spec.is_x86)
     t1 = time.perf_counter()
-    if os.environ.get("TEMPLTUNE_DEBUG"):
+    if config.get("TEMPLTUNE_DEBUG"):
         log.debug("LLVM IR of %s:\n%s", rendered.entry, rendered.ir)
     obj = cc.compile_ir(rendered.ir, spec, timings)
     if timings is not None:

@@ -21,7 +21,11 @@ from functools import lru_cache
 
 import llvmlite.binding as llvm
 
+from templtune import config
 from templtune.errors import CodegenError, TargetError
+from templtune.target import Target, capabilities
+from templtune.target.llvm_cpu import cpu_isa, host_cpu
+from templtune.target.record import Capabilities
 
 log = logging.getLogger("templtune.codegen.llvm")
 
@@ -56,65 +60,43 @@ def _init() -> None:
 @lru_cache(maxsize=1)
 def host_spec() -> MachineSpec:
     """The host CPU as LLVM sees it (name and feature string)."""
-    _init()
-    return MachineSpec(llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                       llvm.get_host_cpu_features().flatten())
-
-
-# CPU names LLVM knows whose instruction set includes AVX-512: code built for them dies with
-# SIGILL on a host without it (this machine type is znver3, AVX2 only).
-_AVX512_CPUS = frozenset({
-    "knl", "knm", "skylake-avx512", "skx", "cascadelake", "cooperlake", "cannonlake",
-    "icelake-client", "icelake-server", "tigerlake", "rocketlake", "sapphirerapids",
-    "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids", "znver4", "znver5",
-    "x86-64-v4",
-})
+    h = host_cpu()
+    return MachineSpec(h.triple, h.name, h.features)
 
 
 def has_avx512(target: object | None = None) -> bool:
-    """Whether code for the ``llvm`` ``target`` may use AVX-512: from ``-mcpu`` (a CPU name LLVM
-    knows to have it, e.g. ``znver4``) and ``-mattr`` (``+avx512f`` / ``-avx512f``); without
-    ``-mcpu`` from the host's features."""
-    spec = machine_spec(target)
-    feats = {f.strip() for f in spec.features.split(",") if f.strip()}
-    if "-avx512f" in feats:
-        return False
-    return "+avx512f" in feats or spec.cpu in _AVX512_CPUS
+    """Whether code for the ``llvm`` ``target`` may use AVX-512 (its capability record)."""
+    return _caps(target).has_avx512
+
+
+def _caps(target: object | None) -> Capabilities:
+    # NOTE: None (or a non-target object) is the host, whatever target is in scope.
+    return capabilities(target if isinstance(target, Target | str) else "llvm")
 
 
 @lru_cache(maxsize=64)
 def missing_host_features(spec: MachineSpec) -> tuple[str, ...]:
     """What ``spec``'s object code needs that this host lacks (empty when it can run here).
 
-    Checks the triple, explicit ``+feature`` flags, and the AVX-512 family implied by the CPU name;
-    a complete check would need LLVM's per-CPU feature tables, which llvmlite does not expose.
+    Checks the triple and the ISA features of the capability record (the CPU's and the
+    ``+feature`` flags).
     """
     host = host_spec()
     if spec.triple != host.triple:
         return (f"triple {spec.triple}",)
     have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
     need = {f[1:] for f in spec.features.split(",") if f.startswith("+")}
-    if spec.cpu != host.cpu and spec.cpu in _AVX512_CPUS:
-        need.add("avx512f")
+    if spec.cpu != host.cpu:
+        need |= cpu_isa(spec.cpu, spec.features)
     return tuple(sorted(need - have))
 
 
 def machine_spec(target: object | None = None) -> MachineSpec:
-    """The machine spec of an ``llvm`` :class:`~templtune.target.Target` (host defaults;
-    ``-mcpu``, ``-mtriple``, ``-mattr`` and ``-opt-level`` override)."""
-    host = host_spec()
+    """The machine spec of an ``llvm`` :class:`~templtune.target.Target` (None: the host):
+    the triple, CPU and feature string of its capability record, and ``-opt-level``."""
+    caps = _caps(target)
     attrs = getattr(target, "attrs", {}) or {}
-    triple = attrs.get("mtriple") or host.triple
-    cpu = attrs.get("mcpu")
-    mattr = attrs.get("mattr")
-    if cpu:
-        features = mattr or ""
-    else:
-        cpu = host.cpu if triple == host.triple else "generic"
-        features = host.features if triple == host.triple else ""
-        if mattr:
-            features = ",".join(x for x in (features, mattr) if x)
-    return MachineSpec(triple, cpu, features, int(attrs.get("opt-level", 3)))
+    return MachineSpec(caps.triple, caps.cpu, caps.llvm_features, int(attrs.get("opt-level", 3)))
 
 
 @lru_cache(maxsize=16)
@@ -142,7 +124,7 @@ def _parse_verify(ir: str, spec: MachineSpec) -> llvm.ModuleRef:
         mod = llvm.parse_assembly(ir, context=llvm.create_context())
         mod.verify()
     except RuntimeError as e:
-        if os.environ.get("TEMPLTUNE_DEBUG"):
+        if config.get("TEMPLTUNE_DEBUG"):
             log.error("invalid LLVM IR:\n%s", ir)
         raise CodegenError(f"generated LLVM IR is invalid: {str(e).strip()}") from None
     mod.triple = spec.triple
@@ -235,9 +217,9 @@ def assembly(ir: str, spec: MachineSpec) -> str:
 def find_libgomp() -> str | None:
     """Path of a libgomp shared library: ``TEMPLTUNE_LIBGOMP``, scikit-learn's bundled copy,
     or the system one; None when none is found."""
-    env = os.environ.get("TEMPLTUNE_LIBGOMP")
-    if env and os.path.exists(env):
-        return env
+    env = config.get("TEMPLTUNE_LIBGOMP")
+    if env is not None and env.exists():
+        return str(env)
     for base in sys.path:
         hits = sorted(glob.glob(os.path.join(base, "scikit_learn.libs", "libgomp*.so*")))
         if hits:
@@ -273,11 +255,5 @@ def default_num_threads(target: object | None = None) -> int:
     attrs = getattr(target, "attrs", {}) or {}
     if attrs.get("num-cores"):
         return int(attrs["num-cores"])
-    for name in ("TEMPLTUNE_NUM_THREADS", "TVM_NUM_THREADS"):
-        env = os.environ.get(name)
-        if env:
-            try:
-                return max(1, int(env))
-            except ValueError:
-                log.warning("ignoring %s=%r (not an integer)", name, env)
-    return os.cpu_count() or 1
+    env = config.get("TEMPLTUNE_NUM_THREADS")
+    return int(env) if env is not None else (os.cpu_count() or 1)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
+from templtune import config
 from templtune.errors import TempltuneError
 
 log = logging.getLogger("templtune.runtime.cuda")
@@ -80,7 +80,7 @@ def get_backend(name: str | None = None) -> CudaBackend:
     CudaUnavailableError
         None can be loaded; the message lists why each failed.
     """
-    name = name or os.environ.get("TEMPLTUNE_CUDA_BACKEND") or None
+    name = name or config.get("TEMPLTUNE_CUDA_BACKEND")
     if name is not None and name not in _BACKENDS:
         raise CudaUnavailableError(f"unknown CUDA backend {name!r}; expected one of "
                                    f"{', '.join(_BACKENDS)}")

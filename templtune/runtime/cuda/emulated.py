@@ -8,13 +8,13 @@ speed."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from templtune import config
 from templtune.codegen.cuda.emulate import run_kernel
 
 
@@ -24,7 +24,7 @@ class EmulatorBackend:
     def __init__(self) -> None:
         self.mem: dict[int, np.ndarray] = {}
         self._next = 1 << 20
-        self.mode = os.environ.get("TEMPLTUNE_CUDA_EMULATOR", "lockstep")
+        self.mode = config.get("TEMPLTUNE_CUDA_EMULATOR")
 
     def load(self, module: Any) -> Any:
         if not module.kernels:

@@ -3,6 +3,10 @@
 ``Target("llvm -mcpu=znver4 -num-cores=2")`` or ``Target("cuda -arch=sm_90")``. A target is an
 immutable value; ``with Target(...):`` makes it the current one for :func:`templtune.build` and the
 AutoTVM dispatch (scopes nest, and are per thread / per task via :mod:`contextvars`).
+
+``target.capabilities`` is the machine behind it (:class:`~.record.Capabilities`: GPU or
+not, vector ISA and registers, cores, CUDA limits), computed once per target; ``-mcpu`` and
+``-mattr`` are checked against LLVM when the string is parsed (``-mcpu=native`` is the host).
 """
 
 from __future__ import annotations
@@ -10,11 +14,30 @@ from __future__ import annotations
 import contextvars
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from templtune.errors import TargetError
 
-__all__ = ["Target", "create"]
+if TYPE_CHECKING:
+    from templtune.target.record import Capabilities
+
+__all__ = ["Capabilities", "Target", "TargetKind", "capabilities", "create"]
+
+
+class TargetKind(str):
+    """A target kind: the string ``"llvm"`` / ``"cuda"`` with TVM's ``.name``."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        # NOTE: the plain string's repr, so messages read "target kind 'cuda'" as before
+        return repr(str.__str__(self))
+
 
 # NOTE: one table per kind: option name -> converter. Unknown options are errors (TVM also rejects
 # them), so that a typo such as "-num_cores" does not silently fall back to a default.
@@ -33,6 +56,7 @@ _OPTIONS: dict[str, dict[str, type]] = {
     },
 }
 _KEYS = {"llvm": ("cpu",), "cuda": ("cuda", "gpu")}
+_KIND_ALIASES = {"c": "llvm", "x86": "llvm", "cpu": "llvm"}
 # NOTE: per-architecture defaults; every NVIDIA arch since Kepler shares these except shared
 # memory opt-in sizes, which need a dynamic attribute we do not use (48 KiB static limit).
 _CUDA_DEFAULTS: dict[str, Any] = {
@@ -78,9 +102,7 @@ def _parse(text: str) -> _Parsed:
         raise TargetError(f"malformed target string {text!r}: {e}") from None
     if not words:
         raise TargetError("empty target string")
-    kind = words[0]
-    if kind in ("c", "x86", "cpu"):
-        kind = "llvm"
+    kind = _KIND_ALIASES.get(words[0], words[0])
     if kind not in _OPTIONS:
         raise TargetError(f"unknown target kind {kind!r} in {text!r}; "
                           f"known kinds: {', '.join(sorted(_OPTIONS))}")
@@ -108,12 +130,18 @@ class Target:
 
     Attributes
     ----------
-    kind : str
-        ``"llvm"`` or ``"cuda"``.
+    kind : TargetKind
+        ``"llvm"`` or ``"cuda"`` (a str; ``kind.name`` as in TVM).
     keys : tuple of str
         ``("cpu",)`` for llvm, ``("cuda", "gpu")`` for cuda.
     attrs : dict
         The options, with defaults filled in (for cuda: ``max_threads_per_block`` etc.).
+
+    Raises
+    ------
+    TargetError
+        A malformed string, an unknown kind or option, or a ``-mcpu`` / ``-mattr`` that LLVM
+        does not know.
 
     Examples
     --------
@@ -126,6 +154,11 @@ class Target:
     """
 
     __slots__ = ("kind", "keys", "attrs", "host", "_text", "_tokens")
+    kind: TargetKind
+    keys: tuple[str, ...]
+    attrs: dict[str, Any]
+    host: Target | None
+    _text: str
 
     def __init__(self, target: str | Target, host: str | Target | None = None) -> None:
         if isinstance(target, Target):
@@ -137,7 +170,7 @@ class Target:
         if not isinstance(target, str):
             raise TargetError(f"a target must be a string or a Target, got {type(target).__name__}")
         p = _parse(target)
-        self.kind = p.kind
+        self.kind = TargetKind(p.kind)
         attrs = dict(p.attrs)
         if self.kind == "cuda":
             for k, v in _CUDA_DEFAULTS.items():
@@ -151,8 +184,15 @@ class Target:
         self.host = None if host is None else Target(host)
         self._text = target
         self._tokens = []
+        if self.kind == "llvm":
+            _check_llvm(attrs)
 
     # ------------------------------------------------------------------ convenience fields
+    @property
+    def capabilities(self) -> Capabilities:
+        """The machine of this target (computed once per target string)."""
+        return _capabilities(str(self), None if self.host is None else str(self.host))
+
     @property
     def mcpu(self) -> str | None:
         return self.attrs.get("mcpu")
@@ -195,7 +235,7 @@ class Target:
 
     # ------------------------------------------------------------------------- printing
     def __str__(self) -> str:
-        parts = [self.kind]
+        parts: list[str] = [self.kind.name]
         defaults = _CUDA_DEFAULTS if self.kind == "cuda" else {}
         for k, v in self.attrs.items():
             if defaults.get(k) == v or (k == "max_num_threads"
@@ -254,6 +294,54 @@ class Target:
         return str(self)
 
 
+def kind_of(target: str | Target) -> TargetKind:
+    """The kind of ``target``; of a string, its first word only (``"llvm -mcpu=core-avx2"`` ->
+    ``llvm``, options not parsed: TVM's ``tvm.device`` reads no more).
+
+    Raises
+    ------
+    TargetError
+        An empty string or an unknown kind.
+    """
+    if isinstance(target, Target):
+        return target.kind
+    words = str(target).split()
+    if not words:
+        raise TargetError("empty target string")
+    kind = _KIND_ALIASES.get(words[0], words[0])
+    if kind not in _OPTIONS:
+        raise TargetError(f"unknown target kind {kind!r} in {target!r}; "
+                          f"known kinds: {', '.join(sorted(_OPTIONS))}")
+    return TargetKind(kind)
+
+
+def _check_llvm(attrs: dict[str, Any]) -> None:
+    if not (attrs.get("mcpu") or attrs.get("mattr")):
+        return
+    from templtune.target.llvm_cpu import check_cpu_and_features, host_cpu
+
+    host = host_cpu()
+    triple = attrs.get("mtriple") or host.triple
+    cpu = attrs.get("mcpu")
+    if not cpu or cpu == "native":
+        cpu = host.name if triple == host.triple else "generic"
+    check_cpu_and_features(triple, cpu, attrs.get("mattr") or "")
+
+
+@lru_cache(maxsize=256)
+def _capabilities(text: str, host: str | None) -> Capabilities:
+    from templtune.target.record import compute
+
+    t = Target(text, host)
+    return compute(t.kind.name, t.keys, t.attrs, None if t.host is None else t.host.attrs)
+
+
+def capabilities(target: str | Target | None = None) -> Capabilities:
+    """The capability record of ``target`` (a Target or string; None: the current scope's
+    target, else ``llvm``, the host)."""
+    return resolve(target).capabilities
+
+
 def create(target: str | Target) -> Target:
     """Same as :class:`Target` (TVM's ``tvm.target.create``)."""
     return Target(target)
@@ -265,3 +353,11 @@ def resolve(target: str | Target | None, default: str = "llvm") -> Target:
         cur = Target.current(allow_none=True)
         return cur if cur is not None else Target(default)
     return target if isinstance(target, Target) else Target(target)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Capabilities":
+        from templtune.target.record import Capabilities
+
+        return Capabilities
+    raise AttributeError(f"module 'templtune.target' has no attribute {name!r}")
