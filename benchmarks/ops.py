@@ -43,13 +43,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from templtune.templates import load as load_templates
 from threadpoolctl import threadpool_limits
 
 import templtune
 from templtune import autotvm
+from templtune.autotvm import strategy
 from templtune.autotvm.record import load_from_file
-from templtune.topi.nn.winograd import winograd_transform_matrices
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -183,11 +182,16 @@ def logged_workloads(logs: list[str]) -> set[tuple[str, tuple]]:
 
 def build_tuned(template: str, args: tuple, logs: list[str]) -> Any:
     """The module of ``template(*args)`` under the best config of ``logs``."""
-    mod_ = __import__(f"templtune.templates.x86.{template}", fromlist=[template])
-    fn = getattr(mod_, template)
-    with autotvm.apply_history_best(logs), templtune.target.Target("llvm"):
-        s, bufs = fn(*args)
+    with autotvm.apply_history_best(logs):
+        s, bufs = strategy.instantiate(strategy.Implementation(template, args), "llvm")
     return templtune.build(s, bufs, target="llvm")
+
+
+def pretransformed(template: str, args: tuple, weight: np.ndarray) -> np.ndarray:
+    """``weight`` in the layout ``template(*args)`` takes (its registered weight transform)."""
+    transform = strategy.weight_transform(template, args)
+    assert transform is not None, f"{template}{args} takes the weight as is"
+    return transform(weight)
 
 
 def _torch_conv(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int
@@ -240,7 +244,7 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         keys["templtune"] = ("dense", args)
         b = PREPACK.get(args)
         if b:  # weights packed once, outside the timed call (as an inference graph does)
-            wp = np.ascontiguousarray(w.reshape(n // b, b, k).transpose(0, 2, 1))
+            wp = pretransformed(template, (*args, b), w)
             kernels["prepacked"] = (build_tuned(template, (*args, b), logs),
                                     [a, wp, np.zeros_like(out)])
             keys["prepacked"] = ("dense", (*args, b))
@@ -259,8 +263,7 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         notes.append("" if (template, args) in known else "(fallback)")
         b = PREPACK.get(args)
         if b:
-            kp = np.ascontiguousarray(kern.reshape(co // b, b, ci, kh, kw)
-                                      .transpose(0, 2, 3, 4, 1))
+            kp = pretransformed(template, (*args, b), kern)
             kernels["prepacked"] = (build_tuned(template, (*args, b), logs),
                                     [data, kp, np.zeros_like(out)])
             keys["prepacked"] = (template, (*args, b))
@@ -278,11 +281,7 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
             kb = WINO_KBLOCK.get(args, 8)
             for m in (2, 4):
                 wl = (*args, m, kb)
-                _, _, g = winograd_transform_matrices(m, kh, "float32")
-                kp = np.einsum("ey,ocyx,ux->euco", g, kern, g).astype(np.float32)
-                al = kp.shape[0]
-                kp = np.ascontiguousarray(kp.reshape(al, al, ci, co // kb, kb)
-                                          .transpose(0, 1, 3, 2, 4))
+                kp = pretransformed("conv2d_winograd", wl, kern)
                 mod = build_tuned("conv2d_winograd", wl, logs)
                 kernels[f"winograd F({m})"] = (mod, [data, kp, np.zeros_like(out)])
                 keys[f"winograd F({m})"] = ("conv2d_winograd", wl)
@@ -352,7 +351,7 @@ def main() -> None:
                     help="leave glibc's mmap/trim thresholds at their defaults")
     opts = ap.parse_args()
     pinned = False if opts.no_pin_malloc else pin_malloc()
-    load_templates("x86")
+    strategy.load_templates()
     # NOTE: the reference log only: its records were re-timed in interleaved rounds
     # (logs/rerank.py); a raw log's lucky single measurement would otherwise win.
     logs = opts.log if opts.log is not None else sorted(

@@ -4,51 +4,43 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from templtune.templates import CATALOG, load
-from templtune.templates.x86._common import target_vector
 
 import templtune
 from templtune import autotvm
+from templtune.autotvm import strategy
 from templtune.autotvm.task.space import FallbackConfigEntity
+from templtune.templates.x86._common import target_vector
 from templtune.topi import testing as ref
-from templtune.topi.nn.winograd import winograd_transform_matrices
 
-load("x86")
+CATALOG = strategy.catalog_entries("x86")
 N_CONFIGS = 20
 
 
 def _inputs(name: str, args: tuple, rng: np.random.Generator):
-    """(input arrays, numpy reference output) for template ``name`` with ``args``."""
+    """(input arrays, numpy reference output) for template ``name`` with ``args``: the op's
+    inputs, with the weight passed through the template's registered weight transform."""
     def rnd(*shape):
         return rng.standard_normal(shape).astype(np.float32)
 
     if name == "dense":
         m, n, k = args[:3]
         a, w = rnd(m, k), rnd(n, k)
-        if len(args) > 3 and args[3]:
-            b = args[3]
-            return [a, np.ascontiguousarray(w.reshape(n // b, b, k).transpose(0, 2, 1))], a @ w.T
-        return [a, w], a @ w.T
-    n_, h, w_, co, ci, kh, kw, s, p = args[:9]
-    if name == "conv2d_nhwc":
-        a, k = rnd(n_, h, w_, ci), rnd(kh, kw, ci, co)
-        return [a, k], ref.conv2d_nhwc_python(a, k, s, p)
-    if name == "depthwise_conv2d_nchw":
-        a, k = rnd(n_, co, h, w_), rnd(co, ci, kh, kw)
-        return [a, k], ref.depthwise_conv2d_python_nchw(a, k, s, p)
-    a, k = rnd(n_, ci, h, w_), rnd(co, ci, kh, kw)
-    out = ref.conv2d_nchw_python(a, k, s, p)
-    if name == "conv2d_nchw" and len(args) > 9 and args[9]:
-        b = args[9]
-        k = np.ascontiguousarray(k.reshape(co // b, b, ci, kh, kw).transpose(0, 2, 3, 4, 1))
-    if name == "conv2d_winograd" and len(args) > 9 and args[9]:
-        m = args[9]
-        _, _, g = winograd_transform_matrices(m, kh, "float32")
-        k = np.ascontiguousarray(np.einsum("ey,ocyx,ux->euco", g, k, g), dtype=np.float32)
-        if len(args) > 10 and args[10]:  # blocked [alpha, alpha, CO/b, CI, b]
-            b, al = args[10], k.shape[0]
-            k = np.ascontiguousarray(k.reshape(al, al, ci, co // b, b).transpose(0, 1, 3, 2, 4))
-    return [a, k], out
+        arrays, out = [a, w], a @ w.T
+    else:
+        n_, h, w_, co, ci, kh, kw, s, p = args[:9]
+        if name == "conv2d_nhwc":
+            a, k = rnd(n_, h, w_, ci), rnd(kh, kw, ci, co)
+            arrays, out = [a, k], ref.conv2d_nhwc_python(a, k, s, p)
+        elif name == "depthwise_conv2d_nchw":
+            a, k = rnd(n_, co, h, w_), rnd(co, ci, kh, kw)
+            arrays, out = [a, k], ref.depthwise_conv2d_python_nchw(a, k, s, p)
+        else:
+            a, k = rnd(n_, ci, h, w_), rnd(co, ci, kh, kw)
+            arrays, out = [a, k], ref.conv2d_nchw_python(a, k, s, p)
+    transform = strategy.weight_transform(name, args)
+    if transform is not None:
+        arrays[1] = transform(arrays[1])
+    return arrays, out
 
 
 # (template, args, configs sampled): the first workload of each template samples N_CONFIGS,

@@ -14,7 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te, topi
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import TemplateInfo
 
+from .._strategy import CONV_PARAMS, GPU_KEYS, conv_nchw_args, is_conv
 from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
 
 
@@ -89,3 +92,13 @@ def _conv2d(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
 # ``apply_history_best`` looks up this workload's best record (as in the tutorial).
 conv2d_no_batching = autotvm.template("tutorial/conv2d_no_batching")(_conv2d)
 conv2d_nchw = autotvm.template("conv2d_nchw.cuda")(_conv2d)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+strategy.register("nn.conv2d", GPU_KEYS, "conv2d_nchw.cuda", plevel=10,
+                  when=lambda call: is_conv(call, "NCHW") and call.inputs[0][0] == 1,
+                  workloads=lambda call: [conv_nchw_args(call)])
+strategy.catalog(TemplateInfo("conv2d_nchw.cuda", "cuda", CONV_PARAMS,
+                              (1, 7, 7, 512, 512, 3, 3, 1, 1),
+                              "direct conv2d, NCHW, batch 1 (the seed tutorial's space)",
+                              target="cuda"))

@@ -14,7 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te, topi
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 
+from .._strategy import GPU_KEYS, conv_nchw_args, is_conv
 from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
 
 _THREADS = 64
@@ -107,3 +110,21 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
 
 
 conv2d_winograd = autotvm.template("conv2d_nchw_winograd.cuda")(_conv2d_winograd)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    n, h, w, co, ci, kh, kw, _, pad = conv_nchw_args(call)
+    if not (kh == kw == 3 and call.attr("strides") == (1, 1)):
+        return []
+    return [(n, h, w, co, ci, kh, kw, pad, m) for m in (2, 4)]
+
+
+# NOTE: only a tuning record picks Winograd (lower plevel than the direct template).
+strategy.register("nn.conv2d", GPU_KEYS, "conv2d_nchw_winograd.cuda", plevel=8,
+                  when=lambda call: is_conv(call, "NCHW"), workloads=_workloads)
+strategy.catalog(TemplateInfo(
+    "conv2d_nchw_winograd.cuda", "cuda",
+    ("N", "H", "W", "CO", "CI", "KH", "KW", "padding", "tile_size"),
+    (1, 14, 14, 256, 256, 3, 3, 1, 2), "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1",
+    n_required=8, target="cuda"))

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te, topi
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 
+from .._strategy import GPU_KEYS
 from ._common import cooperative_fetch, unroll_pragmas
 
 
@@ -60,3 +63,16 @@ def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
 
 
 dense = autotvm.template("dense.cuda")(_dense)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    (m, k), n = call.inputs[0], call.out_shape[1]
+    return [(m, k, n)]
+
+
+strategy.register("nn.dense", GPU_KEYS, "dense.cuda", plevel=10,
+                  when=lambda call: call.dtype == "float32", workloads=_workloads)
+strategy.catalog(TemplateInfo("dense.cuda", "cuda", ("batch", "in_dim", "out_dim"),
+                              (1, 512, 1000), "out = data @ weight.T, shared-memory tiles",
+                              target="cuda"))

@@ -1,11 +1,9 @@
-"""x86 AutoTVM templates (registered on import): ``conv2d_nchw``, ``conv2d_nhwc``,
-``conv2d_nchw_wvec``, ``depthwise_conv2d_nchw``, ``dense`` and ``conv2d_winograd`` (each also as ``<name>.x86``)."""
+"""x86 AutoTVM templates, registered on import (each also as ``<name>.x86``): every public
+module of this folder (``conv2d_nchw``, ``dense``, ...) is imported, so a new template is a
+new file."""
 
-from . import (  # noqa: F401
-    conv2d_nchw,
-    conv2d_nchw_wvec,
-    conv2d_nhwc,
-    conv2d_winograd,
-    dense,
-    depthwise_conv2d_nchw,
-)
+import sys
+
+from templtune.templates import import_family
+
+import_family(sys.modules[__name__])

@@ -25,7 +25,18 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 
+from .._strategy import (
+    CONV_PARAMS,
+    KEYS,
+    conv_nchw_args,
+    fallback_packed,
+    is_conv,
+    pack_blocks,
+    pack_conv,
+)
 from ._common import (
     best_block,
     check_positive,
@@ -178,3 +189,22 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
 conv2d_nchw = autotvm.template("conv2d_nchw")(_conv2d_nchw)
 conv2d_nchw_x86 = autotvm.template("conv2d_nchw.x86")(_conv2d_nchw)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    base = conv_nchw_args(call)
+    return [(*base, b) for b in pack_blocks(base[3])] + [base]
+
+
+def _transform(args: tuple[Any, ...]) -> Any:
+    return pack_conv(args[9]) if len(args) > 9 and args[9] else None
+
+
+strategy.register("nn.conv2d", KEYS, "conv2d_nchw", plevel=10,
+                  when=lambda call: is_conv(call, "NCHW"), workloads=_workloads,
+                  transform=_transform, fallback=fallback_packed("tile_oc"))
+strategy.catalog(TemplateInfo(
+    "conv2d_nchw", "x86", CONV_PARAMS + ("prepacked",), (1, 7, 7, 512, 512, 3, 3, 1, 1),
+    "direct conv2d, NCHW data / OIHW kernel (or prepacked [CO/b, CI, KH, KW, b]), packed "
+    "output-channel blocks", n_required=9))

@@ -30,7 +30,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import TemplateInfo
 
+from .._strategy import CONV_PARAMS, KEYS, conv_nchw_args, is_conv
 from ._common import (
     check_positive,
     pad_tuple,
@@ -185,3 +188,13 @@ def _conv2d_nchw_wvec(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
 conv2d_nchw_wvec = autotvm.template("conv2d_nchw_wvec")(_conv2d_nchw_wvec)
 conv2d_nchw_wvec_x86 = autotvm.template("conv2d_nchw_wvec.x86")(_conv2d_nchw_wvec)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+strategy.register("nn.conv2d", KEYS, "conv2d_nchw_wvec", plevel=5,
+                  when=lambda call: is_conv(call, "NCHW"),
+                  workloads=lambda call: [conv_nchw_args(call)])
+strategy.catalog(TemplateInfo(
+    "conv2d_nchw_wvec", "x86", CONV_PARAMS, (1, 224, 224, 64, 3, 7, 7, 2, 3),
+    "direct conv2d, NCHW data / OIHW kernel / NCHW output, vectorized along the output width "
+    "(few input channels: the ResNet stem)"))

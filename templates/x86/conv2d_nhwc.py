@@ -16,7 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 
+from .._strategy import CONV_PARAMS, KEYS, is_conv, scalar
 from ._common import check_positive, pad_tuple, stride_pair
 from .conv2d_nchw import _define, _register_tile, out_size
 
@@ -84,3 +87,17 @@ def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
 conv2d_nhwc = autotvm.template("conv2d_nhwc")(_conv2d_nhwc)
 conv2d_nhwc_x86 = autotvm.template("conv2d_nhwc.x86")(_conv2d_nhwc)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    n, h, w, ci = call.inputs[0]
+    kh, kw, _, co = call.inputs[1]
+    return [(n, h, w, co, ci, kh, kw, scalar(call.attr("strides")),
+             scalar(call.attr("padding")))]
+
+
+strategy.register("nn.conv2d", KEYS, "conv2d_nhwc", plevel=10,
+                  when=lambda call: is_conv(call, "NHWC"), workloads=_workloads)
+strategy.catalog(TemplateInfo("conv2d_nhwc", "x86", CONV_PARAMS, (1, 56, 56, 64, 64, 3, 3, 1, 1),
+                              "direct conv2d, NHWC data / HWIO kernel"))

@@ -30,9 +30,12 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 from templtune.topi.nn.winograd import winograd_transform_matrices
 from templtune.topi.utils import const_matrix
 
+from .._strategy import CONV_PARAMS, KEYS, conv_nchw_args, is_conv, pack_blocks, winograd_weights
 from ._common import (
     check_positive,
     divisor_at_most,
@@ -272,3 +275,27 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
 conv2d_winograd = autotvm.template("conv2d_winograd")(_conv2d_winograd)
 conv2d_winograd_x86 = autotvm.template("conv2d_winograd.x86")(_conv2d_winograd)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    base = conv_nchw_args(call)
+    if not (base[5] == base[6] == 3 and call.attr("strides") == (1, 1)):
+        return []
+    return [(*base, m, b) for m in (2, 4) for b in pack_blocks(base[3])]
+
+
+def _transform(args: tuple[Any, ...]) -> Any:
+    if len(args) <= 9 or not args[9]:
+        return None
+    return winograd_weights(args[9], args[10] if len(args) > 10 else 0)
+
+
+# NOTE: only a tuning record picks Winograd (lower plevel than the direct template).
+strategy.register("nn.conv2d", KEYS, "conv2d_winograd", plevel=8,
+                  when=lambda call: is_conv(call, "NCHW"), workloads=_workloads,
+                  transform=_transform)
+strategy.catalog(TemplateInfo(
+    "conv2d_winograd", "x86", CONV_PARAMS + ("pre_transformed", "kblock"),
+    (1, 7, 7, 512, 512, 3, 3, 1, 1), "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1",
+    n_required=9))

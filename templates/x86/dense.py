@@ -20,7 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 
+from .._strategy import KEYS, fallback_packed, pack_blocks, pack_dense
 from ._common import (
     check_positive,
     divisor_at_most,
@@ -168,3 +171,22 @@ def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
 dense = autotvm.template("dense")(_dense)
 dense_x86 = autotvm.template("dense.x86")(_dense)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    (m, k), n = call.inputs[0], call.out_shape[1]
+    return [(m, n, k, b) for b in pack_blocks(n)] + [(m, n, k)]
+
+
+def _transform(args: tuple[Any, ...]) -> Any:
+    return pack_dense(args[3]) if len(args) > 3 and args[3] else None
+
+
+strategy.register("nn.dense", KEYS, "dense", plevel=10,
+                  when=lambda call: call.dtype == "float32", workloads=_workloads,
+                  transform=_transform, fallback=fallback_packed("tile_x"))
+strategy.catalog(TemplateInfo(
+    "dense", "x86", ("M", "N", "K", "prepacked"), (1, 1000, 512),
+    "out = data @ weight.T, data [M, K], weight [N, K] (or prepacked [N/b, K, b])",
+    n_required=3))

@@ -15,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
 
+from .._strategy import KEYS, is_conv, scalar
 from ._common import (
     check_positive,
     divisor_at_most,
@@ -103,3 +106,19 @@ def _depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
 depthwise_conv2d_nchw = autotvm.template("depthwise_conv2d_nchw")(_depthwise_conv2d_nchw)
 depthwise_conv2d_nchw_x86 = autotvm.template("depthwise_conv2d_nchw.x86")(_depthwise_conv2d_nchw)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    n, ci, h, w = call.inputs[0]
+    co, _, kh, kw = call.inputs[1]
+    if co != ci:  # a channel multiplier above 1 is not a graph-level depthwise op here
+        return []
+    return [(n, h, w, ci, 1, kh, kw, scalar(call.attr("strides")), scalar(call.attr("padding")))]
+
+
+strategy.register("nn.conv2d", KEYS, "depthwise_conv2d_nchw", plevel=10,
+                  when=lambda call: is_conv(call, "NCHW", depthwise=True), workloads=_workloads)
+strategy.catalog(TemplateInfo(
+    "depthwise_conv2d_nchw", "x86", ("N", "H", "W", "C", "M", "KH", "KW", "stride", "padding"),
+    (1, 56, 56, 64, 1, 3, 3, 1, 1), "depthwise conv2d, NCHW, [C, M, KH, KW]"))

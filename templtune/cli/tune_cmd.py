@@ -43,11 +43,10 @@ def parse_int_list(text: str, what: str = "--args") -> tuple[int, ...]:
 
 
 def load_templates() -> dict[str, Any]:
-    """Register the packaged templates; returns the catalog (name -> TemplateInfo)."""
-    from templtune.templates import CATALOG, load
+    """Register the packaged templates; returns the catalogue (name -> TemplateInfo)."""
+    from templtune.autotvm import strategy
 
-    load("x86")
-    return CATALOG
+    return strategy.catalog_entries()
 
 
 def create_task(name: str, args: tuple[int, ...], target: str) -> Any:

@@ -21,7 +21,7 @@ instead of TOPI's hand-written ones.
 
 from __future__ import annotations
 
-from . import frontend, nn, testing
+from . import frontend, nn, ops, testing
 from .build import GraphExecutorFactoryModule, build, default_schedule
 from .executor import BenchmarkResult, GraphModule
 from .extract import extract_tasks
@@ -32,6 +32,6 @@ from .op import GraphError
 from .reference import evaluate
 from .transform import PassContext
 
-__all__ = ["frontend", "BenchmarkResult", "Call", "Function", "FusedGroup", "GraphError",
+__all__ = ["frontend", "ops", "BenchmarkResult", "Call", "Function", "FusedGroup", "GraphError",
            "GraphExecutorFactoryModule", "GraphModule", "PassContext", "TensorType", "Var", "add", "build",
            "default_schedule", "evaluate", "extract_tasks", "nn", "partition", "testing", "var"]

@@ -4,11 +4,12 @@ Per fused group, in order of preference:
 
 1. a record of the enclosing ``auto_scheduler.ApplyHistoryBest`` for the group's workload key
    (the key ``extract_tasks`` gave the task): one kernel for the whole group;
-2. an x86 AutoTVM template for the group's anchor op (conv2d, depthwise conv2d, dense), chosen
-   and configured by the active AutoTVM dispatch context (``autotvm.apply_history_best`` logs,
-   then the packaged reference logs, then fallback configs; see
-   :mod:`templtune.graph.autotvm_integration`), with constant weights pre-packed once; the
-   group's element-wise tail runs as a second kernel;
+2. an AutoTVM template registered as a strategy of the group's anchor op for the target
+   (:mod:`templtune.autotvm.strategy`), chosen and configured by the active AutoTVM dispatch
+   context (``autotvm.apply_history_best`` logs, then the packaged reference logs, then
+   fallback configs; see :mod:`templtune.graph.autotvm_integration`), with constant weights
+   transformed once by the strategy's weight transform; the group's element-wise tail runs as
+   a second kernel;
 3. a default schedule: padding materialised, other injective producers inlined, the innermost
    spatial loop moved inside the reduction, and the leading spatial loops fused and parallel.
 
@@ -213,11 +214,12 @@ class _Compiler:
             logger.warning("template %s cannot run %s (%s); using the default schedule",
                            cand.name, group.name, exc)
             return None
-        wslot: Any = weight
+        inputs: list[Any] = list(anchor.args)
         if cand.transform is not None:
-            assert isinstance(weight, Var)
-            wslot = self.const(weight.name, cand.workload, cand.transform)
-        steps = [Step(k, (anchor.args[0], wslot), anchor)]
+            w = anchor.args[cand.weight]
+            assert isinstance(w, Var)
+            inputs[cand.weight] = self.const(w.name, cand.workload, cand.transform)
+        steps = [Step(k, tuple(inputs), anchor)]
         if len(group.calls) > 1:
             tail = make_group(group.calls[1:])
             tt = tail.to_tensors()

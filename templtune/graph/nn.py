@@ -109,3 +109,13 @@ def dense(data: Expr, weight: Expr, units: int | None = None) -> Call:
 
 def softmax(data: Expr, axis: int = -1) -> Call:
     return make_call("nn.softmax", [data], axis=int(axis))
+
+
+def __getattr__(name: str) -> Any:
+    # NOTE: builders of operators registered by their own file (templtune/graph/ops/).
+    from .op import BUILDERS
+
+    builder = BUILDERS.get(f"nn.{name}")
+    if builder is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return builder

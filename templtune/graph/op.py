@@ -44,6 +44,29 @@ def _register(name: str, kind: str, infer: Callable, compute: Callable, referenc
     OPS[name] = OpDef(name, kind, infer, compute, reference)
 
 
+#: op name -> its network builder (``nn.batch_matmul``), for ops added by :func:`register_op`
+BUILDERS: dict[str, Callable[..., Call]] = {}
+
+
+def register_op(name: str, kind: str, infer: Callable, compute: Callable, reference: Callable,
+                builder: Callable[..., Call] | None = None) -> OpDef:
+    """Add a network operator: its shape inference ``infer(types, attrs)``, te ``compute(tensors,
+    attrs)``, numpy ``reference(arrays, attrs)`` and, optionally, the builder users call
+    (``relay.nn.<short name>`` for a ``nn.``-prefixed op; see :mod:`templtune.graph.ops`).
+
+    Raises
+    ------
+    GraphError
+        If an operator of that name exists.
+    """
+    if name in OPS:
+        raise GraphError(f"operator {name!r} is already registered")
+    _register(name, kind, infer, compute, reference)
+    if builder is not None:
+        BUILDERS[name] = builder
+    return OPS[name]
+
+
 def get_op(name: str) -> OpDef:
     try:
         return OPS[name]

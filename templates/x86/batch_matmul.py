@@ -1,0 +1,118 @@
+"""x86 ``batch_matmul`` template: ``out[b, m, n] = sum_k x[b, m, k] * y[b, n, k]`` (TVM's
+default ``transpose_b=True`` layout: ``x`` is ``[B, M, K]``, ``y`` is ``[B, N, K]``).
+
+Scheduled like :mod:`.dense`, per batch: ``y`` is packed inside the kernel to
+``[B, N / bn, K, bn]`` (vector loads along ``n``); the output is tiled ``mb x bn`` with a
+register-resident accumulator (write cache) per tile, whose rows are blocked by ``rb``
+(unrolled) over an unrolled ``ku`` step of ``k``; ``bn`` is vectorized. The fused
+(batch, row tile) loop runs in parallel, and with ``par_n`` the column tiles join it (for
+few rows per batch).
+
+Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
+of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``), ``par_n``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.strategy import OpCall, TemplateInfo
+
+from .._strategy import KEYS
+from ._common import (
+    check_positive,
+    divisor_at_most,
+    host_vector,
+    lane_filter,
+    max_inner,
+    target_vector,
+    vec_regs,
+    vector_divisor,
+)
+
+
+def _define(cfg: Any, m: int, n: int, k: int) -> None:
+    cfg.define_split("tile_y", m, num_outputs=3,
+                     filter=lambda e: e.size[-1] <= 8 and e.size[-1] * e.size[-2] <= 256)
+    cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
+    cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
+    cfg.define_knob("par_n", [False, True])
+    t_lanes, t_regs = target_vector()
+    cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1], t_lanes)
+                     <= t_regs)
+    if cfg.is_fallback:
+        lanes, regs = host_vector()
+        bn = vector_divisor(n)
+        rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
+        cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
+        cfg.fallback_split("tile_x", [-1, bn])
+        cfg.fallback_split("tile_k", [-1, 4])
+
+
+def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # noqa: N803
+    """The template body: ``(schedule, [x, y, out])`` for the current config."""
+    check_positive(B=B, M=M, N=N, K=K)
+    cfg = autotvm.get_config()
+    _define(cfg, M, N, K)
+    cfg.add_flop(2.0 * B * M * N * K)
+    _, mb, rb = cfg["tile_y"].size
+    bn = cfg["tile_x"].size[-1]
+    ku = cfg["tile_k"].size[-1]
+
+    x = te.placeholder((B, M, K), name="x")
+    y = te.placeholder((B, N, K), name="y")
+    packed = te.compute((B, N // bn, K, bn), lambda b, o, r, v: y[b, o * bn + v, r],
+                        name="y_pack")
+    kr = te.reduce_axis((0, K), name="k")
+    out = te.compute((B, M, N), lambda b, i, j: te.sum(
+        x[b, i, kr] * packed[b, j // bn, kr, j % bn], axis=kr), name="batch_matmul")
+    s = te.create_schedule(out.op)
+    acc = s.cache_write(out, "global")
+    b, i, j = s[out].op.axis
+    io, ii = s[out].split(i, factor=mb * rb)
+    jo, ji = s[out].split(j, factor=bn)
+    s[out].reorder(b, io, jo, ii, ji)
+    if cfg["par_n"].val:
+        attach = s[out].fuse(b, io, jo)
+        s[out].parallel(attach)
+    else:
+        s[out].parallel(s[out].fuse(b, io))
+        attach = jo
+    s[out].vectorize(ji)
+    s[acc].compute_at(s[out], attach)
+    _, ai, aj = s[acc].op.axis
+    (ak,) = s[acc].op.reduce_axis
+    ko, ki = s[acc].split(ak, factor=ku)
+    aio, aii = s[acc].split(ai, factor=rb)
+    s[acc].reorder(aio, ko, ki, aii, aj)
+    s[acc].unroll(ki)
+    s[acc].unroll(aii)
+    s[acc].vectorize(aj)
+    # NOTE: read y's rows contiguously (v outside r), as dense packs its weight.
+    pb, po, pr, pv = s[packed].op.axis
+    s[packed].reorder(pb, po, pv, pr)
+    s[packed].parallel(s[packed].fuse(pb, po))
+    return s, [x, y, out]
+
+
+#: the registered templates (call under a dispatch context, e.g. apply_history_best)
+batch_matmul = autotvm.template("batch_matmul")(_batch_matmul)
+batch_matmul_x86 = autotvm.template("batch_matmul.x86")(_batch_matmul)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
+    (b, m, k), (_, n, _) = call.inputs
+    return [(b, m, n, k)]
+
+
+strategy.register("nn.batch_matmul", KEYS, "batch_matmul", plevel=10,
+                  # NOTE: equal batches only; a broadcast batch of 1 takes the default schedule.
+                  when=lambda call: call.dtype == "float32"
+                  and call.inputs[0][0] == call.inputs[1][0],
+                  workloads=_workloads)
+strategy.catalog(TemplateInfo(
+    "batch_matmul", "x86", ("B", "M", "N", "K"), (8, 128, 128, 64),
+    "out[b] = x[b] @ y[b].T, x [B, M, K], y [B, N, K], register-blocked tiles"))
