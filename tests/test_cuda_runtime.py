@@ -8,7 +8,7 @@ import pytest
 
 from templtune.codegen.cuda import examples as ex
 from templtune.codegen.cuda.compile import find_nvcc
-from templtune.codegen.cuda.module import build_cuda
+from templtune.runtime.cuda.module import build_cuda
 from templtune.errors import RuntimeCallError
 from templtune.runtime.cuda.backend import (
     CudaRuntimeError,
@@ -92,7 +92,7 @@ def test_emulator_backend_llvm_mode(monkeypatch):
 
 
 def test_emulator_device_attributes(emulator):
-    from templtune.codegen.cuda.module import CudaLimits
+    from templtune.runtime.cuda.module import CudaLimits
     from templtune.runtime.cuda.backend import device_attributes
 
     attrs = device_attributes("emulator")

@@ -11,7 +11,7 @@ import pytest
 from templtune import autotvm
 from templtune.codegen.cuda import build_cuda
 from templtune.codegen.cuda.compile import find_nvcc
-from templtune.codegen.cuda.emulate import emulate
+from templtune.runtime.cuda.emulate import emulate
 from templtune.errors import InstantiationError
 from templtune.lower.lower_api import lower
 from templtune.target import Target

@@ -85,7 +85,7 @@ def test_build_unknown_or_scoped_target():
 
 
 def test_build_cuda_target_delegates_to_cuda_backend(monkeypatch):
-    import templtune.codegen.cuda.module as cuda_module
+    import templtune.runtime.cuda.module as cuda_module
     from templtune.codegen.llvm.testing import elementwise
 
     seen = []

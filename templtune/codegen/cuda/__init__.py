@@ -10,17 +10,17 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "build_cuda": "templtune.codegen.cuda.module",
-    "CudaModule": "templtune.codegen.cuda.module",
-    "CudaLimits": "templtune.codegen.cuda.module",
-    "lower_to_kernels": "templtune.codegen.cuda.module",
+    "build_cuda": "templtune.runtime.cuda.module",
+    "CudaModule": "templtune.runtime.cuda.module",
+    "CudaLimits": "templtune.runtime.cuda.module",
+    "lower_to_kernels": "templtune.runtime.cuda.module",
     "compile_cuda": "templtune.codegen.cuda.compile",
     "find_nvcc": "templtune.codegen.cuda.compile",
-    "emulate": "templtune.codegen.cuda.emulate",
-    "RaceError": "templtune.codegen.cuda.emulate",
-    "EmulationError": "templtune.codegen.cuda.emulate",
-    "emulate_llvm": "templtune.codegen.cuda.host_emulate",
-    "kernel_to_host": "templtune.codegen.cuda.host_emulate",
+    "emulate": "templtune.runtime.cuda.emulate",
+    "RaceError": "templtune.runtime.cuda.emulate",
+    "EmulationError": "templtune.runtime.cuda.emulate",
+    "emulate_llvm": "templtune.runtime.cuda.host_emulate",
+    "kernel_to_host": "templtune.runtime.cuda.host_emulate",
 }
 
 __all__ = sorted(_EXPORTS)

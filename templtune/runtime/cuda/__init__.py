@@ -2,7 +2,7 @@
 import time).
 
 :func:`get_backend` picks pycuda when installed, else NVIDIA's ``cuda-python`` bindings; the
-``emulator`` backend runs kernels on the CPU through :mod:`templtune.codegen.cuda.emulate`
+``emulator`` backend runs kernels on the CPU through :mod:`templtune.runtime.cuda.emulate`
 (``TEMPLTUNE_CUDA_BACKEND`` selects one by name).
 """
 

@@ -39,7 +39,7 @@ class CudaBackend(Protocol):
     name: str
 
     def load(self, module: Any) -> Any:
-        """Load a built :class:`~templtune.codegen.cuda.module.CudaModule`; return a handle."""
+        """Load a built :class:`~templtune.runtime.cuda.module.CudaModule`; return a handle."""
 
     def function(self, handle: Any, name: str) -> Any:
         """The kernel ``name`` of a loaded module."""

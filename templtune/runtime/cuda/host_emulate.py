@@ -6,7 +6,7 @@ sequence of phases; each barrier-free region becomes a serial loop over the bloc
 statements that contain a barrier (uniform loops and ``if``s) are split recursively, so every
 thread finishes a phase before any starts the next, as ``__syncthreads`` guarantees. Local
 arrays get one slice per thread; shared arrays one copy per block iteration. This runs real
-shapes at native speed but does not look for races: use :mod:`templtune.codegen.cuda.emulate`
+shapes at native speed but does not look for races: use :mod:`templtune.runtime.cuda.emulate`
 on small shapes for that.
 """
 
@@ -27,7 +27,7 @@ from templtune.codegen.cuda.analysis import (
     fast_substitute,
     iter_nodes,
 )
-from templtune.codegen.cuda.emulate import EmulationError, RaceError
+from templtune.runtime.cuda.emulate import EmulationError, RaceError
 from templtune.codegen.cuda.kernel import BLOCK_TAGS, THREAD_TAGS, Kernel
 from templtune.codegen.cuda.sync import is_barrier
 from templtune.lower.ir import (
@@ -190,7 +190,7 @@ def kernel_to_host(kernel: Kernel) -> PrimFunc:
 def emulate_llvm(func: PrimFunc, *arrays: np.ndarray) -> None:
     """Run ``func`` (GPU-bound loop IR) on the CPU through the LLVM backend, in place."""
     from templtune.build_module import build
-    from templtune.codegen.cuda.module import lower_to_kernels
+    from templtune.runtime.cuda.module import lower_to_kernels
 
     kernels, workspace = lower_to_kernels(func)
     if len(arrays) != len(func.params):

@@ -246,8 +246,8 @@ class CudaModule:
         raise ValueError(f"unknown source format {fmt!r}; expected 'cuda' or 'ptx'")
 
     def emulate(self, *arrays: np.ndarray, check_races: bool = True) -> None:
-        """Run the kernels on the CPU (see :mod:`templtune.codegen.cuda.emulate`)."""
-        from templtune.codegen.cuda.emulate import run_module
+        """Run the kernels on the CPU (see :mod:`templtune.runtime.cuda.emulate`)."""
+        from templtune.runtime.cuda.emulate import run_module
 
         run_module(self, arrays, check_races=check_races)
 
