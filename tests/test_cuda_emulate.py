@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from templtune.codegen.cuda import examples as ex
-from templtune.runtime.cuda.emulate import EmulationError, RaceError, emulate, run_kernels
-from templtune.runtime.cuda.module import build_cuda, lower_to_kernels
+from templtune.codegen.cuda.build import lower_to_kernels
 from templtune.codegen.cuda.sync import barrier, is_barrier, strip_barriers
 from templtune.lower.ir import Buffer, For, ForKind, IfThenElse, Load, PrimFunc, SeqStmt, Store, seq
+from templtune.runtime.cuda.emulate import EmulationError, RaceError, emulate, run_kernels
+from templtune.runtime.cuda.module import build_cuda
 from templtune.te.expr import Var, const
 from templtune.te.functor import Mutator
 
@@ -190,8 +191,8 @@ def test_host_emulation_of_seed_size_conv2d_configs():
     import importlib
 
     from templtune import autotvm
-    from templtune.runtime.cuda.host_emulate import emulate_llvm
     from templtune.lower.lower_api import lower
+    from templtune.runtime.cuda.host_emulate import emulate_llvm
     from templtune.target import Target
     from templtune.topi.testing import conv2d_nchw_python
 

@@ -179,13 +179,10 @@ def export_module(module: Any) -> bytes:
     export = getattr(module, "export", None)
     if export is not None:
         return bytes(export())
-    import os
     import pickle
 
-    if hasattr(module, "keep_ir") and os.environ.get("TEMPLTUNE_CUDA_BACKEND") == "emulator":
-        # NOTE: the CPU emulator runs the kernel IR, which CUDA modules drop when pickled.
-        module.keep_ir = True
-
+    # NOTE: a CUDA module keeps its kernel IR in the pickle when the emulator is selected
+    # (CudaModule.__getstate__), so nothing here depends on the runtime choice.
     return _PICKLED + pickle.dumps(module)
 
 

@@ -457,7 +457,7 @@ def emulate(func: PrimFunc, *arrays: np.ndarray, check_races: bool = True,
 
     ``insert_sync=False`` skips barrier insertion, which the race detector must then catch.
     """
-    from templtune.runtime.cuda.module import lower_to_kernels
+    from templtune.codegen.cuda.build import lower_to_kernels
 
     kernels, workspace = lower_to_kernels(func, insert_sync=insert_sync)
     run_kernels(kernels, func.params, workspace, arrays, check_races)

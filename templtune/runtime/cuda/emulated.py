@@ -38,10 +38,9 @@ class EmulatorBackend:
         kernel = handle[name]
         if self.mode != "llvm":
             return kernel
-        from templtune.build_module import build
-        from templtune.runtime.cuda.host_emulate import kernel_to_host
+        from templtune.runtime.cuda.host_emulate import build_host, kernel_to_host
 
-        return (kernel, build(kernel_to_host(kernel), target="llvm"))
+        return (kernel, build_host(kernel_to_host(kernel)))
 
     def alloc(self, nbytes: int) -> int:
         ptr = self._next
