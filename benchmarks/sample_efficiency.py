@@ -59,9 +59,7 @@ from sample_efficiency_stats import (  # noqa: E402
 from templtune import autotvm  # noqa: E402
 from templtune.autotvm.feature.extract import FeatureExtractor  # noqa: E402
 from templtune.autotvm.task.task import TASK_TABLE  # noqa: E402
-from templtune.autotvm.tuner.ga_tuner import GATuner  # noqa: E402
-from templtune.autotvm.tuner.index_based import RandomTuner  # noqa: E402
-from templtune.autotvm.tuner.xgboost_tuner import XGBTuner  # noqa: E402
+from templtune.autotvm.tuner.registry import get_tuner, load_tuners  # noqa: E402
 
 CONV_ARGS = (1, 7, 7, 512, 512, 3, 3, (1, 1), (1, 1))
 DENSE_ARGS = (1024, 1024, 1024)
@@ -118,15 +116,15 @@ def make_tuner(name: str, task: Any, seed: int, feature_type: str,
     # variants (names starting "xgb") share xgb's stream, so they differ only by options.
     base = "xgb" if name.startswith("xgb") else name
     seed = int(np.random.SeedSequence([seed, sum(map(ord, base))]).generate_state(1)[0])
-    if name.startswith("xgb"):
-        kw = dict((xgb_opts or {}).get(name, {}))
-        return XGBTuner(task, feature_type=kw.pop("feature_type", feature_type), seed=seed,
-                        num_threads=1, extractor=extractor, **kw)
-    if name == "ga":
-        return GATuner(task, seed=seed)
-    if name == "random":
-        return RandomTuner(task, seed=seed)
-    raise ValueError(f"unknown tuner {name!r}")
+    try:
+        info = get_tuner(base)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+    kw = dict((xgb_opts or {}).get(name, {}))
+    if info.needs_features:
+        kw.setdefault("feature_type", feature_type)
+        kw.update(num_threads=1, extractor=extractor)
+    return info.create(task, seed=seed, **kw)
 
 
 def run_one(task: Any, tuner_name: str, seed: int, n_trial: int, option: dict,
@@ -319,7 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--merge", help="comma-separated summary JSONs of one workload (other runs' "
                    "tuners/seeds, same cache): print and write (--json) their joint summary")
     p.add_argument("--space", default="wide", choices=("wide", "library", "both"))
-    p.add_argument("--tuners", default="xgb,ga,random")
+    p.add_argument("--tuners", default="xgb,ga,random",
+                   help="comma-separated registered tuners ("
+                        + ", ".join(sorted(load_tuners())) + "; xgb* names are xgb variants)")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--checkpoints", default="50,100,200,400")
     p.add_argument("--conv-template", help="library conv2d template (default conv2d_nchw.x86)")

@@ -1,14 +1,17 @@
-"""``templtune.build``: schedule or loop IR -> callable module for a target."""
+"""``templtune.build``: schedule or loop IR -> callable module, through the backend registered
+for the target kind (:mod:`templtune.codegen.registry`, :mod:`templtune.runtime.registry`)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from templtune.errors import TargetError
+from templtune.codegen.registry import get_codegen, target_kind_name
 from templtune.lower.ir import PrimFunc
+from templtune.runtime.registry import get_loader
 from templtune.target import Target, resolve
 
-__all__ = ["build"]
+__all__ = ["build", "build_func"]
 
 
 def build(s_or_func: Any, args: Any = None, target: str | Target | None = None,
@@ -48,27 +51,37 @@ def build(s_or_func: Any, args: Any = None, target: str | Target | None = None,
 
         func = lower(s_or_func, args, name=name)
         entry = name
-    if tgt.kind == "llvm":
-        return build_llvm(func, tgt, name=entry)
-    if tgt.kind == "cuda":
-        from templtune.codegen.cuda import build_cuda
+    return build_func(func, tgt, name=entry)
 
-        return build_cuda(func, tgt)
-    raise TargetError(f"cannot build for target kind {tgt.kind!r}")
+
+def build_func(func: PrimFunc, target: Target, name: str | None = None,
+               timings: dict[str, float] | None = None) -> Any:
+    """Compile ``func`` through the backend registered for ``target``'s kind and load it.
+
+    ``timings`` (when given) gets seconds per phase: ``render``, the backend's compile phases,
+    and ``load``.
+
+    Raises
+    ------
+    TargetError
+        No backend or no runtime is registered for the target kind.
+    """
+    kind = target_kind_name(target)
+    codegen, loader = get_codegen(kind), get_loader(kind)
+    t0 = time.perf_counter()
+    rendered = codegen.render(func, target, name)
+    t1 = time.perf_counter()
+    artifact = codegen.compile(rendered, target, timings)
+    t2 = time.perf_counter()
+    module = loader(artifact)
+    if timings is not None:
+        timings["render"] = t1 - t0
+        timings["load"] = time.perf_counter() - t2
+    return module
 
 
 def build_llvm(func: PrimFunc, target: Target | None = None, name: str | None = None,
                timings: dict[str, float] | None = None) -> Any:
-    """Compile ``func`` for an llvm target and load it (``timings`` as in
-    :func:`templtune.codegen.llvm.compile_func`, plus ``load``)."""
-    import time
-
-    from templtune.codegen.llvm import compile_func
-    from templtune.runtime.module import Module
-
-    obj, header = compile_func(func, target, name=name, timings=timings)
-    t0 = time.perf_counter()
-    mod = Module(obj, header)
-    if timings is not None:
-        timings["load"] = time.perf_counter() - t0
-    return mod
+    """Compile ``func`` for an llvm target and load it (``timings`` as in :func:`build_func`)."""
+    return build_func(func, resolve(target) if target is not None else resolve("llvm"),
+                      name=name, timings=timings)

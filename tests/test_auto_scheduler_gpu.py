@@ -57,7 +57,7 @@ def test_gpu_sketch_matmul() -> None:
                                   lambda: matmul(16, 16, 32),
                                   pytest.param(conv_bias_relu, marks=pytest.mark.slow)])
 def test_gpu_states_emulate_correctly(make) -> None:
-    from templtune.codegen.cuda.emulate import run_module
+    from templtune.runtime.cuda.emulate import run_module
     from templtune.te.evaluate import evaluate
 
     tensors = make()

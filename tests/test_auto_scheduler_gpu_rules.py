@@ -83,7 +83,7 @@ def _small_unroll(dag, state):
 
 
 def _check_population(tensors, ref, n=3, seed=3, want_ctr=True):
-    from templtune.codegen.cuda.emulate import run_module
+    from templtune.runtime.cuda.emulate import run_module
 
     pol = _policy(tensors, seed=seed)
     pop = pol.sample_initial_population(n)

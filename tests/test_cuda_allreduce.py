@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import templtune
 from templtune import te
 from templtune.codegen.cuda.compile import find_nvcc
-from templtune.codegen.cuda.emulate import emulate, run_module
+from templtune.runtime.cuda.emulate import emulate, run_module
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 
@@ -185,7 +185,7 @@ def test_allreduce_any_extent_matches_numpy(nthreads, outer, rows, kind):
 
 
 def test_allreduce_under_the_llvm_host_emulator():
-    from templtune.codegen.cuda.host_emulate import emulate_llvm
+    from templtune.runtime.cuda.host_emulate import emulate_llvm
 
     s, A, B = _row_reduce(5, 144, 48, "max")
     a = np.random.default_rng(7).standard_normal((5, 144)).astype("float32")

@@ -7,10 +7,11 @@ import re
 import pytest
 
 from templtune.codegen.cuda import examples as ex
+from templtune.codegen.cuda.build import CudaLimits, limits_from_target
 from templtune.codegen.cuda.compile import compile_cuda, find_nvcc
-from templtune.codegen.cuda.module import CudaLimits, build_cuda, limits_from_target
 from templtune.errors import CodegenError, InstantiationError
 from templtune.lower.ir import Buffer, For, ForKind, Load, PrimFunc, Store, seq
+from templtune.runtime.cuda.module import build_cuda
 from templtune.te.expr import BinOp, BinOpKind, Call, Var, const
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
@@ -96,7 +97,7 @@ def test_limits_raise_instantiation_error():
     with pytest.raises(InstantiationError, match="shared memory"):
         build_cuda(ex.vector_copy_exp(n=1 << 15, threads=1024, lanes=16)[0], compile=False)
     lim = CudaLimits(max_registers_per_block=64 * 64 - 1)
-    from templtune.codegen.cuda.module import check_limits, lower_to_kernels
+    from templtune.codegen.cuda.build import check_limits, lower_to_kernels
 
     kernels, _ = lower_to_kernels(ex.tiled_matmul(vt=2)[0])
     check_limits(kernels, CudaLimits())
@@ -234,7 +235,7 @@ def test_golden_cuda_source_tiled_matmul_vthread():
 def test_many_vthreads_become_a_loop_over_expanded_locals():
     import numpy as np
 
-    from templtune.codegen.cuda.emulate import emulate
+    from templtune.runtime.cuda.emulate import emulate
 
     func, make, ref = ex.tiled_matmul(m=4, n=36, k=4, tile=2, vt=18)
     src = build_cuda(func, compile=False).get_source()

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from templtune.codegen.cuda import examples as ex
-from templtune.codegen.cuda.emulate import EmulationError, RaceError, emulate, run_kernels
-from templtune.codegen.cuda.module import build_cuda, lower_to_kernels
+from templtune.codegen.cuda.build import lower_to_kernels
 from templtune.codegen.cuda.sync import barrier, is_barrier, strip_barriers
 from templtune.lower.ir import Buffer, For, ForKind, IfThenElse, Load, PrimFunc, SeqStmt, Store, seq
+from templtune.runtime.cuda.emulate import EmulationError, RaceError, emulate, run_kernels
+from templtune.runtime.cuda.module import build_cuda
 from templtune.te.expr import Var, const
 from templtune.te.functor import Mutator
 
@@ -161,7 +162,7 @@ def test_property_matmul_configs_match_numpy_race_free(tile, vt, kt, mt, unroll,
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_host_emulation_matches_numpy(name):
-    from templtune.codegen.cuda.host_emulate import emulate_llvm
+    from templtune.runtime.cuda.host_emulate import emulate_llvm
 
     func, make, ref = EXAMPLES[name]()
     args = make(np.random.default_rng(6))
@@ -173,7 +174,7 @@ def test_host_emulation_phases_follow_barriers():
     """Threads run one after another between barriers, so a kernel without its barriers
     computes garbage on the host too (and the lockstep emulator reports the race)."""
     from templtune.build_module import build
-    from templtune.codegen.cuda.host_emulate import kernel_to_host
+    from templtune.runtime.cuda.host_emulate import kernel_to_host
 
     func, make, ref = ex.tiled_matmul()
     kernels, _ = lower_to_kernels(func)
@@ -190,8 +191,8 @@ def test_host_emulation_of_seed_size_conv2d_configs():
     import importlib
 
     from templtune import autotvm
-    from templtune.codegen.cuda.host_emulate import emulate_llvm
     from templtune.lower.lower_api import lower
+    from templtune.runtime.cuda.host_emulate import emulate_llvm
     from templtune.target import Target
     from templtune.topi.testing import conv2d_nchw_python
 

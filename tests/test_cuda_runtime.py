@@ -8,7 +8,6 @@ import pytest
 
 from templtune.codegen.cuda import examples as ex
 from templtune.codegen.cuda.compile import find_nvcc
-from templtune.codegen.cuda.module import build_cuda
 from templtune.errors import RuntimeCallError
 from templtune.runtime.cuda.backend import (
     CudaRuntimeError,
@@ -17,6 +16,7 @@ from templtune.runtime.cuda.backend import (
     get_backend,
 )
 from templtune.runtime.cuda.launcher import DeviceArray, time_evaluator
+from templtune.runtime.cuda.module import build_cuda
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 
@@ -92,7 +92,7 @@ def test_emulator_backend_llvm_mode(monkeypatch):
 
 
 def test_emulator_device_attributes(emulator):
-    from templtune.codegen.cuda.module import CudaLimits
+    from templtune.codegen.cuda.build import CudaLimits
     from templtune.runtime.cuda.backend import device_attributes
 
     attrs = device_attributes("emulator")

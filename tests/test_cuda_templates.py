@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from templtune import autotvm
-from templtune.codegen.cuda import build_cuda
 from templtune.codegen.cuda.compile import find_nvcc
-from templtune.codegen.cuda.emulate import emulate
 from templtune.errors import InstantiationError
 from templtune.lower.lower_api import lower
+from templtune.runtime.cuda import build_cuda
+from templtune.runtime.cuda.emulate import emulate
 from templtune.target import Target
 from templtune.topi.testing import conv2d_nchw_python
 

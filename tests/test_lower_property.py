@@ -224,7 +224,7 @@ def test_gpu_style_random_tiling(data, n, m, k):
     run(f, a, b, out)
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-5)
     try:
-        from templtune.codegen.cuda.emulate import emulate
+        from templtune.runtime.cuda.emulate import emulate
     except ImportError:  # pragma: no cover - CUDA backend not present
         return
     out2 = np.zeros((n, m), "float32")

@@ -46,7 +46,7 @@ def emulate_gpu(f, *arrays: np.ndarray) -> bool:
     """Run ``f`` under GPU semantics (threads in lockstep, race detection) with the CUDA
     emulator when it is available; False when it is not."""
     try:
-        from templtune.codegen.cuda.emulate import emulate
+        from templtune.runtime.cuda.emulate import emulate
     except ImportError:  # pragma: no cover - CUDA backend not present
         return False
     emulate(f, *arrays)

@@ -85,13 +85,23 @@ def test_build_unknown_or_scoped_target():
 
 
 def test_build_cuda_target_delegates_to_cuda_backend(monkeypatch):
-    import templtune.codegen.cuda.module as cuda_module
+    from templtune.codegen import registry as cg_registry
     from templtune.codegen.llvm.testing import elementwise
+    from templtune.runtime import registry as rt_registry
 
     seen = []
-    monkeypatch.setattr(cuda_module, "build_cuda",
-                        lambda func, target: seen.append((func, target)) or "cuda-module")
+
+    class FakeCuda(cg_registry.Codegen):
+        def render(self, func, target, name=None):
+            seen.append((func, target))
+            return "source"
+
+        def compile(self, rendered, target, timings=None):
+            return rendered + "+binary"
+
+    monkeypatch.setitem(cg_registry.CODEGENS, "cuda", FakeCuda())
+    monkeypatch.setitem(rt_registry.LOADERS, "cuda", lambda art: ("cuda-module", art))
     f = elementwise(lambda a: a + 1.0, ["float32"], "float32", 16)
     with Target("cuda -arch=sm_90"):
-        assert build(f) == "cuda-module"
+        assert build(f) == ("cuda-module", "source+binary")
     assert seen[0][0] is f and seen[0][1].kind == "cuda" and seen[0][1].arch == "sm_90"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
 from templtune.measure.measure import MeasureErrorNo, MeasureInput, measure_option
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
+from templtune.autotvm.tuner.registry import load_tuners
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,12 @@ def option(n_parallel=4, seed=0, **kw):
     return measure_option(FakeBuilder(n_parallel=n_parallel), FakeRunner(seed=seed, **kw))
 
 
-TUNERS = {
-    "random": lambda t, **kw: RandomTuner(t, **kw),
-    "grid": lambda t, **kw: GridSearchTuner(t, **kw),
-    "ga": lambda t, **kw: GATuner(t, pop_size=16, **kw),
-}
+# NOTE: every registered tuner that needs no template features runs on the fake space, so a
+# tuner added to templtune/autotvm/tuner/ is tested here without editing this file.
+# GA gets a small population so that the 64-config space sees several generations.
+_SMALL_SPACE_OPTIONS: dict[type, dict] = {GATuner: {"pop_size": 16}}
+TUNERS = {name: functools.partial(info.create, **_SMALL_SPACE_OPTIONS.get(info.cls, {}))
+          for name, info in load_tuners().items() if not info.needs_features}
 
 
 @pytest.mark.parametrize("name", sorted(TUNERS))

@@ -17,12 +17,12 @@ import numpy as np
 
 from templtune.cli.main import CliError, command
 from templtune.cli.tune_cmd import (
-    TUNERS,
     create_task,
     parse_int_list,
     positive_int,
     print_summary,
     tune_task,
+    tuner_names,
 )
 
 WORKLOAD = (1, 7, 7, 512, 512, 3, 3, 1, 1)
@@ -124,7 +124,7 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--args", default=None,
                         help="another conv2d workload N,H,W,CO,CI,KH,KW,stride,padding "
                              "(default the ResNet layer 1,7,7,512,512,3,3,1,1)")
-    parser.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy")
+    parser.add_argument("--tuner", choices=tuner_names(), default="xgb", help="search strategy")
     parser.add_argument("--n-trial", type=positive_int, default=64,
                         help="configs to measure (default 64: a few minutes)")
     parser.add_argument("--early-stopping", type=positive_int, default=32)

@@ -24,7 +24,14 @@ from templtune.cli.main import CliError, command
 
 logger = logging.getLogger("templtune.cli")
 
-TUNERS = ("xgb", "ga", "random", "gridsearch")
+
+
+def tuner_names() -> list[str]:
+    """The ``--tuner`` choices: every tuner in the registry
+    (:data:`templtune.autotvm.tuner.TUNERS`)."""
+    from templtune.autotvm.tuner.registry import load_tuners
+
+    return sorted(load_tuners())
 
 
 def parse_int_list(text: str, what: str = "--args") -> tuple[int, ...]:
@@ -71,18 +78,14 @@ def create_task(name: str, args: tuple[int, ...], target: str) -> Any:
 
 
 def make_tuner(kind: str, task: Any, seed: int | None) -> Any:
-    """The tuner named ``kind`` (xgb, ga, random, gridsearch) for ``task``."""
-    from templtune.autotvm import tuner
+    """The registered tuner named ``kind`` for ``task``."""
+    from templtune.autotvm.tuner.registry import get_tuner
 
-    if kind == "xgb":
-        return tuner.XGBTuner(task, seed=seed)
-    if kind == "ga":
-        return tuner.GATuner(task, seed=seed)
-    if kind == "random":
-        return tuner.RandomTuner(task, seed=seed)
-    if kind == "gridsearch":
-        return tuner.GridSearchTuner(task, seed=seed)
-    raise CliError(f"unknown tuner {kind!r}; choose one of {', '.join(TUNERS)}")
+    try:
+        info = get_tuner(kind)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from None
+    return info.create(task, seed=seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +184,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 @command("tune", help="tune a template workload and log the measurements")
 def setup(parser: argparse.ArgumentParser) -> None:
     add_task_arguments(parser)
-    parser.add_argument("--tuner", choices=TUNERS, default="xgb", help="search strategy")
+    parser.add_argument("--tuner", choices=tuner_names(), default="xgb", help="search strategy")
     parser.add_argument("--n-trial", type=positive_int, default=200, help="configs to measure")
     parser.add_argument("--log", default=None,
                         help="JSON-lines log to append to (default logs/TEMPLATE.log)")

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from templtune.cli.main import CliError, command
-from templtune.cli.tune_cmd import TUNERS, parse_int_list, positive_int, tune_task
+from templtune.cli.tune_cmd import parse_int_list, positive_int, tune_task, tuner_names
 
 
 def _print_tasks(tasks: list, weights: list) -> None:
@@ -137,7 +137,7 @@ def setup(parser: argparse.ArgumentParser) -> None:
                         help="template-free search (default) or the x86 AutoTVM templates")
     parser.add_argument("--trials-per-task", type=int, default=0,
                         help="--method autotvm: trials per task (0: build with the log as is)")
-    parser.add_argument("--tuner", choices=TUNERS, default="xgb",
+    parser.add_argument("--tuner", choices=tuner_names(), default="xgb",
                         help="--method autotvm: the tuner (default xgb)")
     parser.add_argument("--early-stopping", type=positive_int, default=None)
     parser.add_argument("--trials", type=int, default=0,

@@ -180,12 +180,8 @@ def export_module(module: Any) -> bytes:
         return bytes(export())
     import pickle
 
-    from templtune import config
-
-    if hasattr(module, "keep_ir") and config.cuda_emulated():
-        # NOTE: the CPU emulator runs the kernel IR, which CUDA modules drop when pickled.
-        module.keep_ir = True
-
+    # NOTE: a CUDA module keeps its kernel IR in the pickle when the emulator is selected
+    # (CudaModule.__getstate__), so nothing here depends on the runtime choice.
     return _PICKLED + pickle.dumps(module)
 
 

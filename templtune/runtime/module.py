@@ -21,9 +21,11 @@ import numpy as np
 
 from templtune import dtype as dt
 from templtune.codegen.llvm import compile as cc
+from templtune.codegen.llvm.build import LLVMArtifact
 from templtune.codegen.llvm.render import KernelStatus, ParamInfo
 from templtune.errors import CodegenError, RuntimeCallError
 from templtune.runtime.allocator import retain_scratch_memory
+from templtune.runtime.registry import register_loader
 
 log = logging.getLogger("templtune.runtime")
 
@@ -345,3 +347,9 @@ def load_module(data: bytes | str | os.PathLike[str]) -> Module:
     start = len(_MAGIC) + 4
     header = json.loads(data[start:start + n])
     return Module(data[start + n:], header)
+
+
+@register_loader("llvm")
+def load_llvm(artifact: LLVMArtifact) -> Module:
+    """Load the object code of an LLVM build into this process."""
+    return Module(artifact.obj, artifact.header)

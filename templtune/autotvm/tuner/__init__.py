@@ -1,5 +1,7 @@
 """AutoTVM-style tuners: grid search, random search, genetic algorithm, and model-based ones
-(``XGBTuner``, ``ModelBasedTuner``; imported lazily so that xgboost loads only when used)."""
+(``XGBTuner``, ``ModelBasedTuner``; imported lazily so that xgboost loads only when used).
+
+Every tuner registers its short name in :data:`TUNERS` (see :mod:`.registry`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 from .ga_tuner import GATuner
 from .index_based import GridSearchTuner, IndexBaseTuner, RandomTuner
+from .registry import TUNERS, TunerInfo, load_tuners, register_tuner
 from .tuner import Tuner
 
 _LAZY = {
@@ -20,7 +23,8 @@ _LAZY = {
     "SimulatedAnnealingOptimizer": "templtune.autotvm.tuner.sa_model_optimizer",
 }
 
-__all__ = ["GATuner", "GridSearchTuner", "IndexBaseTuner", "RandomTuner", "Tuner", *_LAZY]
+__all__ = ["GATuner", "GridSearchTuner", "IndexBaseTuner", "RandomTuner", "Tuner", "TUNERS",
+           "TunerInfo", "load_tuners", "register_tuner", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

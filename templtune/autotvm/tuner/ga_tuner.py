@@ -15,11 +15,13 @@ import numpy as np
 
 from templtune.measure.measure import MeasureInput, MeasureResult
 from .index_based import RandomIndexSampler, space_is_valid
+from .registry import register_tuner
 from .tuner import Tuner
 
 _REMUTATE_TRIES = 64
 
 
+@register_tuner("ga", "genetic algorithm over knob vectors")
 class GATuner(Tuner):
     """Tuner using a genetic algorithm over knob vectors.
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .registry import register_tuner
 from .tuner import Tuner
 
 
@@ -132,6 +133,7 @@ class IndexBaseTuner(Tuner):
         raise NotImplementedError
 
 
+@register_tuner("gridsearch", "every valid config in index order")
 class GridSearchTuner(IndexBaseTuner):
     """Enumerate valid indices of ``range_idx`` in ascending order (skipping visited ones).
 
@@ -160,6 +162,7 @@ class GridSearchTuner(IndexBaseTuner):
         return None
 
 
+@register_tuner("random", "uniformly random valid configs, never repeated")
 class RandomTuner(IndexBaseTuner):
     """Uniformly random valid, unvisited indices of ``range_idx``; seeded, never repeats.
 

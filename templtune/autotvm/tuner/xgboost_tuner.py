@@ -8,10 +8,13 @@ import numpy as np
 
 from ..feature.extract import FeatureExtractor
 from .model_based_tuner import ModelBasedTuner, ModelOptimizer
+from .registry import register_tuner
 from .sa_model_optimizer import SimulatedAnnealingOptimizer
 from .xgboost_cost_model import XGBoostCostModel
 
 
+@register_tuner("xgb", "XGBoost cost model searched by simulated annealing",
+                needs_features=True)
 class XGBTuner(ModelBasedTuner):
     """Tune with an XGBoost cost model whose maxima are searched by simulated annealing.
 

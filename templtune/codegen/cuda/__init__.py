@@ -1,7 +1,8 @@
-"""CUDA backend: loop IR -> CUDA C -> nvcc, plus a CPU emulator for semantic checks.
+"""CUDA backend: loop IR -> CUDA C -> nvcc (:class:`CudaCodegen`, registered as ``cuda``).
 
-Nothing here imports a GPU runtime; :func:`build_cuda` needs only ``nvcc`` to compile (and not
-even that with ``compile=False``). Names are imported lazily to keep ``import templtune`` cheap.
+Nothing here imports a GPU runtime; compiling needs only ``nvcc``. The module class, the
+launcher and the CPU emulators are in :mod:`templtune.runtime.cuda`. Names are imported lazily
+to keep ``import templtune`` cheap.
 """
 
 from __future__ import annotations
@@ -10,17 +11,13 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "build_cuda": "templtune.codegen.cuda.module",
-    "CudaModule": "templtune.codegen.cuda.module",
-    "CudaLimits": "templtune.codegen.cuda.module",
-    "lower_to_kernels": "templtune.codegen.cuda.module",
+    "CudaCodegen": "templtune.codegen.cuda.build",
+    "CudaArtifact": "templtune.codegen.cuda.build",
+    "CudaLimits": "templtune.codegen.cuda.build",
+    "limits_from_target": "templtune.codegen.cuda.build",
+    "lower_to_kernels": "templtune.codegen.cuda.build",
     "compile_cuda": "templtune.codegen.cuda.compile",
     "find_nvcc": "templtune.codegen.cuda.compile",
-    "emulate": "templtune.codegen.cuda.emulate",
-    "RaceError": "templtune.codegen.cuda.emulate",
-    "EmulationError": "templtune.codegen.cuda.emulate",
-    "emulate_llvm": "templtune.codegen.cuda.host_emulate",
-    "kernel_to_host": "templtune.codegen.cuda.host_emulate",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,14 +1,17 @@
-"""``compile_func``: one PrimFunc to object code plus the header the runtime needs."""
+"""The LLVM backend's :class:`~templtune.codegen.registry.Codegen` and ``compile_func``: one
+PrimFunc to object code plus the header the runtime needs."""
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from templtune import config
 from templtune.codegen.llvm import compile as cc
 from templtune.codegen.llvm.render import RenderedModule, render
+from templtune.codegen.registry import Codegen, register_codegen
 from templtune.lower.ir import PrimFunc
 
 log = logging.getLogger("templtune.codegen.llvm")
@@ -26,6 +29,42 @@ def make_header(rendered: RenderedModule, spec: cc.MachineSpec) -> dict[str, Any
                  "opt_level": spec.opt_level},
         "ir": rendered.ir,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class LLVMSource:
+    """Rendered LLVM IR of one function and the machine it is compiled for."""
+
+    rendered: RenderedModule
+    spec: cc.MachineSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LLVMArtifact:
+    """Object code and its header (see :func:`make_header`): what the runtime loads."""
+
+    obj: bytes
+    header: dict[str, Any]
+
+
+@register_codegen("llvm")
+class LLVMCodegen(Codegen):
+    """Loop IR -> LLVM IR text (verified) -> object code for the host or ``-mtriple``."""
+
+    def render(self, func: PrimFunc, target: Any, name: str | None = None) -> LLVMSource:
+        spec = cc.machine_spec(target)
+        attrs = getattr(target, "attrs", {}) or {}
+        use_gomp = cc.load_libgomp()
+        rendered = render(func, name=name, use_gomp=use_gomp,
+                          num_threads=int(attrs.get("num-cores", 0) or 0), x86=spec.is_x86)
+        if config.get("TEMPLTUNE_DEBUG"):
+            log.debug("LLVM IR of %s:\n%s", rendered.entry, rendered.ir)
+        return LLVMSource(rendered, spec)
+
+    def compile(self, rendered: LLVMSource, target: Any,
+                timings: dict[str, float] | None = None) -> LLVMArtifact:
+        obj = cc.compile_ir(rendered.rendered.ir, rendered.spec, timings)
+        return LLVMArtifact(obj, make_header(rendered.rendered, rendered.spec))
 
 
 def compile_func(func: PrimFunc, target: Any = None, name: str | None = None,
@@ -48,16 +87,11 @@ def compile_func(func: PrimFunc, target: Any = None, name: str | None = None,
     (bytes, dict)
         Object code and its header (see :func:`make_header`).
     """
-    spec = cc.machine_spec(target)
-    attrs = getattr(target, "attrs", {}) or {}
+    cg = LLVMCodegen()
     t0 = time.perf_counter()
-    use_gomp = cc.load_libgomp()
-    rendered = render(func, name=name, use_gomp=use_gomp,
-                      num_threads=int(attrs.get("num-cores", 0) or 0), x86=spec.is_x86)
+    src = cg.render(func, target, name)
     t1 = time.perf_counter()
-    if config.get("TEMPLTUNE_DEBUG"):
-        log.debug("LLVM IR of %s:\n%s", rendered.entry, rendered.ir)
-    obj = cc.compile_ir(rendered.ir, spec, timings)
+    art = cg.compile(src, target, timings)
     if timings is not None:
         timings["render"] = t1 - t0
-    return obj, make_header(rendered, spec)
+    return art.obj, art.header

@@ -2,7 +2,8 @@
 import time).
 
 :func:`get_backend` picks pycuda when installed, else NVIDIA's ``cuda-python`` bindings; the
-``emulator`` backend runs kernels on the CPU through :mod:`templtune.codegen.cuda.emulate`
+``emulator`` backend runs kernels on the CPU through :mod:`templtune.runtime.cuda.emulate`
+or :mod:`templtune.runtime.cuda.host_emulate`
 (``TEMPLTUNE_CUDA_BACKEND`` selects one by name).
 """
 
@@ -24,6 +25,14 @@ _EXPORTS = {
     "run": "templtune.runtime.cuda.launcher",
     "time_evaluator": "templtune.runtime.cuda.launcher",
     "DeviceArray": "templtune.runtime.cuda.launcher",
+    "CudaModule": "templtune.runtime.cuda.module",
+    "build_cuda": "templtune.runtime.cuda.module",
+    "emulate": "templtune.runtime.cuda.emulate",
+    "RaceError": "templtune.runtime.cuda.emulate",
+    "EmulationError": "templtune.runtime.cuda.emulate",
+    "emulate_llvm": "templtune.runtime.cuda.host_emulate",
+    "kernel_to_host": "templtune.runtime.cuda.host_emulate",
+    "emulator_selected": "templtune.runtime.cuda.backend",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -39,7 +39,7 @@ class CudaBackend(Protocol):
     name: str
 
     def load(self, module: Any) -> Any:
-        """Load a built :class:`~templtune.codegen.cuda.module.CudaModule`; return a handle."""
+        """Load a built :class:`~templtune.runtime.cuda.module.CudaModule`; return a handle."""
 
     def function(self, handle: Any, name: str) -> Any:
         """The kernel ``name`` of a loaded module."""
@@ -65,6 +65,20 @@ class CudaBackend(Protocol):
         ``max_registers_per_block``, ``name`` of device 0."""
 
 
+def selected_name() -> str | None:
+    """The backend named by ``$TEMPLTUNE_CUDA_BACKEND`` (None: pick the first that works).
+
+    NOTE: the one place that reads the choice, so the emulator is selected the same way for
+    loading, launching and for keeping kernel IR in pickled modules.
+    """
+    return config.get("TEMPLTUNE_CUDA_BACKEND") or None
+
+
+def emulator_selected() -> bool:
+    """True when kernels run on the CPU emulator: built modules must then keep their IR."""
+    return config.cuda_emulated()
+
+
 @functools.cache
 def _load_backend(name: str) -> CudaBackend:
     mod = importlib.import_module(_BACKENDS[name])
@@ -80,7 +94,7 @@ def get_backend(name: str | None = None) -> CudaBackend:
     CudaUnavailableError
         None can be loaded; the message lists why each failed.
     """
-    name = name or config.get("TEMPLTUNE_CUDA_BACKEND")
+    name = name or selected_name()
     if name is not None and name not in _BACKENDS:
         raise CudaUnavailableError(f"unknown CUDA backend {name!r}; expected one of "
                                    f"{', '.join(_BACKENDS)}")

@@ -1,7 +1,7 @@
 """A :class:`~templtune.runtime.cuda.backend.CudaBackend` that runs kernels on the CPU
 (``TEMPLTUNE_CUDA_BACKEND=emulator``): with the race-checking lockstep emulator
-(:mod:`templtune.codegen.cuda.emulate`) by default, or compiled for the host through LLVM
-(:mod:`templtune.codegen.cuda.host_emulate`) with ``TEMPLTUNE_CUDA_EMULATOR=llvm``, which is
+(:mod:`templtune.runtime.cuda.emulate`) by default, or compiled for the host through LLVM
+(:mod:`templtune.runtime.cuda.host_emulate`) with ``TEMPLTUNE_CUDA_EMULATOR=llvm``, which is
 fast enough for real shapes. Lets the launcher, time evaluator and measurement code run end to
 end on machines without a GPU; its timings are host wall-clock and mean nothing about GPU
 speed."""
@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from templtune import config
-from templtune.codegen.cuda.emulate import run_kernel
+from templtune.runtime.cuda.emulate import run_kernel
 
 
 class EmulatorBackend:
@@ -38,10 +37,9 @@ class EmulatorBackend:
         kernel = handle[name]
         if self.mode != "llvm":
             return kernel
-        from templtune.build_module import build
-        from templtune.codegen.cuda.host_emulate import kernel_to_host
+        from templtune.runtime.cuda.host_emulate import build_host, kernel_to_host
 
-        return (kernel, build(kernel_to_host(kernel), target="llvm"))
+        return (kernel, build_host(kernel_to_host(kernel)))
 
     def alloc(self, nbytes: int) -> int:
         ptr = self._next

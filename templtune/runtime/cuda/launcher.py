@@ -1,4 +1,4 @@
-"""Run and time a :class:`~templtune.codegen.cuda.module.CudaModule` through a backend.
+"""Run and time a :class:`~templtune.runtime.cuda.module.CudaModule` through a backend.
 
 Arguments are numpy arrays (copied to the device, and every one copied back after the run, as
 the kernels may write any of them) or :class:`DeviceArray` objects (already on the device).

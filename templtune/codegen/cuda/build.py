@@ -1,7 +1,9 @@
-"""``build_cuda``: loop IR -> kernels -> resource check -> CUDA C -> nvcc -> :class:`CudaModule`.
+"""The CUDA backend's :class:`~templtune.codegen.registry.Codegen`: loop IR -> kernels ->
+resource check -> CUDA C (``render``) -> nvcc (``compile``) -> :class:`CudaArtifact`.
 
-The module is plain picklable data (source, binary, launch shapes), so a builder process can
-hand it to a measurement process; the GPU runtime is imported only when the module is run.
+The artifact is plain picklable data (source, binary, launch shapes, kernel IR), so a builder
+process can hand it to a measurement process; :class:`templtune.runtime.cuda.module.CudaModule`
+wraps it for running.
 """
 
 from __future__ import annotations
@@ -9,8 +11,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from templtune import dtype as dt
 from templtune.codegen.cuda.allreduce import lower_cross_thread_reduction
@@ -21,6 +21,7 @@ from templtune.codegen.cuda.render import render_module
 from templtune.codegen.cuda.sync import insert_shared_sync
 from templtune.codegen.cuda.unroll import apply_unroll
 from templtune.codegen.cuda.vthread import inject_virtual_threads
+from templtune.codegen.registry import Codegen, register_codegen
 from templtune.errors import InstantiationError
 from templtune.lower.ir import Buffer, PrimFunc
 from templtune.te.expr import PrimExpr
@@ -174,116 +175,70 @@ def _shape(b: Buffer) -> tuple[int, ...]:
     return tuple(-1 if d is None else d for d in dims)  # type: ignore[misc]
 
 
-class CudaModule:
-    """A built CUDA function: ``get_source()``, launch shapes, and (with a GPU) a callable.
 
-    Calling it with numpy arrays copies them to the device, launches every kernel in order and
-    copies every argument back in place; ``time_evaluator`` times the launches with CUDA events.
+
+@dataclass(frozen=True, slots=True)
+class CudaSource:
+    """Rendered CUDA C of one function with its kernels and launch shapes."""
+
+    entry_name: str
+    source: str
+    kernels: tuple[Kernel, ...]
+    launches: tuple[LaunchSpec, ...]
+    params: tuple[ParamInfo, ...]
+    workspace: tuple[ParamInfo, ...]
+    arch: str
+
+
+@dataclass(frozen=True, slots=True)
+class CudaArtifact:
+    """A compiled CUDA function: source, nvcc output (``None`` without nvcc) and launches."""
+
+    entry_name: str
+    source: str
+    launches: tuple[LaunchSpec, ...]
+    params: tuple[ParamInfo, ...]
+    workspace: tuple[ParamInfo, ...]
+    binary: bytes | None
+    arch: str
+    kernels: tuple[Kernel, ...] = ()
+
+
+@register_codegen("cuda")
+class CudaCodegen(Codegen):
+    """Loop IR bound to blockIdx/threadIdx -> CUDA C -> cubin (or PTX) through nvcc.
+
+    Kernels are named after ``func.name``. ``render`` raises :class:`InstantiationError` for a
+    kernel over the target's per-block limits, before nvcc runs.
     """
 
-    type_key = "cuda"
+    def render(self, func: PrimFunc, target: Any, name: str | None = None) -> CudaSource:
+        lim = limits_from_target(target)
+        precheck(func, lim)
+        kernels, workspace = lower_to_kernels(func)
+        check_limits(kernels, lim)
+        source = render_module(kernels)
+        order = list(func.params) + workspace
+        launches = tuple(
+            LaunchSpec(k.name, k.grid, k.block, tuple(order.index(b) for b in k.params),
+                       k.shared_bytes)
+            for k in kernels)
+        params = tuple(ParamInfo(b.name, b.dtype, _shape(b)) for b in func.params)
+        ws = tuple(ParamInfo(b.name, b.dtype, (buffer_size(b),)) for b in workspace)
+        return CudaSource(func.name, source, tuple(kernels), launches, params, ws, lim.arch)
 
-    def __init__(self, entry_name: str, source: str, launches: tuple[LaunchSpec, ...],
-                 params: tuple[ParamInfo, ...], workspace: tuple[ParamInfo, ...],
-                 binary: bytes | None, arch: str, kernels: tuple[Kernel, ...] = ()) -> None:
-        self.entry_name = entry_name
-        self.source = source
-        self.launches = launches
-        self.params = params
-        self.workspace = workspace
-        self.binary = binary
-        self.arch = arch
-        self.kernels = kernels
+    def compile(self, rendered: CudaSource, target: Any,
+                timings: dict[str, float] | None = None) -> CudaArtifact:
+        return self.assemble(rendered)
 
-    # NOTE: pickles (builder -> runner process) carry source, binary and launch shapes; the
-    # kernel IR (only needed to emulate) stays behind unless ``keep_ir`` is set or the
-    # emulator backend is selected (TEMPLTUNE_CUDA_BACKEND=emulator), and loaded
-    # driver handles never travel.
-    keep_ir = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.pop("_loaded", None)
-        from templtune import config
-
-        keep = state.get("keep_ir", False) or config.cuda_emulated()
-        if not keep:
-            state["kernels"] = ()
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    def __repr__(self) -> str:
-        ks = ", ".join(f"{s.name}<<<{s.grid}, {s.block}>>>" for s in self.launches)
-        return f"CudaModule({self.entry_name}: {ks})"
-
-    def get_source(self, fmt: str = "cuda") -> str:
-        """``"cuda"``/``"cu"``: the CUDA C; ``"ptx"``: PTX compiled by nvcc now."""
-        if fmt in ("cuda", "cu", ""):
-            return self.source
-        if fmt == "ptx":
-            return compile_cuda(self.source, self.arch, "ptx").decode()
-        raise ValueError(f"unknown source format {fmt!r}; expected 'cuda' or 'ptx'")
-
-    def emulate(self, *arrays: np.ndarray, check_races: bool = True) -> None:
-        """Run the kernels on the CPU (see :mod:`templtune.codegen.cuda.emulate`)."""
-        from templtune.codegen.cuda.emulate import run_module
-
-        run_module(self, arrays, check_races=check_races)
-
-    def __call__(self, *args: Any) -> None:
-        from templtune.runtime.cuda.launcher import run
-
-        run(self, args)
-
-    def time_evaluator(self, func_name: str | None = None, dev: Any = None, number: int = 10,
-                       repeat: int = 1, min_repeat_ms: float = 0, **_: Any) -> Any:
-        """A callable timing the module on the GPU; its result has ``.results`` (seconds per
-        call, one per repeat) and ``.mean``. Same number/repeat/min_repeat_ms semantics as the
-        CPU time evaluator."""
-        from templtune.runtime.cuda.launcher import time_evaluator
-
-        return time_evaluator(self, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-
-
-def build_cuda(func: PrimFunc, target: Any = None, *, compile: bool | None = None,
-               fmt: str = "cubin") -> CudaModule:
-    """Build ``func`` (GPU-bound loop IR) for CUDA.
-
-    Parameters
-    ----------
-    func : PrimFunc
-        Lowered function whose outer loops are bound to blockIdx/threadIdx.
-    target : Target or str, optional
-        Supplies ``arch`` and the per-block limits; sm_90 defaults when omitted.
-    compile : bool, optional
-        Run nvcc (default: when nvcc is installed). Without it the module has source only.
-    fmt : str
-        ``"cubin"`` (default) or ``"ptx"``.
-
-    Raises
-    ------
-    InstantiationError
-        A kernel exceeds the threads, shared memory or registers per block of the target.
-    CodegenError
-        The IR cannot be expressed in CUDA, or nvcc rejects the generated source.
-    """
-    lim = limits_from_target(target)
-    precheck(func, lim)
-    kernels, workspace = lower_to_kernels(func)
-    check_limits(kernels, lim)
-    source = render_module(kernels)
-    order = list(func.params) + workspace
-    launches = tuple(
-        LaunchSpec(k.name, k.grid, k.block, tuple(order.index(b) for b in k.params),
-                   k.shared_bytes)
-        for k in kernels)
-    params = tuple(ParamInfo(b.name, b.dtype, _shape(b)) for b in func.params)
-    ws = tuple(ParamInfo(b.name, b.dtype, (buffer_size(b),)) for b in workspace)
-    do_compile = find_nvcc() is not None if compile is None else compile
-    binary = compile_cuda(source, lim.arch, fmt) if do_compile else None
-    if binary is None:
-        log.debug("nvcc not used for %s; the module carries source only", func.name)
-    return CudaModule(func.name, source, launches, params, ws, binary, lim.arch, tuple(kernels))
-
+    def assemble(self, rendered: CudaSource, compile: bool | None = None,
+                 fmt: str = "cubin") -> CudaArtifact:
+        """Run nvcc on ``rendered`` (``compile``: default when nvcc is installed)."""
+        do_compile = find_nvcc() is not None if compile is None else compile
+        binary = compile_cuda(rendered.source, rendered.arch, fmt) if do_compile else None
+        if binary is None:
+            log.debug("nvcc not used for %s; the module carries source only",
+                      rendered.entry_name)
+        return CudaArtifact(rendered.entry_name, rendered.source, rendered.launches,
+                            rendered.params, rendered.workspace, binary, rendered.arch,
+                            rendered.kernels)

@@ -428,7 +428,7 @@ def run_kernels(kernels: Sequence[Kernel], params: Sequence[Buffer],
 
 
 def run_module(module: Any, arrays: Sequence[np.ndarray], check_races: bool = True) -> None:
-    """Emulate a :class:`~templtune.codegen.cuda.module.CudaModule` built in this process."""
+    """Emulate a :class:`~templtune.runtime.cuda.module.CudaModule` built in this process."""
     if not module.kernels:
         raise EmulationError("this CUDA module carries no kernel IR to emulate")
     by_name = {p.name for p in module.params}
@@ -457,7 +457,7 @@ def emulate(func: PrimFunc, *arrays: np.ndarray, check_races: bool = True,
 
     ``insert_sync=False`` skips barrier insertion, which the race detector must then catch.
     """
-    from templtune.codegen.cuda.module import lower_to_kernels
+    from templtune.codegen.cuda.build import lower_to_kernels
 
     kernels, workspace = lower_to_kernels(func, insert_sync=insert_sync)
     run_kernels(kernels, func.params, workspace, arrays, check_races)

@@ -6,7 +6,7 @@ sequence of phases; each barrier-free region becomes a serial loop over the bloc
 statements that contain a barrier (uniform loops and ``if``s) are split recursively, so every
 thread finishes a phase before any starts the next, as ``__syncthreads`` guarantees. Local
 arrays get one slice per thread; shared arrays one copy per block iteration. This runs real
-shapes at native speed but does not look for races: use :mod:`templtune.codegen.cuda.emulate`
+shapes at native speed but does not look for races: use :mod:`templtune.runtime.cuda.emulate`
 on small shapes for that.
 """
 
@@ -27,7 +27,6 @@ from templtune.codegen.cuda.analysis import (
     fast_substitute,
     iter_nodes,
 )
-from templtune.codegen.cuda.emulate import EmulationError, RaceError
 from templtune.codegen.cuda.kernel import BLOCK_TAGS, THREAD_TAGS, Kernel
 from templtune.codegen.cuda.sync import is_barrier
 from templtune.lower.ir import (
@@ -46,6 +45,7 @@ from templtune.lower.ir import (
     Store,
     seq,
 )
+from templtune.runtime.cuda.emulate import EmulationError, RaceError
 from templtune.te.expr import PrimExpr, Var, const
 
 
@@ -187,10 +187,17 @@ def kernel_to_host(kernel: Kernel) -> PrimFunc:
     return PrimFunc(kernel.name + "_host", kernel.params, top)
 
 
+def build_host(func: PrimFunc) -> Any:
+    """Compile a host PrimFunc for this CPU and load it (a :class:`templtune.runtime.Module`)."""
+    from templtune.codegen.llvm import compile_func
+    from templtune.runtime.module import Module
+
+    return Module(*compile_func(func))
+
+
 def emulate_llvm(func: PrimFunc, *arrays: np.ndarray) -> None:
     """Run ``func`` (GPU-bound loop IR) on the CPU through the LLVM backend, in place."""
-    from templtune.build_module import build
-    from templtune.codegen.cuda.module import lower_to_kernels
+    from templtune.codegen.cuda.build import lower_to_kernels
 
     kernels, workspace = lower_to_kernels(func)
     if len(arrays) != len(func.params):
@@ -200,7 +207,7 @@ def emulate_llvm(func: PrimFunc, *arrays: np.ndarray) -> None:
         store[b] = np.zeros(buffer_size(b), dtype=dt.to_numpy(b.dtype))
     for k in kernels:
         host = kernel_to_host(k)
-        module = build(host, target="llvm")
+        module = build_host(host)
         module(*[_shaped(store[b], b) for b in k.params])
 
 
@@ -213,4 +220,4 @@ def _shaped(arr: np.ndarray, b: Buffer) -> np.ndarray:
     return arr.reshape(shape)  # type: ignore[arg-type]
 
 
-__all__: Sequence[str] = ["kernel_to_host", "emulate_llvm"]
+__all__: Sequence[str] = ["kernel_to_host", "emulate_llvm", "build_host"]
