@@ -24,6 +24,8 @@ RANK = {
     "auto_scheduler": 9,
     "graph": 10,
     "cli": 11,
+    # TVM-name facades (pure re-exports of the layers below, for ported tutorials)
+    "testing": 12, "relay": 12, "contrib": 12, "tir": 12,
 }
 
 
