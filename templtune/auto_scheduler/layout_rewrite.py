@@ -30,7 +30,7 @@ from templtune.te.expr import IterKind, IterVar, TensorLoad, Var, const
 from templtune.te.functor import Mutator
 from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor
 
-logger = logging.getLogger("templtune.auto_scheduler.layout_rewrite")
+logger = logging.getLogger("auto_scheduler.layout_rewrite")
 
 #: the compute attribute naming the placeholders whose layout may be rewritten (TVM's name)
 LAYOUT_FREE_ATTR = "layout_free_placeholders"

@@ -12,7 +12,7 @@ from typing import Any
 from .measure import MAX_FLOAT, MeasureInput, MeasureResult
 from .transform_step import decode_step
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 AUTO_SCHEDULER_LOG_VERSION = "v0.6"
 

@@ -24,7 +24,7 @@ from .parallel_degree import worth_measuring
 from .sketch import CPU_RULES, GPU_RULES, generate_sketches
 from .tile_prior import MIDDLE_LEVEL_ONE_SHARE, cpu_vector
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 # NOTE: TVM's defaults, except the two population sizes: candidates are replayed in Python
 # here, so 2048-state populations would dominate the tuning time (deviation, documented).

@@ -27,7 +27,7 @@ from typing import IO, Any
 from templtune.autotvm.space import ConfigEntity
 from templtune.autotvm.task.target_compat import as_target
 
-logger = logging.getLogger("templtune.autotvm.record")
+logger = logging.getLogger("autotvm.record")
 
 __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_from_file",
            "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload"]
