@@ -221,3 +221,11 @@ def is_auto_scheduler_record_file(filename: str) -> bool:
 __all__ = ["MAX_FLOAT", "RecordToFile", "RecordReader", "load_records", "save_records",
            "load_best_record", "distill_record_file", "dump_record_to_string",
            "load_record_from_string"]
+
+
+if __name__ == "__main__":
+    # NOTE: ``python -m templtune.auto_scheduler.measure_record --mode distill --i log.json`` as
+    # TVM's; the tool lives in measure_record_cli so that this module stays the library.
+    from templtune.auto_scheduler.measure_record_cli import main as _main
+
+    raise SystemExit(_main())

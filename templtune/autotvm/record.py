@@ -257,3 +257,11 @@ def split_workload(in_file: str | os.PathLike[str], clean: bool = True,
         path = dest / f"{src.name}.{i:03d}.wkl"
         out.append((path, save_to_file(recs, path)))
     return out
+
+
+if __name__ == "__main__":
+    # NOTE: ``python -m templtune.autotvm.record --mode pick --i in.log`` as TVM's; the tool
+    # lives in record_cli so that this module stays the library reader/writer.
+    from templtune.autotvm.record_cli import main as _main
+
+    raise SystemExit(_main())
