@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     # The library never configures logging; an application may.
-    logging.getLogger("templtune.tuner").addHandler(logging.StreamHandler(sys.stdout))
+    logging.getLogger("autotvm").addHandler(logging.StreamHandler(sys.stdout))
 
     n = args.size
     target = args.target

@@ -18,11 +18,13 @@ __version__ = "0.1.0"
 
 _SUBMODULES = {
     "te", "topi", "autotvm", "auto_scheduler", "target", "schedule", "lower", "codegen", "runtime",
-    "dtype", "errors", "templates", "nd", "graph", "config",
+    "dtype", "errors", "templates", "nd", "graph", "config", "testing", "relay", "contrib",
+    "tir",
 }
-# NOTE: TVM's names for the network layer: ``relay`` (build, testing, nn), ``graph_executor``
-# and ``transform`` (PassContext).
-_ALIASES = {"relay": "templtune.graph", "graph_executor": "templtune.graph.executor",
+# NOTE: TVM's names for the network layer: ``graph_executor`` and ``transform`` (PassContext);
+# ``relay`` is a package of its own (templtune/relay) so that ``import templtune.relay.testing``
+# works as ``import tvm.relay.testing`` does.
+_ALIASES = {"graph_executor": "templtune.graph.executor",
             "transform": "templtune.graph.transform"}
 _FUNCTIONS = {
     "build": ("templtune.build_module", "build"),

@@ -50,11 +50,11 @@ def _rec(task, index, cost, error=0, target=None):
 
 def _fallback_warnings(caplog):
     return [r for r in caplog.records
-            if r.name == "templtune.autotvm" and "fallback" in r.getMessage()]
+            if r.name == "autotvm" and "fallback" in r.getMessage()]
 
 
 def test_no_context_gives_fallback_and_warns_once(caplog):
-    with FallbackContext(), caplog.at_level(logging.WARNING, logger="templtune.autotvm"):
+    with FallbackContext(), caplog.at_level(logging.WARNING, logger="autotvm"):
         with Target("llvm"):
             add(32)
             add(32)
@@ -68,7 +68,7 @@ def test_no_context_gives_fallback_and_warns_once(caplog):
 
 def test_root_context_and_silent(caplog):
     assert isinstance(DispatchContext.current, FallbackContext)
-    with env.scope(silent=True), caplog.at_level(logging.WARNING, logger="templtune.autotvm"):
+    with env.scope(silent=True), caplog.at_level(logging.WARNING, logger="autotvm"):
         with Target("llvm"):
             add(1000)
     assert not _fallback_warnings(caplog)
@@ -204,7 +204,7 @@ def test_apply_fixed_config_and_graph_best(caplog):
         add(8)
         assert SEEN[-1].cost == 1e5 and ctx.workload == t8.workload
     with ApplyGraphBest([_rec(t8, 3, 1.0), _rec(t16, 4, 1.0)]), Target("llvm"), \
-            caplog.at_level(logging.WARNING, logger="templtune.autotvm"):
+            caplog.at_level(logging.WARNING, logger="autotvm"):
         add(8)
         assert SEEN[-1].index == 3
         add(16)

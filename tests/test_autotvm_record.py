@@ -102,7 +102,7 @@ def test_load_skips_blank_comment_corrupt_and_truncated(tmp_path, caplog):
     path = tmp_path / "t.log"
     path.write_text("# comment\n" + good[0] + "\n\n{not json\n" + good[1] + "\n"
                     + '{"input": [1]}\n' + good[2] + "\n" + good[2][:40])
-    with caplog.at_level(logging.WARNING, logger="templtune.autotvm.record"):
+    with caplog.at_level(logging.WARNING, logger="autotvm.record"):
         recs = list(record.load_from_file(path))
     assert [inp.config.index for inp, _ in recs] == [0, 1, 2]
     msgs = [r.getMessage() for r in caplog.records]

@@ -39,6 +39,8 @@ RANK: dict[str, int] = {
     "graph": 15,
     "templates": 16,
     "cli": 17,
+    # TVM-name facades (pure re-exports of the layers below, for ported tutorials)
+    "testing": 18, "relay": 18, "contrib": 18, "tir": 18,
 }
 
 # Sub-packages of autotvm with their own rank (issue 14: autotvm -> measure -> tuner). The

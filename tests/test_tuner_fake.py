@@ -230,7 +230,7 @@ def test_all_errors_written_to_file(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     opt = measure_option(FakeBuilder(), FakeRunner(error_fn=lambda i: MeasureErrorNo.COMPILE_HOST))
     t = GridSearchTuner(make_task())
-    with caplog.at_level("WARNING", logger="templtune.tuner"):
+    with caplog.at_level("WARNING", logger="autotvm"):
         t.tune(n_trial=5, measure_option=opt)
     assert t.best_config is None and t.best_flops == 0
     files = list(tmp_path.glob("templtune_tuning_errors_*.log"))

@@ -266,7 +266,7 @@ def test_progress_bar_silent_at_debug_and_bad_protocol():
     import logging
 
     out = io.StringIO()
-    log = logging.getLogger("templtune.tuner")
+    log = logging.getLogger("autotvm")
     old = log.level
     log.setLevel(logging.DEBUG)
     try:

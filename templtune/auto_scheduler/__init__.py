@@ -26,7 +26,8 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
 
 from .compute_dag import ComputeDAG
 from .cost_model import RandomModel, XGBModel
-from .dispatcher import ApplyHistoryBest
+from .dispatcher import ApplyHistoryBest, ApplyHistoryBestOrSample, DispatchContext, FallbackContext
+from .layout_rewrite import LayoutRewriteOption
 from .loop_state import Iterator, Stage, State
 from .measure import (
     LocalBuilder,
@@ -45,8 +46,10 @@ from .measure_record import (
     save_records,
 )
 from .relay_integration import extract_tasks
+from .search_callback import PreloadCustomSketchRule
 from .search_policy import EmptyPolicy, PreloadMeasuredStates, SketchPolicy
 from .search_task import HardwareParams, SearchTask, TuningOptions
+from .task_input import get_task_input_buffer, register_task_input_buffer
 from .task_scheduler import LogEstimatedLatency, PrintTableInfo, TaskScheduler
 from .workload_registry import (
     decode_workload_key,
@@ -56,7 +59,9 @@ from .workload_registry import (
 )
 
 __all__ = [
-    "ApplyHistoryBest", "ComputeDAG", "EmptyPolicy", "HardwareParams", "Iterator",
+    "ApplyHistoryBest", "ApplyHistoryBestOrSample", "DispatchContext", "FallbackContext",
+    "LayoutRewriteOption", "PreloadCustomSketchRule", "get_task_input_buffer",
+    "register_task_input_buffer", "ComputeDAG", "EmptyPolicy", "HardwareParams", "Iterator",
     "LocalBuilder", "LocalRPCMeasureContext", "LocalRunner", "LogEstimatedLatency",
     "PrintTableInfo", "TaskScheduler", "MeasureInput", "MeasureResult",
     "PreloadMeasuredStates", "ProgramMeasurer", "RandomModel", "RecordReader", "RecordToFile",

@@ -18,7 +18,7 @@ from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .loop_state import INLINED, State
 from .replay import replay_schedule, structure_of
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 
 def _int(x: Any) -> int:

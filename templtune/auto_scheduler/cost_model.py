@@ -23,7 +23,7 @@ from .feature import (
 )
 from .loop_state import State
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 #: Training stops after this many rounds, or earlier when the pack-sum RMSE has not improved
 #: by ``_MIN_DELTA`` for ``_EARLY_STOP`` rounds.

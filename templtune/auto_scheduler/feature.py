@@ -22,7 +22,7 @@ import numpy as np
 
 from .feature_row import DEFAULT_MAX_N_BUFS, features_of_body, get_per_store_feature_names
 
-logger = logging.getLogger("templtune.auto_scheduler.feature")
+logger = logging.getLogger("auto_scheduler.feature")
 
 #: Cached feature arrays over all DAGs (the oldest of the largest cache dropped beyond this).
 CACHE_LIMIT = 50_000

@@ -20,6 +20,7 @@ the new shape, and :meth:`RewrittenLayout.transform` makes its value in numpy;
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -30,12 +31,33 @@ from templtune.te.expr import IterKind, IterVar, TensorLoad, Var, const, const_i
 from templtune.te.functor import Mutator
 from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor
 
-logger = logging.getLogger("templtune.auto_scheduler.layout_rewrite")
+logger = logging.getLogger("auto_scheduler.layout_rewrite")
 
 #: the compute attribute naming the placeholders whose layout may be rewritten (TVM's name)
 LAYOUT_FREE_ATTR = "layout_free_placeholders"
 #: layout rewrite options (TVM's LayoutRewriteOption values)
 NO_REWRITE, INSERT_TRANSFORM_STAGE, REWRITE_FOR_PRE_TRANSFORMED = 0, 1, 2
+
+
+class LayoutRewriteOption(enum.IntEnum):
+    """TVM's ``auto_scheduler.LayoutRewriteOption`` (its values are the plain ints above)."""
+
+    NO_REWRITE = NO_REWRITE
+    INSERT_TRANSFORM_STAGE = INSERT_TRANSFORM_STAGE
+    REWRITE_FOR_PRE_TRANSFORMED = REWRITE_FOR_PRE_TRANSFORMED
+
+    @staticmethod
+    def get_target_default(target: Any, in_relay_integration: bool = False
+                           ) -> LayoutRewriteOption:
+        """The default for ``target``, as TVM: CPU (``llvm``) and Mali targets rewrite layouts
+        (pre-transformed weights inside network compilation, a transform stage otherwise);
+        every other target does not."""
+        text = str(target)
+        kind = text.split()[0] if text.strip() else ""
+        if kind == "llvm" or "-device=mali" in text:
+            return (LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED if in_relay_integration
+                    else LayoutRewriteOption.INSERT_TRANSFORM_STAGE)
+        return LayoutRewriteOption.NO_REWRITE
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from templtune.measure.measure import MeasureErrorNo
 
 from .loop_state import State
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 #: Cost of a failed measurement in auto_scheduler records (TVM's MAX_FLOAT placeholder).
 MAX_FLOAT = 1e10

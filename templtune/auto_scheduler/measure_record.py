@@ -20,7 +20,7 @@ from typing import Any
 from .measure import MAX_FLOAT, MeasureInput, MeasureResult
 from .transform_step import decode_step
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 AUTO_SCHEDULER_LOG_VERSION = "v0.6"
 
@@ -308,3 +308,11 @@ __all__ = ["MAX_FLOAT", "RecordToFile", "RecordReader", "load_records", "save_re
            "usable_cost",
            "load_best_record", "distill_record_file", "dump_record_to_string",
            "load_record_from_string"]
+
+
+if __name__ == "__main__":
+    # NOTE: ``python -m templtune.auto_scheduler.measure_record --mode distill --i log.json`` as
+    # TVM's; the tool lives in measure_record_cli so that this module stays the library.
+    from templtune.auto_scheduler.measure_record_cli import main as _main
+
+    raise SystemExit(_main())

@@ -24,7 +24,7 @@ from .parallel_degree import worth_measuring
 from .sketch import CPU_RULES, GPU_RULES, generate_sketches
 from .tile_prior import MIDDLE_LEVEL_ONE_SHARE, cpu_vector
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 # NOTE: TVM's defaults, except the two population sizes: candidates are replayed in Python
 # here, so 2048-state populations would dominate the tuning time (deviation, documented).
@@ -160,13 +160,15 @@ class SketchPolicy:
         self.measured_states: list[State] = []
         self.measured_throughputs: list[float] = []
         self._sketches: list[State] | None = None
+        # NOTE: PreloadCustomSketchRule callbacks append here; tried before the built-in rules
+        self.custom_sketch_rules: list[Any] = []
         for cb in init_search_callbacks or []:
             cb(self)
 
     # ---- generation ---------------------------------------------------------------------------
     def generate_sketches(self, print_for_debug: bool = False) -> list[State]:
         if self._sketches is None:
-            rules = GPU_RULES if self.is_gpu else CPU_RULES
+            rules = tuple(self.custom_sketch_rules) + (GPU_RULES if self.is_gpu else CPU_RULES)
             self._sketches = generate_sketches(self, self.dag.get_init_state(), rules)
         if print_for_debug:
             for s in self._sketches:

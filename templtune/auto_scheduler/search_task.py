@@ -76,7 +76,9 @@ class SearchTask:
         tiles inside the kernel, for measurement and ``apply_best`` (see
         :mod:`templtune.auto_scheduler.layout_rewrite`).
     task_inputs : dict, optional
-        Recorded by name only in this version.
+        ``{placeholder name: array}``, registered with :func:`register_task_input_buffer`
+        (``task_inputs_overwrite``, ``task_inputs_save_to_file``); records keep the names.
+        The local runner still feeds random inputs.
     desc : str
     """
 
@@ -106,6 +108,12 @@ class SearchTask:
         if layout_rewrite_option is None:
             layout_rewrite_option = 0 if self.is_gpu else 1
         self.layout_rewrite_option = int(layout_rewrite_option)
+        if task_inputs:
+            from .task_input import register_task_input_buffer
+
+            for name, data in task_inputs.items():
+                register_task_input_buffer(workload_key, name, data, task_inputs_overwrite,
+                                           task_inputs_save_to_file)
         self.task_input_names = tuple(sorted(task_inputs or {}))
         self.desc = desc
 

@@ -16,7 +16,7 @@ from .measure import ProgramMeasurer
 from .measure_record import RecordReader
 from .search_policy import PreloadMeasuredStates, SketchPolicy
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 
 class TaskScheduler:

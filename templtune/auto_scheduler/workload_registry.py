@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-logger = logging.getLogger("templtune.auto_scheduler")
+logger = logging.getLogger("auto_scheduler")
 
 # NOTE: a plain dict filled by decorators (as the AutoTVM template registry); worker processes
 # receive what they need explicitly (the pickled DAG), never this dict.

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
-logger = logging.getLogger("templtune.tuner")
+logger = logging.getLogger("autotvm")
 
 
 def log_to_file(file_out: str | os.PathLike | IO[str], protocol: str = "json"):
@@ -158,7 +158,7 @@ def progress_bar(total: int, prefix: str = "", si_prefix: str = "G",
 
     The bar shows trials done out of ``total``, the current and best FLOPS in the ``si_prefix``
     unit, the number of failed trials and the ETA. It prints nothing while the
-    ``templtune.tuner`` logger is at DEBUG level (every trial is logged then).
+    ``autotvm`` logger is at DEBUG level (every trial is logged then).
 
     Parameters
     ----------

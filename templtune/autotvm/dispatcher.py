@@ -33,7 +33,7 @@ from templtune.autotvm import env
 from templtune.autotvm.task.target_compat import as_target, target_keys, target_model
 from templtune.errors import TargetError, TempltuneError
 
-logger = logging.getLogger("templtune.autotvm")
+logger = logging.getLogger("autotvm")
 
 __all__ = [
     "DispatchContext", "ApplyConfig", "ApplyHistoryBest", "FallbackContext", "ConfigNotFoundError",

@@ -35,7 +35,7 @@ from typing import IO, Any
 from templtune.autotvm.space import ConfigEntity
 from templtune.autotvm.task.target_compat import as_target
 
-logger = logging.getLogger("templtune.autotvm.record")
+logger = logging.getLogger("autotvm.record")
 
 __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_from_file",
            "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload",
@@ -397,3 +397,11 @@ def split_workload(in_file: str | os.PathLike[str], clean: bool = True,
         path = dest / f"{src.name}.{i:03d}.wkl"
         out.append((path, save_to_file(recs, path)))
     return out
+
+
+if __name__ == "__main__":
+    # NOTE: ``python -m templtune.autotvm.record --mode pick --i in.log`` as TVM's; the tool
+    # lives in record_cli so that this module stays the library reader/writer.
+    from templtune.autotvm.record_cli import main as _main
+
+    raise SystemExit(_main())

@@ -37,7 +37,7 @@ from templtune.autotvm.feature.curve import curve_feature
 from templtune.autotvm.feature.itervar import itervar_feature, itervar_feature_names
 from templtune.autotvm.feature.loops import summarize
 
-logger = logging.getLogger("templtune.autotvm.feature")
+logger = logging.getLogger("autotvm.feature")
 
 FEATURE_TYPES = ("itervar", "knob", "curve")
 CACHE_LIMIT = 100_000

@@ -22,7 +22,7 @@ from templtune import config
 from templtune.autotvm import env
 from templtune.autotvm.task.target_compat import as_target, target_keys
 
-logger = logging.getLogger("templtune.autotvm")
+logger = logging.getLogger("autotvm")
 
 
 def reference_log_dirs() -> list[Path]:

@@ -24,7 +24,7 @@ from templtune.autotvm.task.target_compat import as_target, current_target, targ
 from templtune.errors import TempltuneError
 from templtune.te.expr import FloatImm, IntImm, StringImm, Var
 
-logger = logging.getLogger("templtune.autotvm")
+logger = logging.getLogger("autotvm")
 
 __all__ = ["TASK_TABLE", "TaskTemplate", "Task", "UnknownTemplateError", "template", "create",
            "get_config", "serialize_args", "deserialize_args", "args_to_workload"]

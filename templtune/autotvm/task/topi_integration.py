@@ -40,7 +40,7 @@ from templtune.autotvm.task.task import (
 )
 from templtune.errors import TempltuneError
 
-logger = logging.getLogger("templtune.autotvm")
+logger = logging.getLogger("autotvm")
 
 __all__ = ["register_topi_compute", "register_topi_schedule", "get_workload", "extract_tasks"]
 

@@ -24,7 +24,7 @@ from templtune.measure.measure import MeasureInput, MeasureResult
 from .index_based import RandomIndexSampler, space_is_valid
 from .tuner import Tuner
 
-logger = logging.getLogger("templtune.tuner")
+logger = logging.getLogger("autotvm")
 
 
 class CostModel(abc.ABC):

@@ -12,7 +12,7 @@ import numpy as np
 from .index_based import space_is_valid
 from .model_based_tuner import CostModel, ModelOptimizer
 
-logger = logging.getLogger("templtune.tuner")
+logger = logging.getLogger("autotvm")
 
 
 class SimulatedAnnealingOptimizer(ModelOptimizer):

@@ -19,7 +19,7 @@ import numpy as np
 
 from templtune.measure.measure import MeasureInput, MeasureResult, create_measure_batch
 
-logger = logging.getLogger("templtune.tuner")
+logger = logging.getLogger("autotvm")
 
 _SI_PREFIXES = "yzafpnµm kMGTPEZY"
 
@@ -205,7 +205,7 @@ class Tuner(abc.ABC):
                     # NOTE: AutoTVM flips its logger to DEBUG here; a library must not configure
                     # logging, so we only warn (once) and leave the level to the application.
                     logger.warning("%d consecutive measurement errors; enable DEBUG logging on "
-                                   "'templtune.tuner' to see them", error_ct)
+                                   "'autotvm' to see them", error_ct)
                     warned = True
         finally:
             restore(previous_env)

@@ -15,7 +15,7 @@ from templtune.measure.measure import MeasureInput, MeasureResult
 from .metric import average_recall
 from .model_based_tuner import CostModel
 
-logger = logging.getLogger("templtune.tuner")
+logger = logging.getLogger("autotvm")
 
 XGB_PARAMS: dict[str, Any] = {
     "max_depth": 3, "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0, "eta": 0.3,
