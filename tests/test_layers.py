@@ -24,6 +24,7 @@ RANK = {
     "auto_scheduler": 9,
     "graph": 10,
     "cli": 11,
+    "__main__": 12,  # python -m templtune: the CLI entry, above everything
 }
 
 
