@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_cli_tools import templtune_cmd
 
 mpimg = pytest.importorskip("matplotlib.image")
