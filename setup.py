@@ -10,5 +10,5 @@ packages += ["templtune.templates"] + [
 setup(
     packages=packages,
     package_dir={"templtune": "templtune", "templtune.templates": "templates"},
-    package_data={"templtune.templates": ["logs/*/*.log"]},
+    package_data={"templtune": ["py.typed"], "templtune.templates": ["logs/*/*.log"]},
 )

@@ -9,7 +9,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +144,10 @@ def measure_all(a: argparse.Namespace, label: str, task: Any, cache: Cache) -> d
     tic = time.perf_counter()
     done0 = len(cache.results)
 
-    def progress(t: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
-        got = len(cache.results)
-        if got // 100 > (got - len(inputs)) // 100:
-            el = time.perf_counter() - tic
-            print(f"  {got}/{n} measured ({runner.n_measured} this run, {el:.0f} s, load "
-                  f"{os.getloadavg()[0]:.2f})", flush=True)
+    from templtune.autotvm.callback import progress_bar
+
+    # NOTE: a tqdm bar on stderr (trials, current/best GFLOPS, errors, ETA), as the CLI's.
+    progress = progress_bar(n, prefix=f"[{label}] ", file=sys.stderr)
 
     # NOTE: every valid index in a seeded random order (not index order: the machine's state
     # drifts over a long sweep, and neighbouring indices are similar configs, so index order

@@ -83,8 +83,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("TEMPLTUNE_DEBUG", _B, False,
          "Log the LLVM IR of every build (DEBUG level) and dump IR that fails to verify."),
     Knob("TEMPLTUNE_LIBGOMP", _P, None,
-         "libgomp shared library for parallel loops (default: scikit-learn's copy, then the "
-         "system's)."),
+         "libgomp shared library for parallel loops (default: the copy the xgboost-cpu wheel "
+         "bundles, then xgboost's or scikit-learn's, then the system's)."),
     Knob("TEMPLTUNE_AUTOTVM_STRICT", _B, False,
          "A dispatch miss (no tuned config for a workload) raises instead of using a fallback."),
     Knob("TEMPLTUNE_NO_TOPHUB", _B, False,

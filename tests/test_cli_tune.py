@@ -39,6 +39,7 @@ def test_space_prints_the_knobs(capsys):
 @pytest.fixture(scope="module")
 def tuned_log(tmp_path_factory):
     log = tmp_path_factory.mktemp("tune") / "sub" / "dense.log"
+    log.parent.mkdir()  # --log names a file in an existing folder
     rc = main(["tune", "--template", "dense", "--args", SMALL_DENSE, "--tuner", "random",
                "--n-trial", "4", "--log", str(log), "--seed", "1", "--number", "1",
                "--repeat", "1", "--n-parallel", "1", "--no-progress"])
@@ -106,6 +107,7 @@ def test_best_with_only_failed_records(tmp_path, tuned_log, capsys):
 
 def test_demo_small_workload_end_to_end(tmp_path, capsys):
     log = tmp_path / "logs" / "demo.log"
+    log.parent.mkdir()
     rc, out, err = run(capsys, "demo", "--args", "1,6,6,16,8,3,3,1,1", "--tuner", "random",
                        "--n-trial", "2", "--log", str(log), "--number", "1", "--repeat", "1",
                        "--rounds", "1", "--no-progress")

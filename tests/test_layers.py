@@ -41,6 +41,7 @@ RANK: dict[str, int] = {
     "cli": 17,
     # TVM-name facades (pure re-exports of the layers below, for ported tutorials)
     "testing": 18, "relay": 18, "contrib": 18, "tir": 18,
+    "__main__": 19,  # python -m templtune: the CLI entry, above everything
 }
 
 # Sub-packages of autotvm with their own rank (issue 14: autotvm -> measure -> tuner). The

@@ -93,6 +93,7 @@ def test_measure_all_then_replay_serves_every_trial_from_the_table(tmp_path, cap
     cache = tmp_path / "table.json"
     common = ["--fake", "--workloads", "dense", "--space", "library", "--cache", str(cache)]
     assert se.main([*common, "--measure-all"]) == 0
+    assert "trial" in capsys.readouterr().err  # the sweep's progress bar draws on stderr
     data = json.loads(cache.read_text())
     (key,) = data
     table = data[key]

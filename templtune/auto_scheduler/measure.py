@@ -48,6 +48,14 @@ class MeasureResult:
         return float(sum(self.costs) / len(self.costs)) if self.costs else MAX_FLOAT
 
 
+def _result_text(res: MeasureResult) -> str:
+    """A result as TVM prints it in verbose measurement output."""
+    costs = ", ".join(f"{c:.4g}" for c in res.costs)
+    err = f"error_type:{MeasureErrorNo(res.error_no).name}, " if res.error_no else ""
+    return (f"MeasureResult({err}cost:[{costs}], error_no:{res.error_no}, "
+            f"all_cost:{res.all_cost:.2f}, Tstamp:{res.timestamp:.2f})")
+
+
 @dataclass(frozen=True, slots=True)
 class BuildResult:
     artifact: bytes | None
@@ -250,13 +258,16 @@ class ProgramMeasurer:
         inputs_all: list[MeasureInput] = []
         results_all: list[MeasureResult] = []
         batch = max(1, 2 * int(getattr(self.builder, "n_parallel", 1)))
+        key = task.workload_key
+        t0 = time.time()
+        round_best, round_errors, lines = 0.0, 0, []
         for i in range(0, len(states), batch):
             inputs = [MeasureInput(task, s) for s in states[i:i + batch]]
             brs = self.builder.build(inputs, self.verbose)
             results = self.runner.run(inputs, brs, self.verbose)
             for inp, res in zip(inputs, results):
                 self.ct += 1
-                key = task.workload_key
+                flops = 0.0
                 if res.error_no == 0:
                     self.error_ct = 0
                     flops = task.compute_dag.flop_ct / res.mean_cost
@@ -266,17 +277,29 @@ class ProgramMeasurer:
                         self.best_state[key] = inp.state
                         self.best_ct[key] = self.ct
                 else:
+                    round_errors += 1
                     self.error_ct += 1
                     if self.error_ct > self.max_continuous_error:
                         self.verbose = 2
                     if self.verbose >= 2:
                         logger.warning("measure error %d: %s", res.error_no, res.error_msg[:500])
+                round_best = max(round_best, flops)
+                if self.verbose >= 2:  # TVM's per-measurement block
+                    lines.append(f"{'=' * 50}\nNo: {self.ct}\tGFLOPS: {flops / 1e9:.2f} / "
+                                 f"{self.best_flops.get(key, 0.0) / 1e9:.2f}\tresults: {_result_text(res)}\n"
+                                 f"{'=' * 50}")
             for cb in self.callbacks:
                 cb.callback(policy, inputs, results)
             inputs_all += inputs
             results_all += results
         if self.verbose >= 1:
-            sys.stdout.write("\n")
+            sys.stdout.write("\n" + "".join(x + "\n" for x in lines))
+            # NOTE: one line per round at verbose 1: this round's best and the best so far.
+            sys.stdout.write(f"No: {self.ct}\tGFLOPS: {round_best / 1e9:.2f} / "
+                             f"{self.best_flops.get(key, 0.0) / 1e9:.2f}\t"
+                             f"({len(results_all)} measured, {round_errors} errors)\t"
+                             f"Time elapsed for measurement: {time.time() - t0:.2f} s\n")
+            sys.stdout.flush()
         return inputs_all, results_all
 
     def close(self) -> None:

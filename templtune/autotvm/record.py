@@ -300,7 +300,7 @@ def append_records(file_out: str | os.PathLike[str] | IO[str], records: Iterable
             pass
         return len(lines)
     torn = ends_torn(file_out)
-    fd = os.open(os.fspath(file_out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(os.fspath(file_out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     try:
         if torn:
             # NOTE: end the torn line so the first new record is not glued onto it.
@@ -313,11 +313,21 @@ def append_records(file_out: str | os.PathLike[str] | IO[str], records: Iterable
     return len(lines)
 
 
+def _default_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0o666 less the process umask."""
+    mask = os.umask(0o022)  # NOTE: the umask can only be read by setting it; restored at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def save_to_file(records: Iterable[Record], path: str | os.PathLike[str]) -> int:
-    """Write records to ``path``, replacing it atomically; returns the number written."""
+    """Write records to ``path``, replacing it atomically; returns the number written. The
+    file gets the mode of the one it replaces, else the user's umask (as ``open`` would)."""
     path = Path(path)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else _default_file_mode()
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent or ".")
     try:
+        os.fchmod(fd, mode)  # mkstemp creates 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             n = 0
             for inp, res in records:

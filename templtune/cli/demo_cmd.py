@@ -1,7 +1,8 @@
 """``templtune demo``: tune the seed tutorial's ResNet layer on this CPU and check the result.
 
 Tunes ``conv2d_nchw`` for the last ResNet 3x3 layer (batch 1, 512x7x7 input, 512 filters 3x3,
-stride 1, pad 1), leaves the log under ``logs/``, applies the best config with
+stride 1, pad 1), leaves the log in the user's cache folder (``$XDG_CACHE_HOME/templtune``,
+default ``~/.cache/templtune``; never inside the package checkout) and says where, applies the best config with
 ``apply_history_best``, checks the kernel against numpy and prints its GFLOPS next to numpy's
 im2col + matmul measured on the same machine in the same run.
 """
@@ -9,14 +10,17 @@ im2col + matmul measured on the same machine in the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from templtune.cli.main import CliError, command
 from templtune.cli.tune_cmd import (
+    check_log_path,
     create_task,
     parse_int_list,
     positive_int,
@@ -26,6 +30,13 @@ from templtune.cli.tune_cmd import (
 )
 
 WORKLOAD = (1, 7, 7, 512, 512, 3, 3, 1, 1)
+
+
+def cache_dir() -> Path:
+    """templtune's folder for files the user did not name: ``$XDG_CACHE_HOME/templtune``,
+    else ``~/.cache/templtune``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "templtune"
 
 
 def im2col_conv(data: np.ndarray, kernel: np.ndarray, stride: int, pad: int) -> np.ndarray:
@@ -68,6 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise CliError(f"--args: the demo takes N,H,W,CO,CI,KH,KW,stride,padding (9 integers), "
                        f"got {len(wl)}")
     task = create_task(name, wl, "llvm")
+    if args.log is None:
+        args.log = check_log_path(cache_dir() / f"demo_{name}.log", create_parent=True)
     what = " (ResNet last 3x3 layer)" if wl == WORKLOAD else ""
     print(f"tuning {name}{wl}{what} with {args.tuner}, "
           f"{args.n_trial} trials; log: {args.log}")
@@ -128,8 +141,9 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-trial", type=positive_int, default=64,
                         help="configs to measure (default 64: a few minutes)")
     parser.add_argument("--early-stopping", type=positive_int, default=32)
-    parser.add_argument("--log", default="logs/demo_conv2d.log",
-                        help="log to append to (default logs/demo_conv2d.log)")
+    parser.add_argument("--log", default=None,
+                        help="log to append to (default ~/.cache/templtune/demo_TEMPLATE.log, "
+                             "under $XDG_CACHE_HOME when set)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--number", type=positive_int, default=4)
     parser.add_argument("--repeat", type=positive_int, default=3)

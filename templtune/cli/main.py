@@ -65,8 +65,11 @@ def _discover() -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every discovered subcommand."""
     _discover()
+    from templtune import __version__
+
     parser = argparse.ArgumentParser(prog="templtune",
                                      description="templtune: tensor-program auto-tuner")
+    parser.add_argument("--version", action="version", version=f"templtune {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more logging (-v info, -vv debug and tracebacks)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,22 +100,27 @@ class TuneSummary:
     errors: int
     wall_s: float
     log: Path
+    resumed: int = 0
 
 
 def tune_task(task: Any, *, tuner: str = "xgb", n_trial: int = 200, log: str | os.PathLike,
               early_stopping: int | None = None, seed: int | None = 0, number: int = 4,
               repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 20,
               n_parallel: int | None = None, progress: bool = True,
-              option: dict | None = None) -> TuneSummary:
-    """Tune ``task`` and append its records to ``log`` (folders are created). ``option``: a
+              option: dict | None = None, resume: bool = False,
+              time_budget: float | None = None) -> TuneSummary:
+    """Tune ``task`` and append its records to ``log``, whose folder must exist. ``option``: a
     ``measure_option`` to reuse across tasks (its worker processes stay up); by default one
-    is made from the timing arguments."""
+    is made from the timing arguments. ``resume``: the log's records of this task are not
+    measured again and count toward ``n_trial``. ``time_budget``: seconds after which no new
+    batch starts. The progress bar draws on stderr."""
     from templtune import autotvm
 
     if n_trial < 1:
         raise CliError(f"--n-trial must be at least 1, got {n_trial}")
-    log_path = Path(log)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if time_budget is not None and time_budget <= 0:
+        raise CliError(f"--time-budget must be positive, got {time_budget:g}")
+    log_path = check_log_path(log)
     if option is None:
         option = autotvm.measure_option(
             builder=autotvm.LocalBuilder(timeout=timeout, n_parallel=n_parallel),
@@ -124,16 +130,34 @@ def tune_task(task: Any, *, tuner: str = "xgb", n_trial: int = 200, log: str | o
     n_trial = min(n_trial, len(task.config_space))
     callbacks = [autotvm.callback.log_to_file(str(log_path))]
     if progress:
-        callbacks.insert(0, autotvm.callback.progress_bar(n_trial, prefix=f"[{task.name}] "))
+        callbacks.insert(0, autotvm.callback.progress_bar(n_trial, prefix=f"[{task.name}] ",
+                                                          file=sys.stderr))
     t0 = time.perf_counter()
     t.tune(n_trial=n_trial, measure_option=option, early_stopping=early_stopping,
-           callbacks=callbacks)
+           callbacks=callbacks, resume_log=log_path if resume else None,
+           time_budget=time_budget)
     wall = time.perf_counter() - t0
     stats = getattr(t, "tune_stats", {})
     pair = getattr(t, "best_measure_pair", None)
     cost = float(pair[1].mean_cost) if pair else float("nan")
     return TuneSummary(t.best_config, float(t.best_flops) / 1e9, cost,
-                       int(stats.get("trials", 0)), int(stats.get("errors", 0)), wall, log_path)
+                       int(stats.get("trials", 0)), int(stats.get("errors", 0)), wall, log_path,
+                       int(stats.get("resumed", 0)))
+
+
+def check_log_path(log: str | os.PathLike, create_parent: bool = False) -> Path:
+    """``log`` as a Path; its folder must exist (a typo must not silently create folders)
+    unless ``create_parent`` (the commands' default log folders)."""
+    path = Path(log)
+    parent = path.parent
+    if create_parent:
+        parent.mkdir(parents=True, exist_ok=True)
+    elif not parent.is_dir():
+        raise CliError(f"--log {os.fspath(log)}: folder {os.fspath(parent)} does not exist "
+                       "(create it first)")
+    if path.is_dir():
+        raise CliError(f"--log {os.fspath(log)} is a folder, not a log file")
+    return path
 
 
 def print_summary(task: Any, s: TuneSummary) -> None:
@@ -144,7 +168,8 @@ def print_summary(task: Any, s: TuneSummary) -> None:
         return
     print(f"best config: {s.best_config}")
     print(f"best:        {s.best_gflops:.2f} GFLOPS ({s.best_cost_s * 1e3:.4f} ms)")
-    print(f"trials:      {s.trials} ({s.errors} failed), wall time {s.wall_s:.1f} s")
+    print(f"trials:      {s.trials} ({s.errors} failed), wall time {s.wall_s:.1f} s"
+          + (f"; {s.resumed} more resumed from the log" if s.resumed else ""))
     print(f"log:         {s.log}")
 
 
@@ -167,13 +192,27 @@ def positive_int(text: str) -> int:
     return v
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return v
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     task = create_task(args.template, parse_int_list(args.args), args.target)
-    log = args.log or f"logs/{args.template}.log"
+    log = check_log_path(args.log or f"logs/{args.template}.log", create_parent=not args.log)
+    if args.resume and log.is_file():
+        print(f"resuming from {log} (--no-resume to start over)", file=sys.stderr)
     summary = tune_task(task, tuner=args.tuner, n_trial=args.n_trial, log=log,
                         early_stopping=args.early_stopping, seed=args.seed, number=args.number,
                         repeat=args.repeat, timeout=args.timeout, n_parallel=args.n_parallel,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, resume=args.resume,
+                        time_budget=args.time_budget)
     print_summary(task, summary)
     if summary.best_config is None:
         raise CliError(f"no trial succeeded ({summary.errors} failed); rerun with -v -v "
@@ -199,4 +238,11 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-parallel", type=positive_int, default=None,
                         help="parallel builds (default: CPU count)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="start over: search from scratch, ignoring the records already "
+                             "in --log (new ones are still appended). By default configs "
+                             "already in --log are not measured again and count toward "
+                             "--n-trial")
+    parser.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",
+                        help="stop starting new measurements after this many seconds")
     parser.set_defaults(func=cmd_tune)

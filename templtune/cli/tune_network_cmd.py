@@ -6,18 +6,83 @@ exists); ``--method autotvm`` extracts the template tasks of its conv2d/dense la
 (``autotvm.task.extract_from_program``) and tunes each with a tuner for ``--trials-per-task``
 trials. Either way the network is then compiled with the best records, checked against the
 numpy interpreter, and timed.
+
+Both show a progress bar on stderr (trials, the estimated latency, ETA), stop at
+``--time-budget`` seconds, and write the task table (weights, FLOPs) next to the log for
+``templtune report``. ``--rpc-key`` measures on the Ray devices advertising that key
+(AutoTVM's ``RPCRunner``; ``--rpc-address`` names the cluster).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+from typing import Any
 
 import numpy as np
 
 from templtune.cli.main import CliError, command
-from templtune.cli.tune_cmd import parse_int_list, positive_int, tune_task, tuner_names
+from templtune.cli.tune_cmd import (
+    check_log_path,
+    parse_int_list,
+    positive_float,
+    positive_int,
+    tune_task,
+    tuner_names,
+)
+
+
+class _NetworkProgress:
+    """Task-scheduler callback: one tqdm bar over the whole trial budget (stderr) showing the
+    estimated latency, and the end of tuning once ``time_budget`` seconds are spent."""
+
+    def __init__(self, total: int, time_budget: float | None, show: bool) -> None:
+        self.total, self.time_budget, self.show = total, time_budget, show
+        self.bar: Any = None
+        self.start = time.time()
+
+    def pre_tune(self, scheduler: Any, task_id: int) -> None:
+        if self.show and self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, desc="tune-network", unit="trial",
+                            file=sys.stderr, dynamic_ncols=True)
+
+    def post_tune(self, scheduler: Any, task_id: int) -> None:
+        if self.bar is not None:
+            lat = scheduler.cur_score
+            est = f"{lat * 1e3:.3f} ms" if lat < 1e9 else "-"
+            self.bar.set_postfix_str(f"est. latency {est} | task {task_id}", refresh=False)
+            self.bar.update(min(scheduler.ct, self.total) - self.bar.n)
+        if self.time_budget is not None and time.time() - self.start >= self.time_budget:
+            # NOTE: the scheduler loops while ct < num_measure_trials; lowering the budget to
+            # the trials done ends it after this round, as TVM's scheduler ends on trials.
+            scheduler.tune_option.num_measure_trials = scheduler.ct
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _autotvm_runner(args: argparse.Namespace) -> Any:
+    from templtune import autotvm
+
+    if not args.rpc_key:
+        return autotvm.LocalRunner(repeat=args.repeat)
+    host, port = None, None
+    if args.rpc_address:
+        host, _, p = args.rpc_address.rpartition(":")
+        if not host or not p.isdigit():
+            host, port = args.rpc_address, None
+        else:
+            port = int(p)
+    try:
+        return autotvm.RPCRunner(args.rpc_key, host=host, port=port, repeat=args.repeat)
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _print_tasks(tasks: list, weights: list) -> None:
@@ -39,28 +104,42 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     except graph.GraphError as exc:
         raise CliError(str(exc)) from None
     suffix = ".json" if args.method == "auto_scheduler" else "-autotvm.log"
-    log = args.log or os.path.join(
+    default = os.path.join(
         "logs", f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}{suffix}")
+    log = os.fspath(check_log_path(args.log or default, create_parent=not args.log))
     if args.method == "autotvm":
         return _autotvm(args, net, params, ishape, log)
+    if args.rpc_key:
+        raise CliError("--rpc-key measures through AutoTVM's RPCRunner: use it with "
+                       "--method autotvm")
     tasks, weights = auto_scheduler.extract_tasks(net, params, args.target)
     print(f"{args.network}: {len(tasks)} tasks; log: {log}")
     _print_tasks(tasks, weights)
     if args.trials > 0:
+        from templtune.cli.report import write_task_table
+
         if args.trials < len(tasks):
             raise CliError(f"--trials {args.trials} is below the number of tasks ({len(tasks)}); "
                            "each task needs at least one measurement")
-        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+        write_task_table(log, [{"key": t.workload_key, "label": t.desc or t.workload_key,
+                                "weight": float(w), "flop": float(t.compute_dag.flop_ct)}
+                               for t, w in zip(tasks, weights)])
+        progress = _NetworkProgress(args.trials, args.time_budget, not args.no_progress)
         sched = auto_scheduler.TaskScheduler(
             tasks, weights, load_log_file=log if os.path.isfile(log) else None,
-            callbacks=[auto_scheduler.PrintTableInfo()], seed=args.seed)
+            callbacks=[progress], seed=args.seed)
         opts = auto_scheduler.TuningOptions(
             num_measure_trials=args.trials, num_measures_per_round=args.per_round,
             runner=auto_scheduler.LocalRunner(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms),
             measure_callbacks=[auto_scheduler.RecordToFile(log)], verbose=0)
         t0 = time.time()
-        sched.tune(opts, search_policy="sketch.random" if args.model == "random" else "default")
-        print(f"tuned {args.trials} trials in {time.time() - t0:.1f} s")
+        try:
+            sched.tune(opts, search_policy="sketch.random" if args.model == "random"
+                       else "default")
+        finally:
+            progress.close()
+        print(f"tuned {sched.ct} trials in {time.time() - t0:.1f} s; estimated latency "
+              + (f"{sched.cur_score * 1e3:.3f} ms" if sched.cur_score < 1e9 else "-"))
     t0 = time.time()
     if os.path.isfile(log):
         with auto_scheduler.ApplyHistoryBest(log):
@@ -80,15 +159,24 @@ def _autotvm(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
         print(f"{i:>3}  {t.flop / 1e6:9.2f} MFLOP  {t.name}{tuple(t.args)}  "
               f"({len(t.config_space)} configs)")
     if args.trials_per_task > 0:
+        from templtune.cli.report import write_task_table
+
+        write_task_table(log, [{"key": f"{t.name}{tuple(t.args)}",
+                                "label": f"{t.name}{tuple(t.args)}", "weight": 1.0,
+                                "flop": float(t.flop)} for t in tasks])
         t0 = time.time()
         # NOTE: one builder pool and one measurement process for all tasks.
         option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
-                                        runner=autotvm.LocalRunner(repeat=args.repeat))
+                                        runner=_autotvm_runner(args))
         try:
             for i, task in enumerate(tasks):
+                left = None if args.time_budget is None else args.time_budget - (time.time() - t0)
+                if left is not None and left <= 0:
+                    print(f"time budget spent: tasks {i + 1}..{len(tasks)} not tuned")
+                    break
                 s = tune_task(task, tuner=args.tuner, n_trial=args.trials_per_task, log=log,
                               early_stopping=args.early_stopping, seed=args.seed,
-                              progress=False, option=option)
+                              progress=not args.no_progress, option=option, time_budget=left)
                 print(f"[Task {i + 1:2d}/{len(tasks):2d}] {task.name}{tuple(task.args)}: "
                       f"{s.best_gflops:.2f} GFLOPS after {s.trials} trials")
         finally:
@@ -156,4 +244,13 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timing-ms", type=float, default=300,
                         help="min_repeat_ms of the final timing (default 300)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",
+                        help="stop tuning after this many seconds (the running round finishes)")
+    parser.add_argument("--rpc-key", default=None,
+                        help="--method autotvm: measure on the Ray nodes advertising this "
+                             "device key (RPCRunner; needs the [distributed] extra)")
+    parser.add_argument("--rpc-address", default=None, metavar="HOST:PORT",
+                        help="Ray cluster of --rpc-key (ray://host:port or the GCS host:port; "
+                             "default: join or start a local Ray instance)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=cmd_tune_network)

@@ -12,6 +12,18 @@ from .xgboost_cost_model import FeatureCostModel
 ESTIMATORS = ("gbr", "rf")
 
 
+def _sklearn(module: str) -> Any:
+    """Import ``sklearn.<module>``; scikit-learn is an optional extra."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"sklearn.{module}")
+    except ImportError as exc:
+        raise ImportError("SklearnCostModel needs scikit-learn, an optional dependency: "
+                          "pip install 'templtune[sklearn]' (or use the default "
+                          f"XGBoostCostModel) ({exc})") from exc
+
+
 class SklearnCostModel(FeatureCostModel):
     """A regression cost model from scikit-learn, a drop-in replacement for
     :class:`~templtune.autotvm.tuner.XGBoostCostModel` in :class:`ModelBasedTuner`.
@@ -46,6 +58,7 @@ class SklearnCostModel(FeatureCostModel):
                  extractor: FeatureExtractor | None = None) -> None:
         if isinstance(estimator, str) and estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {ESTIMATORS} or a regressor")
+        _sklearn("base")  # fail at construction, not at the first fit, when it is missing
         super().__init__(task, feature_type, num_threads, log_interval, n_workers, seed,
                          extractor)
         self.estimator = estimator
@@ -54,18 +67,14 @@ class SklearnCostModel(FeatureCostModel):
     def _make(self) -> Any:
         seed = int(self.rng.integers(2**31))
         if self.estimator == "gbr":
-            from sklearn.ensemble import GradientBoostingRegressor
-
-            return GradientBoostingRegressor(n_estimators=200, max_depth=3, learning_rate=0.1,
-                                             subsample=0.8, random_state=seed)
+            return _sklearn("ensemble").GradientBoostingRegressor(
+                n_estimators=200, max_depth=3, learning_rate=0.1, subsample=0.8,
+                random_state=seed)
         if self.estimator == "rf":
-            from sklearn.ensemble import RandomForestRegressor
-
-            return RandomForestRegressor(n_estimators=200, min_samples_leaf=2,
-                                         n_jobs=self.num_threads, random_state=seed)
-        from sklearn.base import clone
-
-        return clone(self.estimator)
+            return _sklearn("ensemble").RandomForestRegressor(
+                n_estimators=200, min_samples_leaf=2, n_jobs=self.num_threads,
+                random_state=seed)
+        return _sklearn("base").clone(self.estimator)
 
     def _train(self, x: np.ndarray, y: np.ndarray, margin: np.ndarray | None, plan_size: int,
                rounds: int, patience: int) -> None:

@@ -125,7 +125,8 @@ class Tuner(abc.ABC):
     # ---- the loop -----------------------------------------------------------------------------
     def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
              callbacks: Sequence[Callback] = (), si_prefix: str = "G",
-             resume_log: str | os.PathLike | None = None) -> None:
+             resume_log: str | os.PathLike | None = None,
+             time_budget: float | None = None) -> None:
         """Measure up to ``n_trial`` configs, calling ``update`` and then every callback per batch.
 
         Parameters
@@ -145,6 +146,9 @@ class Tuner(abc.ABC):
             target (compared in canonical form) are loaded with :meth:`load_history`, are never measured again, and count toward ``n_trial``, so
             re-running the same ``tune`` call after a crash finishes the original budget
             (templtune extension).
+        time_budget : float or None
+            Seconds after which no new batch is started (the running batch finishes); None
+            for no limit (templtune extension).
         """
         scale = si_scale(si_prefix)
         t_start = time.perf_counter()
@@ -173,6 +177,9 @@ class Tuner(abc.ABC):
         previous_env = configure(in_tuning=True)
         try:
             while i < n_trial and self.has_next():
+                if time_budget is not None and time.perf_counter() - t_start >= time_budget:
+                    logger.info("time budget of %.0f s spent after %d trials", time_budget, i)
+                    break
                 configs = self.next_batch(min(n_parallel, n_trial - i))
                 if not configs:
                     break

@@ -12,7 +12,6 @@ import glob
 import hashlib
 import logging
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict
@@ -213,21 +212,75 @@ def assembly(ir: str, spec: MachineSpec) -> str:
 # ----------------------------------------------------------------------------- libgomp
 
 
-@lru_cache(maxsize=1)
-def find_libgomp() -> str | None:
-    """Path of a libgomp shared library: ``TEMPLTUNE_LIBGOMP``, scikit-learn's bundled copy,
-    or the system one; None when none is found."""
-    env = config.get("TEMPLTUNE_LIBGOMP")
-    if env is not None and env.exists():
-        return str(env)
-    for base in sys.path:
-        hits = sorted(glob.glob(os.path.join(base, "scikit_learn.libs", "libgomp*.so*")))
+#: distributions whose wheels bundle libgomp (auditwheel's ``<dist>.libs`` folder), in order.
+_GOMP_DISTRIBUTIONS = ("xgboost-cpu", "xgboost", "scikit-learn")
+
+
+def _bundled_libgomp(dist_name: str) -> str | None:
+    """The libgomp a wheel of ``dist_name`` installed, from its own file list (RECORD); None
+    when the distribution is absent or ships none."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(dist_name)
+    except metadata.PackageNotFoundError:
+        return None
+    for f in sorted(dist.files or (), key=str):
+        if os.path.basename(str(f)).startswith("libgomp") and ".so" in str(f):
+            path = str(dist.locate_file(f))
+            if os.path.exists(path):
+                return path
+    return None
+
+
+def _libgomp_next_to_xgboost() -> str | None:
+    """libgomp in the folders next to the ``xgboost`` package (``xgboost_cpu.libs``,
+    ``xgboost.libs``, ``xgboost/lib``), found without importing xgboost; covers installs
+    without a RECORD file."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("xgboost")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    pkg = list(spec.submodule_search_locations)[0]
+    site = os.path.dirname(pkg)
+    for folder in (os.path.join(site, "xgboost_cpu.libs"), os.path.join(site, "xgboost.libs"),
+                   os.path.join(pkg, "lib")):
+        hits = sorted(glob.glob(os.path.join(folder, "libgomp*.so*")))
         if hits:
             return hits[0]
+    return None
+
+
+@lru_cache(maxsize=1)
+def find_libgomp() -> str | None:
+    """Path of a libgomp shared library, or None when none is found.
+
+    Looked up in order: ``TEMPLTUNE_LIBGOMP``; the copy bundled by the xgboost-cpu wheel (a
+    core dependency; found from the wheel's own file list, then next to the package); the one
+    of xgboost or scikit-learn when installed; the system library.
+
+    Raises
+    ------
+    CodegenError
+        ``TEMPLTUNE_LIBGOMP`` is set to a path that does not exist.
+    """
+    env = config.get("TEMPLTUNE_LIBGOMP")
+    if env is not None:
+        if not env.exists():
+            raise CodegenError(f"TEMPLTUNE_LIBGOMP={str(env)!r}: no such file; point it at a "
+                               "libgomp shared library or unset it")
+        return str(env)
+    for dist in _GOMP_DISTRIBUTIONS:
+        path = _bundled_libgomp(dist)
+        if path is not None:
+            return path
+    path = _libgomp_next_to_xgboost()
+    if path is not None:
+        return path
     import ctypes.util
 
-    name = ctypes.util.find_library("gomp")
-    return name
+    return ctypes.util.find_library("gomp")
 
 
 @lru_cache(maxsize=1)
@@ -236,8 +289,9 @@ def load_libgomp() -> bool:
     libgomp is unavailable: parallel loops then run serially."""
     path = find_libgomp()
     if path is None:
-        log.warning("libgomp not found: parallel loops will run serially "
-                    "(install scikit-learn or set TEMPLTUNE_LIBGOMP)")
+        log.warning("libgomp not found (neither bundled with xgboost-cpu nor installed on the "
+                    "system): parallel loops will run serially; reinstall xgboost-cpu, install "
+                    "libgomp1, or set TEMPLTUNE_LIBGOMP to a libgomp shared library")
         return False
     try:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
