@@ -14,7 +14,7 @@ import pytest
 
 from templtune import autotvm, templates
 from templtune.autotvm import record
-from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner
+from templtune.measure.fake import FakeBuilder, FakeRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")

@@ -63,7 +63,7 @@ DENSE_SMALL_ARGS = (128, 128, 128)
 
 
 def _register_dense_small() -> None:
-    from templates.tiled_dense import tiled_dense
+    from templtune.templates.tiled_dense import tiled_dense
     from templtune import autotvm
     from templtune.autotvm.task.task import TASK_TABLE
 
