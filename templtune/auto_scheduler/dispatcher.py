@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
+from templtune.target import kind_of
+
 from .measure_record import RecordReader, workload_distance_factor
 
 _CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("auto_scheduler_dispatch",
@@ -44,7 +46,7 @@ class ApplyHistoryBest:
         for inp, res in pairs:
             if res.error_no != 0:
                 continue
-            kind = str(inp.task.target).split()[0]
+            kind = kind_of(inp.task.target)
             table = self.best.setdefault(kind, {})
             cost = res.mean_cost
             k = inp.task.workload_key
@@ -53,7 +55,7 @@ class ApplyHistoryBest:
 
     def query(self, target: Any, workload_key: str) -> Any:
         """The best record's state (steps) for the workload, or None."""
-        table = self.best.get(str(target).split()[0], {})
+        table = self.best.get(kind_of(target), {}) if target is not None else {}
         hit = table.get(workload_key)
         if hit is not None:
             return hit[0]
@@ -67,7 +69,7 @@ class ApplyHistoryBest:
         return best
 
     def update(self, target: Any, workload_key: str, state: Any) -> None:
-        self.best.setdefault(str(target).split()[0], {})[workload_key] = (state, 1.0)
+        self.best.setdefault(kind_of(target), {})[workload_key] = (state, 1.0)
 
     def __enter__(self) -> ApplyHistoryBest:
         self._token = _CURRENT.set(self)

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from templtune.target import kind_of
+
 from .measure import MAX_FLOAT, MeasureInput, MeasureResult
 from .transform_step import decode_step
 
@@ -131,7 +133,7 @@ def load_records(filename: str) -> Iterable[tuple[MeasureInput, MeasureResult]]:
 
 
 def _target_kind(t: Any) -> str:
-    return str(t).split()[0]
+    return kind_of(t).name
 
 
 def _key_parts(key: str) -> tuple[str, tuple | None]:
