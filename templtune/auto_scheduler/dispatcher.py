@@ -14,6 +14,8 @@ import logging
 import tempfile
 from typing import Any
 
+from templtune.target import kind_of
+
 from .measure_record import RecordReader, usable_cost, workload_distance_factor
 
 logger = logging.getLogger("auto_scheduler")
@@ -25,7 +27,7 @@ __all__ = ["ApplyHistoryBest", "ApplyHistoryBestOrSample", "DispatchContext", "F
 
 
 def _kind(target: Any) -> str:
-    return str(target).split()[0]
+    return str(kind_of(target))
 
 
 class _Current:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from templtune.target import kind_of
+
 from .measure import MAX_FLOAT, MeasureInput, MeasureResult
 from .transform_step import decode_step
 
@@ -207,7 +209,7 @@ def load_records(filename: str) -> Iterable[tuple[MeasureInput, MeasureResult]]:
 
 
 def _target_kind(t: Any) -> str:
-    return str(t).split()[0]
+    return kind_of(t).name
 
 
 def _key_parts(key: str) -> tuple[str, tuple | None]:

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from templtune.target import kind_of
+
 from .cost_model import RandomModel
 from .init_rules import sample_one
 from .loop_state import State
@@ -73,11 +75,11 @@ class PreloadMeasuredStates:
     def __call__(self, policy: SketchPolicy) -> None:
         from .measure_record import RecordReader
 
-        kind = str(policy.task.target).split()[0]
+        kind = kind_of(policy.task.target)
         n = 0
         for inp, res in RecordReader(self.filename):
             if inp.task.workload_key != policy.task.workload_key or \
-                    str(inp.task.target).split()[0] != kind:
+                    kind_of(inp.task.target) != kind:
                 continue
             try:
                 state = policy.dag.replay(inp.state.transform_steps)
