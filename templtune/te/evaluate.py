@@ -21,6 +21,7 @@ import numpy as np
 from templtune import dtype as dt
 from templtune.errors import ExprError
 from templtune.te.const_eval import eval_const
+from templtune.te.dispatch import Dispatch
 from templtune.te.expr import (
     BinOp,
     BinOpKind,
@@ -115,54 +116,7 @@ class _Evaluator:
         return r
 
     def _ev(self, e: Any, env: dict[Var, Any], active: Any, memo: dict[Any, Any]) -> Any:
-        if isinstance(e, (IntImm, FloatImm)):
-            return dt.to_numpy(e.dtype).type(e.value)
-        if isinstance(e, Var):
-            if e in env:
-                return env[e]
-            if e in self.shape_env:
-                return np.int64(self.shape_env[e])
-            raise ExprError(f"variable {e.name} has no value (not an axis of this compute)")
-        if isinstance(e, BinOp):
-            a = self.ev(e.a, env, active, memo)
-            b = self.ev(e.b, env, active, memo)
-            if e.op is BinOpKind.DIV:
-                if dt.is_float(e.dtype):
-                    return np.true_divide(a, b).astype(dt.to_numpy(e.dtype), copy=False)
-                q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
-                return np.where((a >= 0) == (b >= 0), q, -q)
-            if e.op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD):
-                b = np.where(b == 0, 1, b)  # masked-out positions may divide by zero
-            return _NP_BIN[e.op](a, b)
-        if isinstance(e, Not):
-            return np.logical_not(self.ev(e.a, env, active, memo))
-        if isinstance(e, Select):
-            c = self.ev(e.cond, env, active, memo)
-            if e.guarded:
-                t = self.ev(e.true_value, env, np.logical_and(active, c), {})
-                f = self.ev(e.false_value, env, np.logical_and(active, np.logical_not(c)), {})
-            else:
-                t = self.ev(e.true_value, env, active, memo)
-                f = self.ev(e.false_value, env, active, memo)
-            return np.where(c, t, f).astype(dt.to_numpy(e.dtype), copy=False)
-        if isinstance(e, Cast):
-            v = self.ev(e.value, env, active, memo)
-            if dt.is_int(e.dtype) and dt.is_float(e.value.dtype):
-                v = np.trunc(v)
-            return np.asarray(v).astype(dt.to_numpy(e.dtype))
-        if isinstance(e, Call):
-            fn = _CALLS.get(e.name)
-            if fn is None:
-                raise ExprError(f"evaluate: unsupported intrinsic {e.name}")
-            args = [self.ev(a, env, active, memo) for a in e.args]
-            return np.asarray(fn(*args)).astype(dt.to_numpy(e.dtype), copy=False)
-        if isinstance(e, TensorLoad):
-            return self._load(e, env, active, memo)
-        if isinstance(e, Reduce):
-            raise ExprError("a reduction may only be the whole body of a compute")
-        if isinstance(e, PrimExpr):
-            raise ExprError(f"evaluate: unsupported expression node {type(e).__name__}")
-        raise ExprError(f"evaluate: not an expression: {e!r}")
+        return _EVAL(self, e, env, active, memo)
 
     def _load(self, e: TensorLoad, env: dict[Var, Any], active: Any,
               memo: dict[Any, Any]) -> Any:
@@ -299,6 +253,91 @@ def _bind_shapes(inputs: Mapping[Tensor, np.ndarray]) -> dict[Var, int]:
                 if env.setdefault(s, n) != n:
                     raise ExprError(f"shape variable {s.name} bound to {env[s]} and {n}")
     return env
+
+
+# ------------------------------------------------------------------- expression table
+# Handlers: (evaluator, node, env, active, memo) -> numpy value over the index grid.
+_EVAL: Dispatch[Any] = Dispatch(
+    "evaluate", missing=lambda e: ExprError(f"evaluate: not an expression: {e!r}"))
+Env = dict[Var, Any]
+Memo = dict[Any, Any]
+
+
+@_EVAL.register(IntImm, FloatImm)
+def _imm(ev: _Evaluator, e: IntImm | FloatImm, env: Env, active: Any, memo: Memo) -> Any:
+    return dt.to_numpy(e.dtype).type(e.value)
+
+
+@_EVAL.register(Var)
+def _var(ev: _Evaluator, e: Var, env: Env, active: Any, memo: Memo) -> Any:
+    if e in env:
+        return env[e]
+    if e in ev.shape_env:
+        return np.int64(ev.shape_env[e])
+    raise ExprError(f"variable {e.name} has no value (not an axis of this compute)")
+
+
+@_EVAL.register(BinOp)
+def _binop(ev: _Evaluator, e: BinOp, env: Env, active: Any, memo: Memo) -> Any:
+    a = ev.ev(e.a, env, active, memo)
+    b = ev.ev(e.b, env, active, memo)
+    if e.op is BinOpKind.DIV:
+        if dt.is_float(e.dtype):
+            return np.true_divide(a, b).astype(dt.to_numpy(e.dtype), copy=False)
+        q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
+        return np.where((a >= 0) == (b >= 0), q, -q)
+    if e.op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD):
+        b = np.where(b == 0, 1, b)  # masked-out positions may divide by zero
+    return _NP_BIN[e.op](a, b)
+
+
+@_EVAL.register(Not)
+def _not(ev: _Evaluator, e: Not, env: Env, active: Any, memo: Memo) -> Any:
+    return np.logical_not(ev.ev(e.a, env, active, memo))
+
+
+@_EVAL.register(Select)
+def _select(ev: _Evaluator, e: Select, env: Env, active: Any, memo: Memo) -> Any:
+    c = ev.ev(e.cond, env, active, memo)
+    if e.guarded:
+        t = ev.ev(e.true_value, env, np.logical_and(active, c), {})
+        f = ev.ev(e.false_value, env, np.logical_and(active, np.logical_not(c)), {})
+    else:
+        t = ev.ev(e.true_value, env, active, memo)
+        f = ev.ev(e.false_value, env, active, memo)
+    return np.where(c, t, f).astype(dt.to_numpy(e.dtype), copy=False)
+
+
+@_EVAL.register(Cast)
+def _cast(ev: _Evaluator, e: Cast, env: Env, active: Any, memo: Memo) -> Any:
+    v = ev.ev(e.value, env, active, memo)
+    if dt.is_int(e.dtype) and dt.is_float(e.value.dtype):
+        v = np.trunc(v)
+    return np.asarray(v).astype(dt.to_numpy(e.dtype))
+
+
+@_EVAL.register(Call)
+def _call(ev: _Evaluator, e: Call, env: Env, active: Any, memo: Memo) -> Any:
+    fn = _CALLS.get(e.name)
+    if fn is None:
+        raise ExprError(f"evaluate: unsupported intrinsic {e.name}")
+    args = [ev.ev(a, env, active, memo) for a in e.args]
+    return np.asarray(fn(*args)).astype(dt.to_numpy(e.dtype), copy=False)
+
+
+@_EVAL.register(TensorLoad)
+def _tensor_load(ev: _Evaluator, e: TensorLoad, env: Env, active: Any, memo: Memo) -> Any:
+    return ev._load(e, env, active, memo)
+
+
+@_EVAL.register(Reduce)
+def _reduce(ev: _Evaluator, e: Reduce, env: Env, active: Any, memo: Memo) -> Any:
+    raise ExprError("a reduction may only be the whole body of a compute")
+
+
+@_EVAL.register(PrimExpr)
+def _unsupported(ev: _Evaluator, e: PrimExpr, env: Env, active: Any, memo: Memo) -> Any:
+    raise ExprError(f"evaluate: unsupported expression node {type(e).__name__}")
 
 
 def evaluate(outputs: Tensor | Sequence[Tensor], inputs: Mapping[Tensor, Any]

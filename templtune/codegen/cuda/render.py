@@ -38,6 +38,7 @@ from templtune.lower.ir import (
     Stmt,
     Store,
 )
+from templtune.te.dispatch import Dispatch
 from templtune.te.expr import (
     BinOp,
     BinOpKind,
@@ -128,30 +129,58 @@ def float_literal(value: float, dtype: str) -> str:
 # ------------------------------------------------------------------------------ scalarization
 
 
+_LANE: Dispatch[PrimExpr] = Dispatch(
+    "CUDA scalarization", missing=lambda e: CodegenError(f"cannot scalarize vector expression {e}"))
+
+
 def _lane(e: PrimExpr, lane: PrimExpr) -> PrimExpr:
     """The scalar expression for one lane of vector expression ``e``."""
     if dt.lanes(e.dtype) == 1 and not isinstance(e, (Ramp, Broadcast)):
         return e
-    if isinstance(e, Ramp):
-        stride = const_int(e.stride)
-        return e.base + lane if stride == 1 else e.base + e.stride * lane
-    if isinstance(e, Broadcast):
-        return e.value
-    if isinstance(e, Load):
-        pred = None if e.predicate is None else _lane(e.predicate, lane)
-        return Load(e.buffer, _lane(e.index, lane), pred)
-    if isinstance(e, BinOp):
-        return BinOp(e.op, _lane(e.a, lane), _lane(e.b, lane), dt.element_of(e.dtype))
-    if isinstance(e, Not):
-        return Not(_lane(e.a, lane), dt.element_of(e.dtype))
-    if isinstance(e, Cast):
-        return Cast(dt.element_of(e.dtype), _lane(e.value, lane))
-    if isinstance(e, Select):
-        return Select(_lane(e.cond, lane), _lane(e.true_value, lane),
-                      _lane(e.false_value, lane), e.guarded)
-    if isinstance(e, Call):
-        return Call(dt.element_of(e.dtype), e.name, tuple(_lane(a, lane) for a in e.args))
-    raise CodegenError(f"cannot scalarize vector expression {e}")
+    return _LANE(lane, e)
+
+
+@_LANE.register(Ramp)
+def _lane_ramp(lane: PrimExpr, e: Ramp) -> PrimExpr:
+    stride = const_int(e.stride)
+    return e.base + lane if stride == 1 else e.base + e.stride * lane
+
+
+@_LANE.register(Broadcast)
+def _lane_broadcast(lane: PrimExpr, e: Broadcast) -> PrimExpr:
+    return e.value
+
+
+@_LANE.register(Load)
+def _lane_load(lane: PrimExpr, e: Load) -> PrimExpr:
+    pred = None if e.predicate is None else _lane(e.predicate, lane)
+    return Load(e.buffer, _lane(e.index, lane), pred)
+
+
+@_LANE.register(BinOp)
+def _lane_binop(lane: PrimExpr, e: BinOp) -> PrimExpr:
+    return BinOp(e.op, _lane(e.a, lane), _lane(e.b, lane), dt.element_of(e.dtype))
+
+
+@_LANE.register(Not)
+def _lane_not(lane: PrimExpr, e: Not) -> PrimExpr:
+    return Not(_lane(e.a, lane), dt.element_of(e.dtype))
+
+
+@_LANE.register(Cast)
+def _lane_cast(lane: PrimExpr, e: Cast) -> PrimExpr:
+    return Cast(dt.element_of(e.dtype), _lane(e.value, lane))
+
+
+@_LANE.register(Select)
+def _lane_select(lane: PrimExpr, e: Select) -> PrimExpr:
+    return Select(_lane(e.cond, lane), _lane(e.true_value, lane), _lane(e.false_value, lane),
+                  e.guarded)
+
+
+@_LANE.register(Call)
+def _lane_call(lane: PrimExpr, e: Call) -> PrimExpr:
+    return Call(dt.element_of(e.dtype), e.name, tuple(_lane(a, lane) for a in e.args))
 
 
 def _vector_copy_ok(s: Store) -> bool:
@@ -244,44 +273,8 @@ class _Renderer:
         self.lines.append("  " * self.indent + text)
 
     # expressions
-    def e(self, x: PrimExpr) -> str:  # noqa: C901 - one dispatch table
-        if isinstance(x, IntImm):
-            if x.dtype == "bool":
-                return "true" if x.value else "false"
-            s = str(x.value)
-            if x.dtype != "int32":
-                return f"(({ctype(x.dtype)}){s})"
-            return f"({s})" if x.value < 0 else s
-        if isinstance(x, FloatImm):
-            if x.dtype == "float16":
-                self.uses_half = True
-            return float_literal(x.value, x.dtype)
-        if isinstance(x, Var):
-            name = self.var_names.get(x)
-            if name is None:
-                raise CodegenError(f"variable {x.name} is not bound in kernel {self.k.name} "
-                                   "(symbolic shapes are not supported by the CUDA backend)")
-            return name
-        if isinstance(x, BinOp):
-            return self.binop(x)
-        if isinstance(x, Not):
-            return f"(!{self.e(x.a)})"
-        if isinstance(x, Cast):
-            if x.dtype == "float16":
-                self.uses_half = True
-            return f"(({ctype(x.dtype)}){self.e(x.value)})"
-        if isinstance(x, Select):
-            return f"({self.e(x.cond)} ? {self.e(x.true_value)} : {self.e(x.false_value)})"
-        if isinstance(x, Call):
-            return self.call(x)
-        if isinstance(x, Load):
-            if dt.lanes(x.index.dtype) != 1:
-                raise CodegenError("vector load outside an aligned vector copy (scalarize first)")
-            text = f"{self.buf(x.buffer)}[{self.e(x.index)}]"
-            if x.predicate is not None:
-                return f"({self.e(x.predicate)} ? {text} : (({ctype(x.dtype)})0))"
-            return text
-        raise CodegenError(f"cannot render {type(x).__name__} {x} as CUDA C")
+    def e(self, x: PrimExpr) -> str:
+        return _EXPR(self, x)
 
     def binop(self, x: BinOp) -> str:
         a, b = self.e(x.a), self.e(x.b)
@@ -320,44 +313,8 @@ class _Renderer:
         raise CodegenError(f"unknown intrinsic {x.name!r} for CUDA")
 
     # statements
-    def s(self, st: Stmt) -> None:  # noqa: C901 - one dispatch table
-        if isinstance(st, SeqStmt):
-            for c in st.seq:
-                self.s(c)
-        elif isinstance(st, For):
-            self.loop(st)
-        elif isinstance(st, Store):
-            self.store(st)
-        elif isinstance(st, IfThenElse):
-            self.emit(f"if ({self.e(st.condition)}) {{")
-            self.block(st.then_case)
-            if st.else_case is not None:
-                self.emit("} else {")
-                self.block(st.else_case)
-            self.emit("}")
-        elif isinstance(st, LetStmt):
-            value = self.e(st.value)
-            with self.bind(st.var, is_nonneg(st.value, self.nonneg)) as name:
-                self.emit(f"{ctype(st.var.dtype)} {name} = {value};")
-                self.s(st.body)
-        elif isinstance(st, AttrStmt):
-            self.s(st.body)
-        elif isinstance(st, Allocate):
-            b = st.buffer
-            name = self.fresh(b.name)
-            self.buf_names[b] = name
-            pre = "__shared__ " if b.scope == "shared" else ""
-            self.emit(f"{pre}{ctype(b.dtype)} {name}[{buffer_size(b)}];")
-            self.s(st.body)
-        elif isinstance(st, Evaluate):
-            if is_barrier(st):
-                self.emit("__syncthreads();")
-            elif isinstance(st.value, Call) and st.value.name == "tvm_noop":
-                return
-            else:
-                self.emit(f"{self.e(st.value)};")
-        else:
-            raise CodegenError(f"cannot render statement {type(st).__name__} as CUDA C")
+    def s(self, st: Stmt) -> None:
+        _STMT(self, st)
 
     def block(self, st: Stmt) -> None:
         self.indent += 1
@@ -407,6 +364,140 @@ class _Renderer:
         head = (f'extern "C" __global__ void __launch_bounds__({k.threads_per_block}) '
                 f"{k.name}({', '.join(params)}) {{")
         return "\n".join([head, *self.lines, "}"]) + "\n"
+
+
+# ------------------------------------------------------------------- expression table
+_EXPR: Dispatch[str] = Dispatch(
+    "CUDA expression",
+    missing=lambda x: CodegenError(f"cannot render {type(x).__name__} {x} as CUDA C"))
+
+
+@_EXPR.register(IntImm)
+def _int(r: _Renderer, x: IntImm) -> str:
+    if x.dtype == "bool":
+        return "true" if x.value else "false"
+    s = str(x.value)
+    if x.dtype != "int32":
+        return f"(({ctype(x.dtype)}){s})"
+    return f"({s})" if x.value < 0 else s
+
+
+@_EXPR.register(FloatImm)
+def _float(r: _Renderer, x: FloatImm) -> str:
+    if x.dtype == "float16":
+        r.uses_half = True
+    return float_literal(x.value, x.dtype)
+
+
+@_EXPR.register(Var)
+def _var(r: _Renderer, x: Var) -> str:
+    name = r.var_names.get(x)
+    if name is None:
+        raise CodegenError(f"variable {x.name} is not bound in kernel {r.k.name} "
+                           "(symbolic shapes are not supported by the CUDA backend)")
+    return name
+
+
+@_EXPR.register(BinOp)
+def _binop(r: _Renderer, x: BinOp) -> str:
+    return r.binop(x)
+
+
+@_EXPR.register(Not)
+def _not(r: _Renderer, x: Not) -> str:
+    return f"(!{r.e(x.a)})"
+
+
+@_EXPR.register(Cast)
+def _cast(r: _Renderer, x: Cast) -> str:
+    if x.dtype == "float16":
+        r.uses_half = True
+    return f"(({ctype(x.dtype)}){r.e(x.value)})"
+
+
+@_EXPR.register(Select)
+def _select(r: _Renderer, x: Select) -> str:
+    return f"({r.e(x.cond)} ? {r.e(x.true_value)} : {r.e(x.false_value)})"
+
+
+@_EXPR.register(Call)
+def _call(r: _Renderer, x: Call) -> str:
+    return r.call(x)
+
+
+@_EXPR.register(Load)
+def _load(r: _Renderer, x: Load) -> str:
+    if dt.lanes(x.index.dtype) != 1:
+        raise CodegenError("vector load outside an aligned vector copy (scalarize first)")
+    text = f"{r.buf(x.buffer)}[{r.e(x.index)}]"
+    if x.predicate is not None:
+        return f"({r.e(x.predicate)} ? {text} : (({ctype(x.dtype)})0))"
+    return text
+
+
+# -------------------------------------------------------------------- statement table
+_STMT: Dispatch[None] = Dispatch(
+    "CUDA statement",
+    missing=lambda st: CodegenError(f"cannot render statement {type(st).__name__} as CUDA C"))
+
+
+@_STMT.register(SeqStmt)
+def _seq(r: _Renderer, st: SeqStmt) -> None:
+    for c in st.seq:
+        r.s(c)
+
+
+@_STMT.register(For)
+def _for(r: _Renderer, st: For) -> None:
+    r.loop(st)
+
+
+@_STMT.register(Store)
+def _store(r: _Renderer, st: Store) -> None:
+    r.store(st)
+
+
+@_STMT.register(IfThenElse)
+def _if(r: _Renderer, st: IfThenElse) -> None:
+    r.emit(f"if ({r.e(st.condition)}) {{")
+    r.block(st.then_case)
+    if st.else_case is not None:
+        r.emit("} else {")
+        r.block(st.else_case)
+    r.emit("}")
+
+
+@_STMT.register(LetStmt)
+def _let(r: _Renderer, st: LetStmt) -> None:
+    value = r.e(st.value)
+    with r.bind(st.var, is_nonneg(st.value, r.nonneg)) as name:
+        r.emit(f"{ctype(st.var.dtype)} {name} = {value};")
+        r.s(st.body)
+
+
+@_STMT.register(AttrStmt)
+def _attr(r: _Renderer, st: AttrStmt) -> None:
+    r.s(st.body)
+
+
+@_STMT.register(Allocate)
+def _allocate(r: _Renderer, st: Allocate) -> None:
+    b = st.buffer
+    name = r.fresh(b.name)
+    r.buf_names[b] = name
+    pre = "__shared__ " if b.scope == "shared" else ""
+    r.emit(f"{pre}{ctype(b.dtype)} {name}[{buffer_size(b)}];")
+    r.s(st.body)
+
+
+@_STMT.register(Evaluate)
+def _evaluate(r: _Renderer, st: Evaluate) -> None:
+    if is_barrier(st):
+        r.emit("__syncthreads();")
+    elif isinstance(st.value, Call) and st.value.name == "tvm_noop":
+        return
+    else:
+        r.emit(f"{r.e(st.value)};")
 
 
 def render_kernel(kernel: Kernel) -> tuple[str, set[str], bool]:
