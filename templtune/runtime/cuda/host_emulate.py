@@ -21,7 +21,6 @@ import numpy as np
 
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import (
-    FastMutator,
     RefCache,
     buffer_size,
     fast_substitute,
@@ -47,9 +46,10 @@ from templtune.lower.ir import (
 )
 from templtune.runtime.cuda.emulate import EmulationError, RaceError
 from templtune.te.expr import PrimExpr, Var, const
+from templtune.te.functor import Mutator, handles
 
 
-class _PerThread(FastMutator):
+class _PerThread(Mutator):
     """Point local-array accesses at thread ``tid``'s slice of the expanded array."""
 
     def __init__(self, local: dict[Buffer, tuple[Buffer, int]], tid: PrimExpr) -> None:
@@ -61,12 +61,14 @@ class _PerThread(FastMutator):
             return Ramp(index.base + off, index.stride, index.lanes)
         return index + off
 
+    @handles(Load)
     def visit_Load(self, node: Load) -> PrimExpr:
         node = self.generic(node)
         hit = self.local.get(node.buffer)
         return node if hit is None else replace(node, buffer=hit[0],
                                                 index=self._index(node.index, hit[1]))
 
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         node = self.generic(node)
         hit = self.local.get(node.buffer)
@@ -153,15 +155,17 @@ class _Fission:
         raise EmulationError(f"{self.k.name}: cannot split {type(s).__name__} at barriers")
 
 
-class _Rename(FastMutator):
+class _Rename(Mutator):
     def __init__(self, mapping: dict[Buffer, Buffer]) -> None:
         self.mapping = mapping
 
+    @handles(Load)
     def visit_Load(self, node: Load) -> PrimExpr:
         node = self.generic(node)
         nb = self.mapping.get(node.buffer)
         return node if nb is None else replace(node, buffer=nb)
 
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         node = self.generic(node)
         nb = self.mapping.get(node.buffer)
