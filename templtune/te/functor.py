@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from templtune.te.dispatch import Dispatch
+from templtune.te.dispatch import Dispatch, handles, method_tables
 from templtune.te.expr import BinOp, FloatImm, IntImm, IterVar, PrimExpr, TensorLoad, Var
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _NODE_TYPES: dict[type, bool] = {}
 
@@ -82,17 +80,6 @@ def children(node: Any) -> Iterator[Any]:
     return iter(_child_list(node))
 
 
-def handles(*types: type) -> Callable[[F], F]:
-    """Method decorator for :class:`Visitor` / :class:`Mutator` subclasses: the method is the
-    handler for nodes of ``types`` (and their subclasses)."""
-
-    def deco(fn: F) -> F:
-        fn._handles = types  # type: ignore[attr-defined]
-        return fn
-
-    return deco
-
-
 def _same_node(functor: Any, node: Any) -> Any:
     return node
 
@@ -100,19 +87,17 @@ def _same_node(functor: Any, node: Any) -> Any:
 def _class_table(cls: type, default: Callable[..., Any]) -> Dispatch[Any]:
     """The dispatch table of a functor class: its own and inherited ``@handles`` methods (the
     most derived definition of each method name wins)."""
-    table: Dispatch[Any] = Dispatch(f"{cls.__qualname__}.visit", default=default)
+    for name, attr in vars(cls).items():
+        if (name.startswith("visit_") and name[6:7].isupper() and callable(attr)
+                and not getattr(attr, "_handles", None)):
+            raise TypeError(f"{cls.__qualname__}.{name}: handlers are chosen by node type; "
+                            f"decorate it with @handles(NodeType)")
+    table = method_tables(cls, {"visit": default})["visit"]
     if default is Mutator.generic:
         # NOTE: Mutator.generic returns a leaf (no child fields) as it is
-        table.register(IntImm, FloatImm, Var)(_same_node)
-    for klass in reversed(cls.__mro__):
-        for name, attr in vars(klass).items():
-            types = getattr(attr, "_handles", None)
-            if types:
-                table.register(*types)(getattr(cls, name))
-            elif (name.startswith("visit_") and klass is cls and callable(attr)
-                  and name[6:7].isupper()):
-                raise TypeError(f"{cls.__qualname__}.{name}: handlers are chosen by node type; "
-                                f"decorate it with @handles(NodeType)")
+        for leaf in (IntImm, FloatImm, Var):
+            if leaf not in table._table:
+                table.register(leaf)(_same_node)
     return table
 
 
