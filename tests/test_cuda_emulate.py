@@ -16,7 +16,7 @@ from templtune.lower.ir import Buffer, For, ForKind, IfThenElse, Load, PrimFunc,
 from templtune.runtime.cuda.emulate import EmulationError, RaceError, emulate, run_kernels
 from templtune.runtime.cuda.module import build_cuda
 from templtune.te.expr import Var, const
-from templtune.te.functor import Mutator
+from templtune.te.functor import Mutator, handles
 
 EXAMPLES = {
     "vector_add": lambda: ex.vector_add(n=300, threads=32),
@@ -56,6 +56,7 @@ def test_missing_barrier_is_a_race(name):
 class _DropFirstBarrierInLoop(Mutator):
     """Remove the barrier at the top of the k loop (protects the tile from being overwritten)."""
 
+    @handles(For)
     def visit_For(self, node):
         body = node.body
         if isinstance(body, SeqStmt) and is_barrier(body.seq[0]):
@@ -104,6 +105,7 @@ def test_wrong_but_in_bounds_indexing_gives_wrong_answer():
     func, make, ref = ex.tiled_matmul()
 
     class _SwapShared(Mutator):  # read B_shared transposed: a plausible indexing bug
+        @handles(Load)
         def visit_Load(self, node):
             node = self.generic(node)
             if node.buffer.name == "B.shared":

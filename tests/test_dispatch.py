@@ -62,3 +62,47 @@ def test_extra_arguments_are_passed_through() -> None:
         return k * n.value + offset
 
     assert table(2.0, IntImm("int32", 3), 1.0) == 7.0
+
+
+def test_functor_handlers_are_chosen_by_type_and_inherited() -> None:
+    from templtune.te.functor import Mutator, handles
+
+    class Double(Mutator):
+        @handles(IntImm)
+        def on_int(self, node: IntImm) -> IntImm:
+            return IntImm(node.dtype, node.value * 2)
+
+    class DoubleAndRenameVars(Double):
+        @handles(Var)
+        def on_var(self, node: Var) -> Var:
+            return Var(node.name + "_r", node.dtype)
+
+    x = te.var("x")
+    out = DoubleAndRenameVars().visit(x * 3 + 1)
+    assert str(out) == str(Var("x_r", "int32") * 6 + 2)
+    assert Double().visit(x + 1).a is x  # leaves without a handler are kept as they are
+
+
+def test_undecorated_visit_method_is_an_error() -> None:
+    from templtune.te.functor import Mutator
+
+    with pytest.raises(TypeError, match="@handles"):
+        class Old(Mutator):
+            def visit_Var(self, node: Var) -> Var:
+                return node
+
+
+def test_handler_registered_later_reaches_subclasses() -> None:
+    from templtune.te.functor import Mutator
+
+    class Node(PrimExpr):
+        pass
+
+    class Base(Mutator):
+        pass
+
+    class Sub(Base):
+        pass
+
+    Base.register_handler(Node, lambda self, n: "node")
+    assert Sub().visit(Node()) == "node" and Base().visit(Node()) == "node"

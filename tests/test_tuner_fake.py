@@ -89,9 +89,11 @@ def option(n_parallel=4, seed=0, **kw):
 _SMALL_SPACE_OPTIONS: dict[type, dict] = {GATuner: {"pop_size": 16}}
 TUNERS = {name: functools.partial(info.create, **_SMALL_SPACE_OPTIONS.get(info.cls, {}))
           for name, info in load_tuners().items() if not info.needs_features}
+# Tuners that cover the whole space when the budget allows (local searches stop earlier).
+EXHAUSTIVE = sorted(n for n in TUNERS if load_tuners()[n].exhaustive)
 
 
-@pytest.mark.parametrize("name", sorted(TUNERS))
+@pytest.mark.parametrize("name", EXHAUSTIVE)
 @pytest.mark.parametrize("valid", [None, multi_filter])
 def test_full_loop_no_repeats_and_valid(name, valid):
     task = make_task(valid)
@@ -260,7 +262,7 @@ def test_load_history_marks_visited():
              FakeRunner(seed=0).run([MeasureInput("llvm", task, task.config_space.get(i))],
                                     FakeBuilder().build([None]))[0])
             for i in range(0, 64, 2)]
-    for name in sorted(TUNERS):
+    for name in EXHAUSTIVE:
         opt = option()
         t = TUNERS[name](task, seed=0)
         t.load_history(prev)
@@ -271,7 +273,7 @@ def test_load_history_marks_visited():
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**31), n_trial=st.integers(1, 70), n_par=st.integers(1, 9),
-       name=st.sampled_from(sorted(TUNERS)), filtered=st.booleans())
+       name=st.sampled_from(EXHAUSTIVE), filtered=st.booleans())
 def test_property_budget_no_repeat(seed, n_trial, n_par, name, filtered):
     task = make_task(multi_filter if filtered else None)
     opt = option(n_parallel=n_par, seed=seed)
@@ -287,3 +289,58 @@ def test_unknown_kwargs_rejected():
         GATuner(make_task(), pop_sise=4)
     with pytest.raises(TypeError):
         RandomTuner(make_task(), rang_idx=(0, 3))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31), n_trial=st.integers(1, 70), n_par=st.integers(1, 9),
+       name=st.sampled_from(sorted(TUNERS)), filtered=st.booleans())
+def test_property_every_tuner_respects_budget_and_filters(seed, n_trial, n_par, name, filtered):
+    task = make_task(multi_filter if filtered else None)
+    opt = option(n_parallel=n_par, seed=seed)
+    tuner = TUNERS[name](task, seed=seed)
+    tuner.tune(n_trial=n_trial, measure_option=opt)
+    measured = opt["runner"].measured
+    assert 1 <= len(measured) <= n_trial
+    assert len(set(measured)) == len(measured)
+    assert all(task.config_space.is_index_valid(i) for i in measured)
+    if len(measured) < min(n_trial, len(task.config_space)):
+        assert not tuner.has_next()  # stopped because it converged, not silently
+
+
+def test_droplet_walks_downhill_to_the_optimum():
+    from templtune.autotvm.tuner.droplet_tuner import DropletTuner
+
+    space = FakeSpace((8, 8))
+    target = space.knob2point([5, 3])
+
+    def cost(i):
+        k = space.point2knob(i)
+        return 1.0 + abs(k[0] - 5) + abs(k[1] - 3)
+
+    opt = measure_option(FakeBuilder(n_parallel=4), FakeRunner(cost_fn=cost))
+    tuner = DropletTuner(make_task(), seed=0)
+    tuner.tune(n_trial=64, measure_option=opt)
+    assert tuner.best_config.index == target
+    assert not tuner.has_next()
+    assert len(opt["runner"].measured) < 40  # a local search, not a sweep of all 64
+
+
+def test_droplet_start_position_and_validation():
+    from templtune.autotvm.tuner.droplet_tuner import DropletTuner
+
+    t = DropletTuner(make_task(), start_position=[2, 1])
+    assert [c.index for c in t.next_batch(4)] == [FakeSpace((8, 8)).knob2point([2, 1])]
+    with pytest.raises(ValueError, match="knob vector"):
+        DropletTuner(make_task(), start_position=[9, 0])
+    # a filtered-out start moves to a valid config
+    t = DropletTuner(make_task(multi_filter), seed=0)
+    assert make_task(multi_filter).config_space.is_index_valid(t.center)
+
+
+def test_droplet_significance_needs_repeats_to_disagree():
+    from templtune.autotvm.tuner.droplet_tuner import significantly_faster
+
+    assert significantly_faster([0.5, 0.51, 0.49], [1.0, 1.02, 0.98], 0.05)
+    assert not significantly_faster([0.99, 1.03, 0.97], [1.0, 1.02, 0.98], 0.05)
+    assert significantly_faster([0.9], [1.0], 0.05)  # single timings: the lower mean wins
+    assert not significantly_faster([1.1], [1.0], 0.05)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from templtune.te.expr import IterKind, IterVar, TensorLoad, Var, const, const_int
-from templtune.te.functor import Mutator
+from templtune.te.functor import Mutator, handles
 from templtune.te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 logger = logging.getLogger("auto_scheduler.layout_rewrite")
@@ -207,6 +207,7 @@ class _Redirect(Mutator):
     def __init__(self, src: Tensor, dst: Tensor, layout: RewrittenLayout) -> None:
         self.src, self.dst, self.layout = src, dst, layout
 
+    @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> Any:
         if node.tensor is not self.src:
             return self.generic(node)

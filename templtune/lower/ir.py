@@ -197,3 +197,14 @@ def seq(*stmts: Stmt | None) -> Stmt:
         else:
             out.append(s)
     return out[0] if len(out) == 1 else SeqStmt(tuple(out))
+
+
+def _register_simplifier_handlers() -> None:
+    # NOTE: the te-level simplifier cannot import this layer; the loop handler that narrows a
+    # loop variable's range is attached here, where For is defined.
+    from templtune.te.simplify import Simplifier
+
+    Simplifier.register_handler(For, Simplifier.simplify_loop)
+
+
+_register_simplifier_handlers()

@@ -42,7 +42,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, collect_vars, substitute
+from templtune.te.functor import Mutator, collect_vars, handles, substitute
 from templtune.te.simplify import Simplifier, const_bound
 from templtune.te.tensor import Tensor
 
@@ -80,14 +80,17 @@ class _ToIR(Mutator):
     def __init__(self, nb: NestBuilder, vmap: dict[Var, PrimExpr]) -> None:
         self.nb, self.vmap = nb, vmap
 
+    @handles(Var)
     def visit_Var(self, node: Var) -> PrimExpr:
         return self.vmap.get(node, node)
 
+    @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
         idx = [self.visit(i) for i in node.indices]
         st = self.nb.storage(node.tensor)
         return Load(st.buffer, self.nb.flat(st, idx))
 
+    @handles(Reduce)
     def visit_Reduce(self, node: Reduce) -> PrimExpr:
         raise LoweringError("a reduction may only be the whole body of a compute")
 

@@ -46,7 +46,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, _replace, children
+from templtune.te.functor import Mutator, _replace, children, handles
 from templtune.te.simplify import Simplifier
 
 _PURE_CALLS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "fabs", "abs", "floor", "ceil",
@@ -155,6 +155,7 @@ class _VectorizePass(Mutator):
             return node
         return super().visit(node)
 
+    @handles(For)
     def visit_For(self, node: For) -> Stmt:
         body = self.visit(node.body)
         if node.kind is ForKind.VECTORIZED:
@@ -194,6 +195,7 @@ class _Cleanup(Mutator):
             return self.simp.visit(node)
         return super().visit(node)
 
+    @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt | None:
         c = self.visit(node.condition)
         t = _is_true(c)

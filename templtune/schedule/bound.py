@@ -22,7 +22,7 @@ from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
 from templtune.schedule.stage import Stage
 from templtune.te.bound import Interval, eval_interval, union
 from templtune.te.expr import IntImm, IterVar, PrimExpr, TensorLoad, Var, const, const_int
-from templtune.te.functor import Mutator, post_order, substitute
+from templtune.te.functor import Mutator, handles, post_order, substitute
 from templtune.te.simplify import Simplifier, const_bound
 from templtune.te.tensor import ComputeOp, Tensor
 
@@ -85,6 +85,7 @@ class _Inliner(Mutator):
                  memo: dict[Tensor, PrimExpr]) -> None:
         self.sch, self.inline, self.memo = sch, inline, memo
 
+    @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
         idx = tuple(self.visit(i) for i in node.indices)
         t = self.sch.resolve(node.tensor)

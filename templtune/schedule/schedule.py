@@ -27,7 +27,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, substitute
+from templtune.te.functor import Mutator, handles, substitute
 from templtune.te.tensor import ComputeOp, Operation, Tensor
 
 
@@ -35,6 +35,7 @@ class _LoadRewriter(Mutator):
     def __init__(self, tmap: dict[Tensor, Tensor]) -> None:
         self.tmap = tmap
 
+    @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
         idx = tuple(self.visit(i) for i in node.indices)
         t = self.tmap.get(node.tensor, node.tensor)

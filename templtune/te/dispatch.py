@@ -9,6 +9,9 @@ Renderers, evaluators and passes register a handler per node class::
 
     text = EXPR(renderer, node)
 
+Classes whose handlers are methods (passes, renderers with state) mark them with
+``@handles(NodeType, table="expr")`` and build their tables with :func:`method_tables`.
+
 A lookup walks the node class's MRO once (a handler registered for a base class serves its
 subclasses) and caches the answer per class, so dispatch costs one dict lookup per node.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Dispatch"]
+__all__ = ["Dispatch", "handles", "method_tables"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -83,3 +86,31 @@ class Dispatch(Generic[R]):
                 raise self.missing(node)
             raise TypeError(f"{self.name}: no handler for {type(node).__name__}")
         return fn(ctx, node, *args)
+
+
+def handles(*types: type, table: str = "visit") -> Callable[[F], F]:
+    """Method decorator: the method handles nodes of ``types`` in the class's ``table``
+    (see :func:`method_tables`)."""
+
+    def deco(fn: F) -> F:
+        fn._handles = (*getattr(fn, "_handles", ()), (table, types))  # type: ignore[attr-defined]
+        return fn
+
+    return deco
+
+
+def method_tables(cls: type, defaults: dict[str, Callable[..., Any] | None],
+                  missing: dict[str, Callable[[Any], Exception]] | None = None
+                  ) -> dict[str, Dispatch[Any]]:
+    """One :class:`Dispatch` per table name for ``cls``, from the ``@handles`` methods of
+    ``cls`` and its bases; the most derived definition of a method name wins, so a subclass
+    overrides a handler by redefining the method."""
+    missing = missing or {}
+    tables: dict[str, Dispatch[Any]] = {
+        name: Dispatch(f"{cls.__qualname__}.{name}", default=d, missing=missing.get(name))
+        for name, d in defaults.items()}
+    for klass in reversed(cls.__mro__):
+        for attr_name, attr in vars(klass).items():
+            for table, types in getattr(attr, "_handles", ()):
+                tables[table].register(*types)(getattr(cls, attr_name))
+    return tables

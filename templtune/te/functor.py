@@ -2,8 +2,9 @@
 
 Nodes are dataclasses, so children are found from their fields: any field holding a ``PrimExpr``,
 a ``Stmt`` or a tuple of them is a child. Passes subclass :class:`Mutator` / :class:`Visitor` and
-override ``visit_<ClassName>`` only for the nodes they care about; everything else is rebuilt (or
-walked) generically, so a new node kind needs no change here.
+register handlers (``@handles(Var)``) only for the nodes they care about; each class gets a
+:class:`~templtune.te.dispatch.Dispatch` table, and everything else is rebuilt (or walked)
+generically, so a new node kind needs no change here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from templtune.te.expr import BinOp, FloatImm, IntImm, IterVar, PrimExpr, Reduce, TensorLoad, Var
+from templtune.te.dispatch import Dispatch, handles, method_tables
+from templtune.te.expr import BinOp, FloatImm, IntImm, IterVar, PrimExpr, TensorLoad, Var
 
 _NODE_TYPES: dict[type, bool] = {}
 
@@ -78,54 +80,72 @@ def children(node: Any) -> Iterator[Any]:
     return iter(_child_list(node))
 
 
+def _same_node(functor: Any, node: Any) -> Any:
+    return node
+
+
+def _class_table(cls: type, default: Callable[..., Any]) -> Dispatch[Any]:
+    """The dispatch table of a functor class: its own and inherited ``@handles`` methods (the
+    most derived definition of each method name wins)."""
+    for name, attr in vars(cls).items():
+        if (name.startswith("visit_") and name[6:7].isupper() and callable(attr)
+                and not getattr(attr, "_handles", None)):
+            raise TypeError(f"{cls.__qualname__}.{name}: handlers are chosen by node type; "
+                            f"decorate it with @handles(NodeType)")
+    table = method_tables(cls, {"visit": default})["visit"]
+    if default is Mutator.generic:
+        # NOTE: Mutator.generic returns a leaf (no child fields) as it is
+        for leaf in (IntImm, FloatImm, Var):
+            if leaf not in table._table:
+                table.register(leaf)(_same_node)
+    return table
+
+
 class Visitor:
-    """Pre-order walk; override ``visit_<ClassName>(node)`` and call ``self.generic(node)`` to
-    continue into children."""
+    """Pre-order walk; register handlers with ``@handles(NodeType)`` and call
+    ``self.generic(node)`` in them to continue into children."""
+
+    _dispatch: Dispatch[Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch = _class_table(cls, cls.generic)
+
+    @classmethod
+    def register_handler(cls, node_type: type, fn: Callable[..., Any]) -> None:
+        """Add a handler after the class is defined (for node types of a higher layer),
+        also to subclasses that have none of their own for ``node_type``."""
+        previous = cls._dispatch._table.get(node_type)
+        cls._dispatch.register(node_type)(fn)
+        for sub in cls.__subclasses__():
+            if sub._dispatch._table.get(node_type) is previous:
+                sub.register_handler(node_type, fn)
 
     def visit(self, node: Any) -> None:
-        fn = getattr(self, "visit_" + type(node).__name__, None)
-        if fn is not None:
-            fn(node)
-        else:
-            self.generic(node)
+        self._dispatch(self, node)
 
     def generic(self, node: Any) -> None:
         for c in children(node):
             self.visit(c)
 
 
-def dispatch(mutator_cls: type, node_cls: type) -> Callable[[Any, Any], Any]:
-    """The (unbound) method a mutator class runs for a node class: ``visit_<ClassName>`` or
-    ``generic``; cached per pair of classes."""
-    key = (mutator_cls, node_cls)
-    fn = _DISPATCH.get(key)
-    if fn is None:
-        fn = getattr(mutator_cls, "visit_" + node_cls.__name__, None)
-        if fn is None:
-            # NOTE: Mutator.generic returns a leaf (no child fields) as it is
-            leaf = node_cls in (IntImm, FloatImm, Var) and mutator_cls.generic is Mutator.generic
-            fn = _same_node if leaf else mutator_cls.generic
-        _DISPATCH[key] = fn
-    return fn
-
-
-def _same_node(mutator: Any, node: Any) -> Any:
-    return node
-
-
-_DISPATCH: dict[tuple[type, type], Callable[[Any, Any], Any]] = {}
-
-
 class Mutator:
-    """Bottom-up rebuild; override ``visit_<ClassName>(node)`` and return the new node. The
-    generic path rebuilds a node only when a child changed, so unchanged subtrees keep identity."""
+    """Bottom-up rebuild; register handlers with ``@handles(NodeType)`` returning the new node.
+    The generic path rebuilds a node only when a child changed, so unchanged subtrees keep
+    identity."""
+
+    _dispatch: Dispatch[Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._dispatch = _class_table(cls, cls.generic)
+
+    register_handler = classmethod(Visitor.register_handler.__func__)  # type: ignore[attr-defined]
 
     def visit(self, node: Any) -> Any:
-        # NOTE: the method is looked up once per (mutator class, node class), not per node
-        fn = _DISPATCH.get((type(self), type(node)))
-        if fn is None:
-            fn = dispatch(type(self), type(node))
-        return fn(self, node)
+        # NOTE: one dict lookup per node: the table caches the handler per node class
+        fn = self._dispatch.lookup(type(node))
+        return fn(self, node)  # type: ignore[misc]
 
     def generic(self, node: Any) -> Any:
         visit = self.visit
@@ -154,17 +174,17 @@ class Mutator:
         return _replace(node, changes) if changes else node
 
 
+Visitor._dispatch = Dispatch("Visitor.visit", default=Visitor.generic)
+Mutator._dispatch = _class_table(Mutator, Mutator.generic)
+
+
 class _Substituter(Mutator):
     def __init__(self, vmap: Mapping[Var, PrimExpr]) -> None:
         self.vmap = vmap
 
-    def visit_Var(self, node: Var) -> PrimExpr:
+    @handles(Var)
+    def visit_var(self, node: Var) -> PrimExpr:
         return self.vmap.get(node, node)
-
-    def visit_Reduce(self, node: Reduce) -> PrimExpr:
-        # reduce axes keep their IterVars; only the source/condition are rewritten
-        new = self.generic(node)
-        return new
 
 
 def substitute(node: Any, vmap: Mapping[Var, PrimExpr]) -> Any:

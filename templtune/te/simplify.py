@@ -36,7 +36,7 @@ from templtune.te.expr import (
     cast,
     const,
 )
-from templtune.te.functor import _DISPATCH, Mutator, dispatch
+from templtune.te.functor import Mutator, handles
 from templtune.te.linear import _LIN_DTYPES, INF, Bound, Lin, LinearForms, is_lin_dtype
 
 __all__ = ["simplify", "can_prove", "const_bound", "Simplifier"]
@@ -101,19 +101,17 @@ class Simplifier(LinearForms, Mutator):
         r = self._memo.get(node)
         if r is None:
             # NOTE: Mutator.visit inlined (this is the hottest call of lowering)
-            fn = _DISPATCH.get((type(self), t))
-            if fn is None:
-                fn = dispatch(type(self), t)
-            r = fn(self, node)
+            r = self._dispatch.lookup(t)(self, node)  # type: ignore[misc]
             self._memo[node] = r
             self._memo[r] = r
         return r
 
     # ----------------------------------------------------------------------------- visitors
 
-    def visit_For(self, node: Any) -> Any:
-        """Loop-IR ``For`` (duck-typed: statements live in a higher layer): a loop with constant
-        bounds gives its variable a range inside the body."""
+    def simplify_loop(self, node: Any) -> Any:
+        """Loop-IR ``For``: a loop with constant bounds gives its variable a range inside the
+        body. Statements live in a higher layer, which registers this handler for its ``For``
+        (``Simplifier.register_handler``)."""
         mn, ext = self.visit(node.min), self.visit(node.extent)
         v = node.loop_var
         if isinstance(mn, IntImm) and isinstance(ext, IntImm) and ext.value > 0:
@@ -137,12 +135,14 @@ class Simplifier(LinearForms, Mutator):
             return node
         return dataclasses.replace(node, min=mn, extent=ext, body=body)
 
+    @handles(Var)
     def visit_Var(self, node: Var) -> PrimExpr:
         b = self.ranges.get(node)
         if b is not None and b[0] == b[1]:
             return IntImm(node.dtype, int(b[0]))
         return node
 
+    @handles(Cast)
     def visit_Cast(self, node: Cast) -> PrimExpr:
         v = self.visit(node.value)
         if v.dtype == node.dtype:
@@ -151,6 +151,7 @@ class Simplifier(LinearForms, Mutator):
             return cast(node.dtype, v)
         return node if v is node.value else Cast(node.dtype, v)
 
+    @handles(Not)
     def visit_Not(self, node: Not) -> PrimExpr:
         a = self.visit(node.a)
         if isinstance(a, IntImm):
@@ -161,6 +162,7 @@ class Simplifier(LinearForms, Mutator):
             return self._compare(_FLIP[a.op], a.a, a.b, a.dtype)
         return node if a is node.a else Not(a, node.dtype)
 
+    @handles(Select)
     def visit_Select(self, node: Select) -> PrimExpr:
         c = self.visit(node.cond)
         if isinstance(c, IntImm):
@@ -172,6 +174,7 @@ class Simplifier(LinearForms, Mutator):
             return node
         return Select(c, t, f, node.guarded)
 
+    @handles(Call)
     def visit_Call(self, node: Call) -> PrimExpr:
         args = tuple(self.visit(a) for a in node.args)
         if node.name == "likely" and len(args) == 1 and isinstance(args[0], IntImm):
@@ -180,6 +183,7 @@ class Simplifier(LinearForms, Mutator):
             return node
         return Call(node.dtype, node.name, args)
 
+    @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
         idx = tuple(self.visit(i) for i in node.indices)
         if all(x is y for x, y in zip(idx, node.indices)):
@@ -210,6 +214,7 @@ class Simplifier(LinearForms, Mutator):
                 return self._collect_owned(e.b)[0].scale(e.a.value), True
         return self.lin(self.visit(e)), False
 
+    @handles(BinOp)
     def visit_BinOp(self, node: BinOp) -> PrimExpr:
         op, dtype = node.op, node.dtype
         if op in _LIN_OPS and is_lin_dtype(dtype) and (

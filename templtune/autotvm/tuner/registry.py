@@ -31,12 +31,16 @@ class TunerInfo:
     needs_features : bool
         True for model-based tuners: they extract features from the task's template, so they
         cannot run on a task without one (the fake-space tests).
+    exhaustive : bool
+        True when the tuner proposes every valid config if the budget allows (False for local
+        searches that stop once converged).
     """
 
     name: str
     cls: type
     summary: str
     needs_features: bool = False
+    exhaustive: bool = True
 
     def create(self, task: Any, seed: Any = None, **kwargs: Any) -> Any:
         """A new tuner for ``task`` (``kwargs`` go to the class)."""
@@ -48,8 +52,8 @@ TUNERS: dict[str, TunerInfo] = {}
 T = TypeVar("T", bound=type)
 
 
-def register_tuner(name: str, summary: str, *, needs_features: bool = False
-                   ) -> Callable[[T], T]:
+def register_tuner(name: str, summary: str, *, needs_features: bool = False,
+                   exhaustive: bool = True) -> Callable[[T], T]:
     """Class decorator: register the tuner class under ``name``.
 
     Raises
@@ -63,7 +67,7 @@ def register_tuner(name: str, summary: str, *, needs_features: bool = False
         if old is not None and (old.cls.__module__, old.cls.__qualname__) != (
                 cls.__module__, cls.__qualname__):
             raise ValueError(f"tuner name {name!r} is taken by {old.cls.__qualname__}")
-        TUNERS[name] = TunerInfo(name, cls, summary, needs_features)
+        TUNERS[name] = TunerInfo(name, cls, summary, needs_features, exhaustive)
         return cls
 
     return deco

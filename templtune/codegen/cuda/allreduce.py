@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from templtune import dtype as dt
-from templtune.codegen.cuda.analysis import FastMutator, accessed_buffers, free_vars, iter_nodes
+from templtune.codegen.cuda.analysis import accessed_buffers, free_vars, iter_nodes
 from templtune.codegen.cuda.sync import barrier
 from templtune.lower.ir import (
     Allocate,
@@ -57,7 +57,7 @@ from templtune.te.expr import (
     binary,
     const_int,
 )
-from templtune.te.functor import structural_equal
+from templtune.te.functor import Mutator, handles, structural_equal
 
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 _OPS = (BinOpKind.ADD, BinOpKind.MUL, BinOpKind.MIN, BinOpKind.MAX)
@@ -100,7 +100,7 @@ def _split_accumulation(s: Store) -> tuple[BinOpKind, PrimExpr] | None:
     return None
 
 
-class _Rewriter(FastMutator):
+class _Rewriter(Mutator):
     def __init__(self) -> None:
         self.threads: list[_Thread] = []
         self.inner_bufs: list[set[Buffer]] = []   # buffers allocated inside each thread loop
@@ -108,6 +108,7 @@ class _Rewriter(FastMutator):
         self.n_local = 0
 
     # -- scope tracking -------------------------------------------------------------------
+    @handles(For)
     def visit_For(self, node: For) -> Stmt:
         ext = const_int(node.extent)
         if (node.kind is ForKind.THREAD_BINDING and node.thread_tag in _THREAD_TAGS
@@ -127,6 +128,7 @@ class _Rewriter(FastMutator):
                 return self.visit(swapped)
         return self.generic(node)
 
+    @handles(Allocate)
     def visit_Allocate(self, node: Allocate) -> Stmt:
         if self.inner_bufs:
             self.inner_bufs[-1].add(node.buffer)
@@ -149,6 +151,7 @@ class _Rewriter(FastMutator):
                 return t
         return None
 
+    @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt:
         if node.else_case is None and isinstance(node.then_case, Store) and self.threads:
             s = node.then_case
@@ -161,6 +164,7 @@ class _Rewriter(FastMutator):
                     return self._allreduce(s, op, guarded, t)
         return self.generic(node)
 
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         if not self.threads or node.predicate is not None:
             return node

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from templtune.errors import CodegenError
-from templtune.lower.ir import Buffer, Load, Ramp, Stmt, Store
+from templtune.lower.ir import Buffer, Load, Ramp, Store
 from templtune.te.expr import (
     BinOp,
     BinOpKind,
@@ -24,6 +24,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
+from templtune.te.functor import Mutator, _child_list, handles
 
 
 def const_value(e: Any, what: str) -> int:
@@ -115,68 +116,21 @@ def divisible(e: PrimExpr, k: int) -> bool:
     return False
 
 
-# ------------------------------------------------------------------ fast traversal
-# NOTE: the generic functor identifies child nodes by walking each value's MRO, which dominates
-# the CUDA passes on large (unrolled, vthread-expanded) kernels; here the node test is one
-# isinstance and the per-class field list is cached, and subtree summaries are memoised.
-
-_NODE_TYPES: tuple[type, ...] = (PrimExpr, Stmt)
-_FIELD_CACHE: dict[type, tuple[str, ...]] = {}
-
-
-def _node_fields(cls: type) -> tuple[str, ...]:
-    names = _FIELD_CACHE.get(cls)
-    if names is None:
-        import dataclasses
-
-        names = tuple(f.name for f in dataclasses.fields(cls)
-                      if f.name not in ("dtype", "name", "thread_tag", "annotations", "kind",
-                                        "op", "lanes", "guarded", "key", "buffer", "value_index")
-                      and not f.name.startswith("_"))
-        _FIELD_CACHE[cls] = names
-    return names
+# ------------------------------------------------------------------ traversal
+# NOTE: the one functor (templtune.te.functor) serves the CUDA passes too: its node test and
+# field lists are cached per class, and its dispatch is one table lookup per node.
 
 
 def node_children(node: Any) -> list[Any]:
-    out = []
-    for name in _node_fields(type(node)):
-        v = getattr(node, name)
-        if isinstance(v, _NODE_TYPES):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(x for x in v if isinstance(x, _NODE_TYPES))
-    return out
+    """The child nodes (expressions and statements) of ``node``."""
+    return _child_list(node)
 
 
-class FastMutator:
-    """Bottom-up rebuild like :class:`templtune.te.functor.Mutator`, with a cheap node test.
-    Override ``visit_<ClassName>``; unchanged subtrees keep their identity."""
-
-    def visit(self, node: Any) -> Any:
-        fn = getattr(self, "visit_" + type(node).__name__, None)
-        return fn(node) if fn is not None else self.generic(node)
-
-    def generic(self, node: Any) -> Any:
-        import dataclasses
-
-        changes: dict[str, Any] = {}
-        for name in _node_fields(type(node)):
-            v = getattr(node, name)
-            if isinstance(v, _NODE_TYPES):
-                nv = self.visit(v)
-                if nv is not v:
-                    changes[name] = nv
-            elif isinstance(v, tuple) and v and any(isinstance(x, _NODE_TYPES) for x in v):
-                nt = tuple(self.visit(x) if isinstance(x, _NODE_TYPES) else x for x in v)
-                if any(a is not b for a, b in zip(nt, v)):
-                    changes[name] = nt
-        return dataclasses.replace(node, **changes) if changes else node
-
-
-class _Subst(FastMutator):
+class _Subst(Mutator):
     def __init__(self, vmap: dict[Var, PrimExpr]) -> None:
         self.vmap = vmap
 
+    @handles(Var)
     def visit_Var(self, node: Var) -> PrimExpr:
         return self.vmap.get(node, node)
 
@@ -212,7 +166,8 @@ class RefCache:
         return not self.refs(node).isdisjoint(targets)
 
 
-class _Fold(FastMutator):
+class _Fold(Mutator):
+    @handles(BinOp)
     def visit_BinOp(self, node: BinOp) -> PrimExpr:
         node = self.generic(node)
         a, b = node.a, node.b

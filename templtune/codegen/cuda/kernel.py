@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import (
-    FastMutator,
     accessed_buffers,
     buffer_size,
     const_value,
@@ -35,7 +34,7 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.te.expr import PrimExpr, Var, const_int
-from templtune.te.functor import post_order
+from templtune.te.functor import Mutator, handles, post_order
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -85,13 +84,14 @@ def _has_binding(stmt: Stmt) -> bool:
 _MARK = "tt_thread_extent"
 
 
-class _Unbind(FastMutator):
+class _Unbind(Mutator):
     """Replace binding loops by the kernel's tag variables, leaving a marker with the extent."""
 
     def __init__(self, tag_vars: dict[str, Var]) -> None:
         self.tag_vars = tag_vars
         self.vmap: dict[Var, PrimExpr] = {}
 
+    @handles(For)
     def visit_For(self, node: For) -> Stmt:
         body = self.visit(node.body)
         if node.kind is not ForKind.THREAD_BINDING:
@@ -147,10 +147,11 @@ def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
     return replace(s, body=_guard(s.body, ctx, launch, tag_vars, memo))  # type: ignore[attr-defined]
 
 
-class _Hoist(FastMutator):
+class _Hoist(Mutator):
     def __init__(self) -> None:
         self.allocs: list[Buffer] = []
 
+    @handles(Allocate)
     def visit_Allocate(self, node: Allocate) -> Stmt:
         if node.buffer.scope == "global":
             raise CodegenError(f"global buffer {node.buffer.name} allocated inside a kernel")
@@ -237,7 +238,8 @@ def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
 __all__ = ["Kernel", "split_kernels", "is_vthread", "BLOCK_TAGS", "THREAD_TAGS", "seq"]
 
 
-class _MergeGuards(FastMutator):
+class _MergeGuards(Mutator):
+    @handles(SeqStmt)
     def visit_SeqStmt(self, node: SeqStmt) -> Stmt:
         from templtune.te.functor import structural_equal
 

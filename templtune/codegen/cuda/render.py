@@ -53,7 +53,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator
+from templtune.te.functor import Mutator, handles
 
 _CTYPES = {
     "float32": "float", "float64": "double", "float16": "half", "int8": "signed char",
@@ -201,6 +201,7 @@ def _vector_copy_ok(s: Store) -> bool:
 
 
 class _Scalarize(Mutator):
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         if dt.lanes(node.index.dtype) == 1 or _vector_copy_ok(node):
             return node

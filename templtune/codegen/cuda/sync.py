@@ -228,9 +228,10 @@ def _distribute(cond: PrimExpr, s: Stmt) -> Stmt:
 
 def strip_barriers(kernel: Kernel) -> Kernel:
     """``kernel`` without any barrier (for tests of the race detector)."""
-    from templtune.te.functor import Mutator
+    from templtune.te.functor import Mutator, handles
 
     class _Strip(Mutator):
+        @handles(SeqStmt)
         def visit_SeqStmt(self, node: SeqStmt) -> Stmt:
             kept = [self.visit(c) for c in node.seq if not is_barrier(c)]
             return seq(*kept) if kept else Evaluate(Call("int32", "tvm_noop", ()))

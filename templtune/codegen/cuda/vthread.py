@@ -14,7 +14,6 @@ from dataclasses import replace
 
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import (
-    FastMutator,
     RefCache,
     buffer_size,
     const_value,
@@ -39,13 +38,14 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.te.expr import PrimExpr, Var, const
+from templtune.te.functor import Mutator, handles
 
 # NOTE: above this many virtual threads the replicated statement becomes a serial loop instead of
 # being unrolled, to bound code size (TVM uses the same order of magnitude).
 MAX_UNROLL = 16
 
 
-class _Retarget(FastMutator):
+class _Retarget(Mutator):
     """Point accesses of expanded buffers at their per-vthread slice."""
 
     def __init__(self, expanded: dict[Buffer, tuple[Buffer, int]], vt: PrimExpr) -> None:
@@ -62,12 +62,15 @@ class _Retarget(FastMutator):
         nb, size = hit
         return replace(node, buffer=nb, index=_offset(node.index, self.vt * size))
 
+    @handles(Load)
     def visit_Load(self, node: Load) -> PrimExpr:
         return self._rebase(node)
 
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         return self._rebase(node)
 
+    @handles(Allocate)
     def visit_Allocate(self, node: Allocate) -> Stmt:
         body = self.visit(node.body)
         hit = self.expanded.get(node.buffer)
@@ -169,7 +172,8 @@ class _Injector:
                    _Retarget(self.expanded, v).visit(c))
 
 
-class _VThreadPass(FastMutator):
+class _VThreadPass(Mutator):
+    @handles(For)
     def visit_For(self, node: For) -> Stmt:
         node = self.generic(node)
         if node.kind is ForKind.THREAD_BINDING and is_vthread(node.thread_tag):

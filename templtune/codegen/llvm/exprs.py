@@ -13,6 +13,7 @@ from templtune import dtype as dt
 from templtune.codegen.llvm import types as T
 from templtune.errors import CodegenError
 from templtune.lower.ir import Broadcast, Ramp
+from templtune.te.dispatch import Dispatch, handles, method_tables
 from templtune.te.expr import (
     BinOp,
     BinOpKind,
@@ -173,19 +174,24 @@ class ExprRenderer:
         return self.op(f"{ins} {ft} {text} to {tt}"), to
 
     # ------------------------------------------------------------------------- dispatch
-    def expr(self, e: PrimExpr) -> V:
-        fn = getattr(self, "expr_" + type(e).__name__, None)
-        if fn is None:
-            raise CodegenError(f"the LLVM backend cannot render {type(e).__name__} ({e}); "
-                               "TensorLoad/Reduce must be lowered away first")
-        return fn(e)
+    _tables: dict[str, Dispatch[Any]]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._tables = _tables(cls)
+
+    def expr(self, e: PrimExpr) -> V:
+        return self._tables["expr"](self, e)  # type: ignore[no-any-return]
+
+    @handles(IntImm, table="expr")
     def expr_IntImm(self, e: IntImm) -> V:
         return T.const(e.value, e.dtype), e.dtype  # a vector dtype gives a splat
 
+    @handles(FloatImm, table="expr")
     def expr_FloatImm(self, e: FloatImm) -> V:
         return T.const(e.value, e.dtype), e.dtype
 
+    @handles(Var, table="expr")
     def expr_Var(self, e: Var) -> V:
         v = self.env.get(e)
         if v is None:
@@ -195,19 +201,23 @@ class ExprRenderer:
 
     # NOTE: lanes are taken from the rendered operands, not the node's dtype, so that a scalar
     # node over vector operands (hand-built IR) still renders as a vector.
+    @handles(Cast, table="expr")
     def expr_Cast(self, e: Cast) -> V:
         v = self.expr(e.value)
         n = max(dt.lanes(v[1]), dt.lanes(e.dtype))
         return self.cast_to(v, dt.with_lanes(dt.element_of(e.dtype), n))
 
+    @handles(Not, table="expr")
     def expr_Not(self, e: Not) -> V:
         v = self.expr(e.a)
         text, d = self.cast_to(v, dt.with_lanes("bool", dt.lanes(v[1])))
         return self.op(f"xor {T.ll_type(d)} {text}, {T.const(True, d)}"), d
 
+    @handles(Broadcast, table="expr")
     def expr_Broadcast(self, e: Broadcast) -> V:
         return self.broadcast(self.expr(e.value), e.lanes)
 
+    @handles(Ramp, table="expr")
     def expr_Ramp(self, e: Ramp) -> V:
         if isinstance(e.stride, IntImm):
             # base splat + a constant step vector
@@ -235,6 +245,7 @@ class ExprRenderer:
                 b = self.cast_to(b, a[1])
         return a, b, a[1]
 
+    @handles(BinOp, table="expr")
     def expr_BinOp(self, e: BinOp) -> V:
         (x, d), (y, _), _ = self._operands(e)
         c, ty = _cls(d), T.ll_type(d)
@@ -302,6 +313,7 @@ class ExprRenderer:
         return self.op(f"select {bty} {adj}, {ty} {rb}, {ty} {r}"), d
 
     # ---------------------------------------------------------------------------- calls
+    @handles(Call, table="expr")
     def expr_Call(self, e: Call) -> V:
         name = e.name
         if name in ("likely", "unlikely"):
@@ -355,3 +367,15 @@ class ExprRenderer:
     def with_env(self, var: Var, value: V) -> Any:
         self.env[var] = value
         return value
+
+
+def _tables(cls: type) -> dict[str, Dispatch[Any]]:
+    """The ``expr`` and ``stmt`` tables of a renderer class (its ``@handles`` methods)."""
+    return method_tables(cls, {"expr": None, "stmt": None}, missing={
+        "expr": lambda e: CodegenError(f"the LLVM backend cannot render {type(e).__name__} "
+                                       f"({e}); TensorLoad/Reduce must be lowered away first"),
+        "stmt": lambda s: CodegenError(f"the LLVM backend cannot render statement "
+                                       f"{type(s).__name__}")})
+
+
+ExprRenderer._tables = _tables(ExprRenderer)

@@ -13,6 +13,7 @@ from templtune.codegen.llvm import types as T
 from templtune.codegen.llvm.exprs import ExprRenderer, V
 from templtune.errors import CodegenError
 from templtune.lower.ir import Buffer, Load, Ramp
+from templtune.te.dispatch import handles
 from templtune.te.expr import BinOp, BinOpKind, IntImm, PrimExpr, Select, const
 
 _EXPR_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -68,6 +69,7 @@ def _clampable(e: PrimExpr) -> bool:
 class MemoryRenderer(ExprRenderer):
     """Adds memory access and guarded selects to :class:`ExprRenderer`."""
 
+    @handles(Select, table="expr")
     def expr_Select(self, e: Select) -> V:
         lanes = dt.lanes(e.dtype)
         cond_lanes = dt.lanes(e.cond.dtype)
@@ -204,6 +206,7 @@ class MemoryRenderer(ExprRenderer):
             return "splat (i1 true)" if lanes > 1 else "true"
         return self.broadcast(self.cast_to(self.expr(pred), dt.with_lanes("bool", dt.lanes(pred.dtype))), lanes)[0]
 
+    @handles(Load, table="expr")
     def expr_Load(self, e: Load) -> V:
         if e.predicate is not None and dt.lanes(e.index.dtype) == 1:
             # a predicated scalar load reads only when the predicate holds (0 otherwise)

@@ -37,6 +37,7 @@ from templtune.lower.ir import (
     Stmt,
     Store,
 )
+from templtune.te.dispatch import handles
 from templtune.te.expr import IntImm, Var
 
 log = logging.getLogger("templtune.codegen.llvm")
@@ -208,29 +209,32 @@ class _Fn(MemoryRenderer):
 
     # ------------------------------------------------------------------------ statements
     def stmt(self, s: Stmt) -> None:
-        fn = getattr(self, "stmt_" + type(s).__name__, None)
-        if fn is None:
-            raise CodegenError(f"the LLVM backend cannot render statement {type(s).__name__}")
-        fn(s)
+        self._tables["stmt"](self, s)
 
+    @handles(SeqStmt, table="stmt")
     def stmt_SeqStmt(self, s: SeqStmt) -> None:
         for x in s.seq:
             self.stmt(x)
 
+    @handles(AttrStmt, table="stmt")
     def stmt_AttrStmt(self, s: AttrStmt) -> None:
         self.stmt(s.body)
 
+    @handles(Evaluate, table="stmt")
     def stmt_Evaluate(self, s: Evaluate) -> None:
         self.expr(s.value)
 
+    @handles(Store, table="stmt")
     def stmt_Store(self, s: Store) -> None:
         self.store(s.buffer, s.index, s.value, s.predicate)
 
+    @handles(LetStmt, table="stmt")
     def stmt_LetStmt(self, s: LetStmt) -> None:
         self.env[s.var] = self.expr(s.value)
         self.stmt(s.body)
         del self.env[s.var]
 
+    @handles(IfThenElse, table="stmt")
     def stmt_IfThenElse(self, s: IfThenElse) -> None:
         c = self.as_bool(s.condition)
         lt, lj = self.new_label("then"), self.new_label("endif")
@@ -245,6 +249,7 @@ class _Fn(MemoryRenderer):
             self.emit(f"br label %{lj}")
         self.start_block(lj)
 
+    @handles(Allocate, table="stmt")
     def stmt_Allocate(self, s: Allocate) -> None:
         buf = s.buffer
         elem = dt.element_of(buf.dtype)
@@ -289,6 +294,7 @@ class _Fn(MemoryRenderer):
         self.emit(f"br label %{l_end}")
         self.start_block(l_end)
 
+    @handles(For, table="stmt")
     def stmt_For(self, s: For) -> None:
         if s.kind is ForKind.THREAD_BINDING:
             raise CodegenError(f"loop {s.loop_var.name} is bound to {s.thread_tag!r}; thread "
@@ -410,6 +416,7 @@ class _Fn(MemoryRenderer):
         self.captures.append((value, ty))
         return f"%c{len(self.captures) - 1}"
 
+    @handles(Var, table="expr")
     def expr_Var(self, e: Var) -> V:
         v = self.env.get(e)
         if v is None and self.parent is not None:

@@ -42,6 +42,7 @@ from templtune.lower.ir import (
     Stmt,
     Store,
 )
+from templtune.te.dispatch import Dispatch
 from templtune.te.expr import BinOp, BinOpKind, Call, Cast, FloatImm, IntImm, Not, Select, Var
 
 # NOTE: lanes per lockstep chunk; bounds memory (local arrays are lanes x size) while keeping
@@ -246,49 +247,8 @@ class _Launch:
                 w[active_blocks] = -1
 
     # ------------------------------------------------------------------ expressions
-    def ev(self, e: Any, mask: np.ndarray) -> Any:  # noqa: C901 - one dispatch table
-        if isinstance(e, IntImm):
-            return np.bool_(e.value) if e.dtype == "bool" else np.int64(e.value)
-        if isinstance(e, FloatImm):
-            return _ndt(e.dtype).type(e.value)
-        if isinstance(e, Var):
-            try:
-                return self.env[e]
-            except KeyError:
-                raise EmulationError(f"{self.k.name}: unbound variable {e.name}") from None
-        if isinstance(e, BinOp):
-            return self.binop(e, mask)
-        if isinstance(e, Not):
-            return np.logical_not(self.ev(e.a, mask))
-        if isinstance(e, Cast):
-            v = np.asarray(self.ev(e.value, mask))
-            return v.astype(np.int64 if dt.is_int(e.dtype) else _ndt(e.dtype))
-        if isinstance(e, Select):
-            c = np.asarray(self.ev(e.cond, mask), dtype=bool)
-            if e.guarded:
-                cm = np.broadcast_to(c if c.ndim <= 1 else c.any(axis=-1), mask.shape)
-                t = self.ev(e.true_value, mask & cm) if (mask & cm).any() else 0
-                f = self.ev(e.false_value, mask & ~cm) if (mask & ~cm).any() else 0
-                dtype = _ndt(e.dtype) if not dt.is_int(e.dtype) else np.int64
-                return np.where(c, t, f).astype(dtype)
-            return np.where(c, self.ev(e.true_value, mask), self.ev(e.false_value, mask))
-        if isinstance(e, Call):
-            return self.call(e, mask)
-        if isinstance(e, Load):
-            idx = self.ev(e.index, mask)
-            lanes = dt.lanes(e.index.dtype)
-            pred = None if e.predicate is None else self.ev(e.predicate, mask)
-            act = self._active(mask, lanes, pred)
-            out = self.load(self.mem(e.buffer), idx, act)
-            return out if pred is None else np.where(act, out, 0).astype(out.dtype)
-        if isinstance(e, Ramp):
-            base = np.asarray(self.ev(e.base, mask))
-            stride = self.ev(e.stride, mask)
-            return base[..., None] + np.asarray(stride)[..., None] * np.arange(e.lanes)
-        if isinstance(e, Broadcast):
-            v = np.asarray(self.ev(e.value, mask))
-            return np.repeat(v[..., None], e.lanes, axis=-1)
-        raise EmulationError(f"cannot emulate expression {type(e).__name__}")
+    def ev(self, e: Any, mask: np.ndarray) -> Any:
+        return _EV(self, e, mask)
 
     def binop(self, e: BinOp, mask: np.ndarray) -> Any:
         a, b = self.ev(e.a, mask), self.ev(e.b, mask)
@@ -349,51 +309,159 @@ class _Launch:
             raise EmulationError(f"{self.k.name}: buffer {b.name} is not bound") from None
 
     # ------------------------------------------------------------------ statements
-    def run(self, s: Stmt, mask: np.ndarray) -> None:  # noqa: C901 - one dispatch table
-        if isinstance(s, SeqStmt):
-            for c in s.seq:
-                self.run(c, mask)
-        elif isinstance(s, Store):
-            idx = self.ev(s.index, mask)
-            val = self.ev(s.value, mask)
-            pred = None if s.predicate is None else self.ev(s.predicate, mask)
-            self.store(self.mem(s.buffer), idx, val,
-                       self._active(mask, dt.lanes(s.index.dtype), pred))
-        elif isinstance(s, For):
-            mn, ext = self.ev(s.min, mask), self.ev(s.extent, mask)
-            if np.ndim(mn) == 0 and np.ndim(ext) == 0:
-                for i in range(int(mn), int(mn) + int(ext)):
-                    self.env[s.loop_var] = np.int64(i)
-                    self.run(s.body, mask)
-            else:
-                mn_a, end_a = np.broadcast_to(mn, mask.shape), np.broadcast_to(mn + ext,
-                                                                               mask.shape)
-                lo, hi = int(mn_a[mask].min(initial=0)), int(end_a[mask].max(initial=0))
-                for i in range(lo, hi):
-                    m = mask & (mn_a <= i) & (i < end_a)
-                    if m.any():
-                        self.env[s.loop_var] = np.int64(i)
-                        self.run(s.body, m)
-            self.env.pop(s.loop_var, None)
-        elif isinstance(s, IfThenElse):
-            c = np.broadcast_to(np.asarray(self.ev(s.condition, mask), bool), mask.shape)
-            if (mask & c).any():
-                self.run(s.then_case, mask & c)
-            if s.else_case is not None and (mask & ~c).any():
-                self.run(s.else_case, mask & ~c)
-        elif isinstance(s, LetStmt):
-            self.env[s.var] = self.ev(s.value, mask)
-            self.run(s.body, mask)
-            self.env.pop(s.var, None)
-        elif isinstance(s, AttrStmt):
-            self.run(s.body, mask)
-        elif isinstance(s, Allocate):
-            raise EmulationError(f"{self.k.name}: allocation {s.buffer.name} not hoisted")
-        elif isinstance(s, Evaluate):
-            if is_barrier(s):
-                self.barrier(mask)
-        else:
-            raise EmulationError(f"cannot emulate statement {type(s).__name__}")
+    def run(self, s: Stmt, mask: np.ndarray) -> None:
+        _RUN(self, s, mask)
+
+
+# ---------------------------------------------------------------------- expression table
+# Handlers: (launch, node, active-thread mask) -> per-thread numpy values.
+_EV: Dispatch[Any] = Dispatch(
+    "CUDA emulator expression",
+    missing=lambda e: EmulationError(f"cannot emulate expression {type(e).__name__}"))
+
+
+@_EV.register(IntImm)
+def _int(r: _Launch, e: IntImm, mask: np.ndarray) -> Any:
+    return np.bool_(e.value) if e.dtype == "bool" else np.int64(e.value)
+
+
+@_EV.register(FloatImm)
+def _float(r: _Launch, e: FloatImm, mask: np.ndarray) -> Any:
+    return _ndt(e.dtype).type(e.value)
+
+
+@_EV.register(Var)
+def _var(r: _Launch, e: Var, mask: np.ndarray) -> Any:
+    try:
+        return r.env[e]
+    except KeyError:
+        raise EmulationError(f"{r.k.name}: unbound variable {e.name}") from None
+
+
+@_EV.register(BinOp)
+def _binop(r: _Launch, e: BinOp, mask: np.ndarray) -> Any:
+    return r.binop(e, mask)
+
+
+@_EV.register(Not)
+def _not(r: _Launch, e: Not, mask: np.ndarray) -> Any:
+    return np.logical_not(r.ev(e.a, mask))
+
+
+@_EV.register(Cast)
+def _cast(r: _Launch, e: Cast, mask: np.ndarray) -> Any:
+    v = np.asarray(r.ev(e.value, mask))
+    return v.astype(np.int64 if dt.is_int(e.dtype) else _ndt(e.dtype))
+
+
+@_EV.register(Select)
+def _select(r: _Launch, e: Select, mask: np.ndarray) -> Any:
+    c = np.asarray(r.ev(e.cond, mask), dtype=bool)
+    if e.guarded:
+        cm = np.broadcast_to(c if c.ndim <= 1 else c.any(axis=-1), mask.shape)
+        t = r.ev(e.true_value, mask & cm) if (mask & cm).any() else 0
+        f = r.ev(e.false_value, mask & ~cm) if (mask & ~cm).any() else 0
+        dtype = _ndt(e.dtype) if not dt.is_int(e.dtype) else np.int64
+        return np.where(c, t, f).astype(dtype)
+    return np.where(c, r.ev(e.true_value, mask), r.ev(e.false_value, mask))
+
+
+@_EV.register(Call)
+def _call(r: _Launch, e: Call, mask: np.ndarray) -> Any:
+    return r.call(e, mask)
+
+
+@_EV.register(Load)
+def _load(r: _Launch, e: Load, mask: np.ndarray) -> Any:
+    idx = r.ev(e.index, mask)
+    lanes = dt.lanes(e.index.dtype)
+    pred = None if e.predicate is None else r.ev(e.predicate, mask)
+    act = r._active(mask, lanes, pred)
+    out = r.load(r.mem(e.buffer), idx, act)
+    return out if pred is None else np.where(act, out, 0).astype(out.dtype)
+
+
+@_EV.register(Ramp)
+def _ramp(r: _Launch, e: Ramp, mask: np.ndarray) -> Any:
+    base = np.asarray(r.ev(e.base, mask))
+    stride = r.ev(e.stride, mask)
+    return base[..., None] + np.asarray(stride)[..., None] * np.arange(e.lanes)
+
+
+@_EV.register(Broadcast)
+def _broadcast(r: _Launch, e: Broadcast, mask: np.ndarray) -> Any:
+    v = np.asarray(r.ev(e.value, mask))
+    return np.repeat(v[..., None], e.lanes, axis=-1)
+
+
+# ----------------------------------------------------------------------- statement table
+_RUN: Dispatch[None] = Dispatch(
+    "CUDA emulator statement",
+    missing=lambda s: EmulationError(f"cannot emulate statement {type(s).__name__}"))
+
+
+@_RUN.register(SeqStmt)
+def _seq(r: _Launch, s: SeqStmt, mask: np.ndarray) -> None:
+    for c in s.seq:
+        r.run(c, mask)
+
+
+@_RUN.register(Store)
+def _store(r: _Launch, s: Store, mask: np.ndarray) -> None:
+    idx = r.ev(s.index, mask)
+    val = r.ev(s.value, mask)
+    pred = None if s.predicate is None else r.ev(s.predicate, mask)
+    r.store(r.mem(s.buffer), idx, val, r._active(mask, dt.lanes(s.index.dtype), pred))
+
+
+@_RUN.register(For)
+def _for(r: _Launch, s: For, mask: np.ndarray) -> None:
+    mn, ext = r.ev(s.min, mask), r.ev(s.extent, mask)
+    if np.ndim(mn) == 0 and np.ndim(ext) == 0:
+        for i in range(int(mn), int(mn) + int(ext)):
+            r.env[s.loop_var] = np.int64(i)
+            r.run(s.body, mask)
+    else:
+        mn_a, end_a = np.broadcast_to(mn, mask.shape), np.broadcast_to(mn + ext, mask.shape)
+        lo, hi = int(mn_a[mask].min(initial=0)), int(end_a[mask].max(initial=0))
+        for i in range(lo, hi):
+            m = mask & (mn_a <= i) & (i < end_a)
+            if m.any():
+                r.env[s.loop_var] = np.int64(i)
+                r.run(s.body, m)
+    r.env.pop(s.loop_var, None)
+
+
+@_RUN.register(IfThenElse)
+def _if(r: _Launch, s: IfThenElse, mask: np.ndarray) -> None:
+    c = np.broadcast_to(np.asarray(r.ev(s.condition, mask), bool), mask.shape)
+    if (mask & c).any():
+        r.run(s.then_case, mask & c)
+    if s.else_case is not None and (mask & ~c).any():
+        r.run(s.else_case, mask & ~c)
+
+
+@_RUN.register(LetStmt)
+def _let(r: _Launch, s: LetStmt, mask: np.ndarray) -> None:
+    r.env[s.var] = r.ev(s.value, mask)
+    r.run(s.body, mask)
+    r.env.pop(s.var, None)
+
+
+@_RUN.register(AttrStmt)
+def _attr(r: _Launch, s: AttrStmt, mask: np.ndarray) -> None:
+    r.run(s.body, mask)
+
+
+@_RUN.register(Allocate)
+def _allocate(r: _Launch, s: Allocate, mask: np.ndarray) -> None:
+    raise EmulationError(f"{r.k.name}: allocation {s.buffer.name} not hoisted")
+
+
+@_RUN.register(Evaluate)
+def _evaluate(r: _Launch, s: Evaluate, mask: np.ndarray) -> None:
+    if is_barrier(s):
+        r.barrier(mask)
 
 
 def run_kernel(kernel: Kernel, buffers: dict[Buffer, np.ndarray], check_races: bool = True,

@@ -21,7 +21,6 @@ import numpy as np
 
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import (
-    FastMutator,
     RefCache,
     buffer_size,
     fast_substitute,
@@ -46,10 +45,12 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.runtime.cuda.emulate import EmulationError, RaceError
+from templtune.te.dispatch import Dispatch
 from templtune.te.expr import PrimExpr, Var, const
+from templtune.te.functor import Mutator, handles
 
 
-class _PerThread(FastMutator):
+class _PerThread(Mutator):
     """Point local-array accesses at thread ``tid``'s slice of the expanded array."""
 
     def __init__(self, local: dict[Buffer, tuple[Buffer, int]], tid: PrimExpr) -> None:
@@ -61,12 +62,14 @@ class _PerThread(FastMutator):
             return Ramp(index.base + off, index.stride, index.lanes)
         return index + off
 
+    @handles(Load)
     def visit_Load(self, node: Load) -> PrimExpr:
         node = self.generic(node)
         hit = self.local.get(node.buffer)
         return node if hit is None else replace(node, buffer=hit[0],
                                                 index=self._index(node.index, hit[1]))
 
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         node = self.generic(node)
         hit = self.local.get(node.buffer)
@@ -119,49 +122,75 @@ class _Fission:
             return SeqStmt(())
         if not self.has_barrier(s):
             return self.thread_loop(s)
-        if isinstance(s, SeqStmt):
-            out: list[Stmt] = []
-            run: list[Stmt] = []
-            for c in s.seq:
-                if self.has_barrier(c):
-                    if run:
-                        out.append(self.thread_loop(seq(*run)))
-                        run = []
-                    out.append(self.run(c))
-                else:
-                    run.append(c)
+        return _SPLIT(self, s)
+
+
+# NOTE: how a statement that contains a barrier is split into phases, per statement type.
+_SPLIT: Dispatch[Stmt] = Dispatch("host emulation split")
+
+
+@_SPLIT.register(Stmt)
+def _split_other(f: _Fission, s: Stmt) -> Stmt:
+    raise EmulationError(f"{f.k.name}: cannot split {type(s).__name__} at barriers")
+
+
+@_SPLIT.register(SeqStmt)
+def _split_seq(f: _Fission, s: SeqStmt) -> Stmt:
+    out: list[Stmt] = []
+    run: list[Stmt] = []
+    for c in s.seq:
+        if f.has_barrier(c):
             if run:
-                out.append(self.thread_loop(seq(*run)))
-            return seq(*out)
-        if isinstance(s, For):
-            if self.thread_dependent(s.min) or self.thread_dependent(s.extent):
-                raise EmulationError(f"{self.k.name}: a loop with thread-dependent bounds "
-                                     "encloses a barrier")
-            return replace(s, body=self.run(s.body), kind=ForKind.SERIAL)
-        if isinstance(s, IfThenElse):
-            if self.thread_dependent(s.condition):
-                raise RaceError(f"{self.k.name}: __syncthreads() inside a thread-dependent if")
-            return replace(s, then_case=self.run(s.then_case),
-                           else_case=None if s.else_case is None else self.run(s.else_case))
-        if isinstance(s, LetStmt):
-            if self.thread_dependent(s.value):
-                raise EmulationError(f"{self.k.name}: thread-dependent let around a barrier is "
-                                     "not supported by the host emulation")
-            return replace(s, body=self.run(s.body))
-        if isinstance(s, AttrStmt):
-            return replace(s, body=self.run(s.body))
-        raise EmulationError(f"{self.k.name}: cannot split {type(s).__name__} at barriers")
+                out.append(f.thread_loop(seq(*run)))
+                run = []
+            out.append(f.run(c))
+        else:
+            run.append(c)
+    if run:
+        out.append(f.thread_loop(seq(*run)))
+    return seq(*out)
 
 
-class _Rename(FastMutator):
+@_SPLIT.register(For)
+def _split_for(f: _Fission, s: For) -> Stmt:
+    if f.thread_dependent(s.min) or f.thread_dependent(s.extent):
+        raise EmulationError(f"{f.k.name}: a loop with thread-dependent bounds encloses a "
+                             "barrier")
+    return replace(s, body=f.run(s.body), kind=ForKind.SERIAL)
+
+
+@_SPLIT.register(IfThenElse)
+def _split_if(f: _Fission, s: IfThenElse) -> Stmt:
+    if f.thread_dependent(s.condition):
+        raise RaceError(f"{f.k.name}: __syncthreads() inside a thread-dependent if")
+    return replace(s, then_case=f.run(s.then_case),
+                   else_case=None if s.else_case is None else f.run(s.else_case))
+
+
+@_SPLIT.register(LetStmt)
+def _split_let(f: _Fission, s: LetStmt) -> Stmt:
+    if f.thread_dependent(s.value):
+        raise EmulationError(f"{f.k.name}: thread-dependent let around a barrier is not "
+                             "supported by the host emulation")
+    return replace(s, body=f.run(s.body))
+
+
+@_SPLIT.register(AttrStmt)
+def _split_attr(f: _Fission, s: AttrStmt) -> Stmt:
+    return replace(s, body=f.run(s.body))
+
+
+class _Rename(Mutator):
     def __init__(self, mapping: dict[Buffer, Buffer]) -> None:
         self.mapping = mapping
 
+    @handles(Load)
     def visit_Load(self, node: Load) -> PrimExpr:
         node = self.generic(node)
         nb = self.mapping.get(node.buffer)
         return node if nb is None else replace(node, buffer=nb)
 
+    @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
         node = self.generic(node)
         nb = self.mapping.get(node.buffer)
