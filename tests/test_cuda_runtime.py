@@ -148,7 +148,7 @@ def test_gpu_seed_conv2d_configs_match_numpy(monkeypatch):
     from templtune.topi.testing import conv2d_nchw_python
 
     monkeypatch.delenv("TEMPLTUNE_CUDA_BACKEND", raising=False)
-    importlib.import_module("templates.cuda.conv2d_nchw")
+    importlib.import_module("templtune.templates.cuda.conv2d_nchw")
     task = autotvm.task.create("tutorial/conv2d_no_batching",
                                (1, 7, 7, 512, 512, 3, 3, (1, 1), (1, 1)), "cuda")
     rng = np.random.default_rng(0)

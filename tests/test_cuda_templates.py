@@ -17,7 +17,7 @@ from templtune.lower.lower_api import lower
 from templtune.target import Target
 from templtune.topi.testing import conv2d_nchw_python
 
-importlib.import_module("templates.cuda.conv2d_nchw")
+importlib.import_module("templtune.templates.cuda.conv2d_nchw")
 
 SMALL = (1, 6, 6, 8, 4, 3, 3, (1, 1), (1, 1))
 
@@ -105,7 +105,7 @@ def test_sampled_conv2d_configs_compile(small_configs, tmp_path, monkeypatch):
 
 
 def test_sampled_dense_configs_match_numpy():
-    importlib.import_module("templates.cuda.dense")
+    importlib.import_module("templtune.templates.cuda.dense")
     task = autotvm.task.create("dense.cuda", (4, 24, 16), "cuda")
     configs = _valid_configs(task, 3, seed=11)
     assert len(configs) == 3
@@ -120,7 +120,7 @@ def test_sampled_dense_configs_match_numpy():
 
 
 def test_sampled_winograd_configs_match_numpy():
-    importlib.import_module("templates.cuda.conv2d_winograd")
+    importlib.import_module("templtune.templates.cuda.conv2d_winograd")
     task = autotvm.task.create("conv2d_nchw_winograd.cuda", (1, 6, 6, 8, 4, 3, 3, (1, 1)),
                                "cuda")
     configs = _valid_configs(task, 2, seed=5)
@@ -146,7 +146,7 @@ def test_tuning_end_to_end_on_the_emulator(tmp_path, monkeypatch):
     monkeypatch.setenv("TEMPLTUNE_CUDA_CACHE", str(tmp_path / "cache"))
     from templtune.autotvm.tuner import RandomTuner
 
-    mod = importlib.import_module("templates.cuda.conv2d_nchw")
+    mod = importlib.import_module("templtune.templates.cuda.conv2d_nchw")
     task = autotvm.task.create("tutorial/conv2d_no_batching", SMALL, "cuda")
     mo = autotvm.measure_option(
         builder=autotvm.LocalBuilder(n_parallel=2, timeout=120),
