@@ -91,12 +91,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if summary.best_config is None:
         raise CliError("no trial succeeded; rerun with -v -v to see why")
 
-    from templtune import templates
+    from templtune.autotvm import strategy
 
-    templates.load("x86")
-    template = getattr(__import__(f"templtune.templates.x86.{name}", fromlist=[name]), name)
-    with autotvm.apply_history_best(str(args.log)), templtune.target.Target("llvm"):
-        s, arg_bufs = template(*wl)
+    with autotvm.apply_history_best(str(args.log)):
+        s, arg_bufs = strategy.instantiate(strategy.Implementation(name, wl), "llvm")
     mod = templtune.build(s, arg_bufs, target="llvm")
 
     n, h, w, co, ci, kh, kw, stride, pad = wl
