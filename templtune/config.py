@@ -107,6 +107,11 @@ KNOBS: tuple[Knob, ...] = (
          "Directory of the nvcc compile cache (default: `~/.cache/templtune/cuda`)."),
     Knob("CUDA_HOME", _P, None, "CUDA toolkit root searched for `nvcc` when it is not on `PATH`."),
     Knob("CUDA_PATH", _P, None, "Second CUDA toolkit root searched for `nvcc` (after `CUDA_HOME`)."),
+    Knob("CXX", _S, None,
+         "C compiler that `export_library` links shared libraries with (default: `g++`, `gcc` "
+         "or `cc` from `PATH`)."),
+    Knob("XDG_CACHE_HOME", _P, None,
+         "Base of templtune's cache folder (`$XDG_CACHE_HOME/templtune`; default `~/.cache`)."),
     Knob("TEMPLTUNE_HYP_SCALE", _I, 1,
          "Tests: multiplies the number of hypothesis examples of the simplifier tests.",
          minimum=1),

@@ -75,7 +75,7 @@ def test_cuda_record():
 
 
 def test_cuda_limits_read_the_record():
-    from templtune.codegen.cuda.module import limits_from_target
+    from templtune.codegen.cuda.build import limits_from_target
 
     lim = limits_from_target("cuda -arch=sm_80 -max_threads_per_block=256")
     assert (lim.arch, lim.max_threads_per_block, lim.max_shared_memory_per_block) == (
@@ -235,7 +235,7 @@ def test_fallback_block_follows_the_target_not_the_host():
 
 def test_gpu_decisions_come_from_the_record():
     from templtune.auto_scheduler.search_task import HardwareParams, is_gpu_target
-    from templtune.autotvm.measure.worker import _is_device
+    from templtune.measure.worker import _is_device
 
     for text, gpu in (("cuda -arch=sm_90", True), ("llvm", False)):
         assert is_gpu_target(Target(text)) is gpu and _is_device(text) is gpu

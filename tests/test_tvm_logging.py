@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TUNE = """
     import logging, sys
     from templtune import autotvm, te
-    from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner
+    from templtune.measure.fake import FakeBuilder, FakeRunner
 
     @autotvm.template("test_tvm_logging/gemm")
     def gemm(n):

@@ -34,10 +34,9 @@ def _read(path: str, begin: int, end: int, ir: bool, code: bool) -> None:
 
     if ir or code:
         # NOTE: re-instantiating a record needs its template; the built-in ones register on import
-        from templtune import templates
+        from templtune.autotvm.strategy import load_templates
 
-        templates.load("x86")
-        templates.load("cuda")
+        load_templates()
     for i, (inp, result) in enumerate(load_from_file(path)):
         if not begin <= i < end:
             continue

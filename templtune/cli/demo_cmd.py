@@ -35,7 +35,9 @@ WORKLOAD = (1, 7, 7, 512, 512, 3, 3, 1, 1)
 def cache_dir() -> Path:
     """templtune's folder for files the user did not name: ``$XDG_CACHE_HOME/templtune``,
     else ``~/.cache/templtune``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    from templtune import config
+
+    base = config.get("XDG_CACHE_HOME") or Path(os.path.expanduser("~")) / ".cache"
     return Path(base) / "templtune"
 
 

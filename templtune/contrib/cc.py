@@ -14,9 +14,11 @@ __all__ = ["create_shared", "get_cc"]
 
 def get_cc() -> str | None:
     """The C compiler used: ``$CXX``, else ``g++``, ``gcc`` or ``cc`` on the ``PATH``."""
-    env = os.environ.get("CXX")
+    from templtune import config
+
+    env = config.get("CXX")
     if env:
-        return env
+        return str(env)
     for name in ("g++", "gcc", "cc"):
         if shutil.which(name):
             return name

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from templtune import config
 from templtune.runtime.cuda.emulate import run_kernel
 
 
