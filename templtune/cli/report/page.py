@@ -49,13 +49,14 @@ def _network_table(data: ReportData) -> str:
     tasks = data.tasks
     total = sum(t.weight * t.best_cost_s for t in tasks if t.best_cost_s is not None)
     complete = all(t.best_cost_s is not None for t in tasks)
-    rows = ["<tr><th>#</th><th class=l>task</th><th>weight</th><th>trials</th><th>errors</th>"
+    rows = ["<tr><th>#</th><th class=l>task</th><th>MFLOP</th><th>weight</th><th>trials</th>"
+            "<th>errors</th>"
             "<th>best (ms)</th><th>best GFLOPS</th><th>share of latency</th></tr>"]
     for i, t in enumerate(tasks):
         cost = t.best_cost_s
         share = t.weight * cost / total if cost is not None and total > 0 else None
         rows.append(f"<tr><td>{i}</td><td class=l>{html.escape(t.label)}</td>"
-                    f"<td>{t.weight:g}</td><td>{len(t.trials)}</td><td>{t.errors}</td>"
+                    f"<td>{_fmt(t.flop / 1e6 if t.flop else None, '.4g')}</td><td>{t.weight:g}</td><td>{len(t.trials)}</td><td>{t.errors}</td>"
                     f"<td>{_fmt(cost * 1e3 if cost else None, '.4f')}</td>"
                     f"<td>{_fmt(t.best_gflops, '.4g')}</td><td>{_fmt(share, '.1%')}</td></tr>")
     est = f"{total * 1e3:.4f} ms" if complete else "- (a task has no successful trial)"
