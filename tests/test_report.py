@@ -106,6 +106,19 @@ def test_report_of_several_tasks_has_the_network_section(tmp_path):
     assert _pixels_vary((png_dir / "network_latency.png").read_bytes())
 
 
+def test_report_of_an_auto_scheduler_log(tmp_path):
+    log = Path(__file__).parent / "data" / "as_dense128_records.json"
+    n = sum(1 for x in log.read_text().splitlines() if x.strip())
+    out = tmp_path / "as.html"
+    p = templtune_cmd("report", str(log), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    assert "bench_cm_dense(128, 128, 128) [llvm]" in page and f"{n} trials" in page
+    assert "FLOP count unknown" in page  # not registered in this process: latency axis
+    assert '[&quot;SP&quot;, 2' in page  # the best record's transform steps
+    assert all(_pixels_vary(base64.b64decode(d)) for d in IMG.findall(page))
+
+
 def test_report_errors_are_one_line(tmp_path):
     p = templtune_cmd("report", str(tmp_path / "missing.log"), "-o", str(tmp_path / "r.html"))
     assert p.returncode == 1 and "no such log file" in p.stderr

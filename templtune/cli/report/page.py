@@ -65,8 +65,12 @@ def _network_table(data: ReportData) -> str:
 
 
 def _task_section(i: int, t: TaskCurve, figs: list[Figure]) -> str:
-    best = (f"{_fmt(t.best_gflops, '.4g')} GFLOPS, {t.best_cost_s * 1e3:.4f} ms"
-            if t.best_cost_s is not None else "no successful trial")
+    if t.best_cost_s is None:
+        best = "no successful trial"
+    elif t.best_gflops is None:
+        best = f"{t.best_cost_s * 1e3:.4f} ms (FLOP count unknown: the workload is not registered)"
+    else:
+        best = f"{t.best_gflops:.4g} GFLOPS, {t.best_cost_s * 1e3:.4f} ms"
     return (f'<section class="task"><h2>Task {i}: {html.escape(t.label)}</h2>'
             f"<p>{len(t.trials)} trials, {t.errors} failed; best: {best}</p>"
             f"<p>Best config: <code>{html.escape(t.best_config)}</code></p>"
