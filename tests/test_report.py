@@ -154,3 +154,24 @@ def test_report_of_a_tuned_network_uses_the_task_weights(tmp_path):
     assert f"{len(table)} task(s)" in page
     assert "Estimated latency (sum of weight &times; best latency): <b>" in page
     assert len(IMG.findall(page)) == 1 + 2 * len(table)
+
+
+def test_live_plot_callback_redraws_after_every_batch(tmp_path):
+    from templtune import autotvm
+    from templtune.templates import load
+
+    load("x86")
+    task = autotvm.task.create("dense", (16, 32, 16), "llvm")
+    png = tmp_path / "curve.png"
+    seen: list[bytes] = []
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=2),
+                                    runner=autotvm.LocalRunner(number=1, repeat=1))
+    tuner = autotvm.tuner.RandomTuner(task, seed=0)
+    tuner.tune(n_trial=6, measure_option=option,
+               callbacks=[autotvm.callback.plot(png),
+                          lambda t, i, r: seen.append(png.read_bytes())])
+    for part in option.values():
+        part.close()
+    assert len(seen) == 3 and len(set(seen)) == 3  # one new image per batch of 2
+    assert all(_pixels_vary(x) for x in seen)
+    assert not (tmp_path / "curve.png.tmp.png").exists()
