@@ -126,11 +126,16 @@ def test_demo_writes_its_log_to_the_cache_folder_and_says_where(tmp_path):
     assert {p for p in ROOT.rglob("*.log")} == before
 
 
-def test_rpc_key_without_ray_or_with_auto_scheduler_is_one_clear_line(tmp_path):
-    p = templtune_cmd("tune-network", "resnet-18", "--image-shape", "3,32,32", "--trials",
-                      "100", "--rpc-key", "cpu", "--log", str(tmp_path / "x.json"))
+@pytest.mark.parametrize("method", ["auto_scheduler", "autotvm"])
+def test_rpc_key_without_ray_says_how_to_install(tmp_path, method):
+    fake = tmp_path / "hidden" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    p = templtune_cmd("tune-network", "resnet-18", "--image-shape", "3,32,32", "--method",
+                      method, "--trials", "100", "--trials-per-task", "1", "--rpc-key", "cpu",
+                      "--log", str(tmp_path / "x.log"), env={"PYTHONPATH": str(fake.parent)})
     assert p.returncode == 1
-    assert "use it with --method autotvm" in p.stderr and "Traceback" not in p.stderr
+    assert "pip install 'templtune[distributed]'" in p.stderr and "Traceback" not in p.stderr
 
 
 @pytest.mark.slow
@@ -160,3 +165,19 @@ def test_tune_network_rpc_key_measures_through_ray(tmp_path):
     assert p.stdout.count("GFLOPS after 1 trials") == 12
     recs = _records(log)
     assert len(recs) == 12 and sum(r["result"][1] == 0 for r in recs) >= 1
+
+
+@pytest.mark.slow
+def test_tune_network_auto_scheduler_rpc_key_measures_through_ray(tmp_path):
+    pytest.importorskip("ray")
+    log = tmp_path / "m.json"
+    p = templtune_cmd("tune-network", "mobilenet", "--image-shape", "3,32,32", "--per-round",
+                      "1", "--model", "random", "--trials", "30", "--rpc-key",
+                      "templtune-cli-as-test", "--log", str(log), "--timing-repeat", "1",
+                      "--timing-ms", "1", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    recs = _records(log)
+    assert len(recs) >= 22  # every task measured at least once
+    ok = [r for r in recs if r["r"][1] == 0]
+    assert len(ok) >= len(recs) // 2 and all(0 < r["r"][0][0] < 10 for r in ok)
+    assert "check: the compiled network matches numpy" in p.stdout

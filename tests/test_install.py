@@ -120,17 +120,29 @@ def test_py_typed_is_shipped():
 
 @pytest.mark.slow
 def test_built_wheel_carries_py_typed_and_no_scikit_learn(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                        str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=900)
-    assert p.returncode == 0, p.stderr
+    import shutil
     import zipfile
 
-    (wheel,) = tmp_path.glob("templtune-*.whl")
+    # NOTE: setuptools builds in the source folder (build/, *.egg-info): build a copy of what
+    # the package is made of, never in the checkout.
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "templates")  # templtune/templates: a symlink
+    shutil.copytree(ROOT / "templtune", src / "templtune", ignore=skip)
+    shutil.copytree(ROOT / "templates", src / "templates",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    out = tmp_path / "dist"
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                        str(out), str(src)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    (wheel,) = out.glob("templtune-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
         meta = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "templtune/py.typed" in names
     assert "templtune/cli/report/page.py" in names
+    assert "templtune/templates/logs/cpu/x86.log" in names
     requires = [x for x in meta.splitlines() if x.startswith("Requires-Dist:")]
     core = [x for x in requires if "extra ==" not in x]
     assert not any("scikit-learn" in x or "matplotlib" in x for x in core), core

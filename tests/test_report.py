@@ -106,6 +106,19 @@ def test_report_of_several_tasks_has_the_network_section(tmp_path):
     assert _pixels_vary((png_dir / "network_latency.png").read_bytes())
 
 
+def test_report_of_an_auto_scheduler_log(tmp_path):
+    log = Path(__file__).parent / "data" / "as_dense128_records.json"
+    n = sum(1 for x in log.read_text().splitlines() if x.strip())
+    out = tmp_path / "as.html"
+    p = templtune_cmd("report", str(log), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    page = out.read_text()
+    assert "bench_cm_dense(128, 128, 128) [llvm]" in page and f"{n} trials" in page
+    assert "FLOP count unknown" in page  # not registered in this process: latency axis
+    assert '[&quot;SP&quot;, 2' in page  # the best record's transform steps
+    assert all(_pixels_vary(base64.b64decode(d)) for d in IMG.findall(page))
+
+
 def test_report_errors_are_one_line(tmp_path):
     p = templtune_cmd("report", str(tmp_path / "missing.log"), "-o", str(tmp_path / "r.html"))
     assert p.returncode == 1 and "no such log file" in p.stderr
@@ -141,3 +154,24 @@ def test_report_of_a_tuned_network_uses_the_task_weights(tmp_path):
     assert f"{len(table)} task(s)" in page
     assert "Estimated latency (sum of weight &times; best latency): <b>" in page
     assert len(IMG.findall(page)) == 1 + 2 * len(table)
+
+
+def test_live_plot_callback_redraws_after_every_batch(tmp_path):
+    from templtune import autotvm
+    from templtune.templates import load
+
+    load("x86")
+    task = autotvm.task.create("dense", (16, 32, 16), "llvm")
+    png = tmp_path / "curve.png"
+    seen: list[bytes] = []
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(n_parallel=2),
+                                    runner=autotvm.LocalRunner(number=1, repeat=1))
+    tuner = autotvm.tuner.RandomTuner(task, seed=0)
+    tuner.tune(n_trial=6, measure_option=option,
+               callbacks=[autotvm.callback.plot(png),
+                          lambda t, i, r: seen.append(png.read_bytes())])
+    for part in option.values():
+        part.close()
+    assert len(seen) == 3 and len(set(seen)) == 3  # one new image per batch of 2
+    assert all(_pixels_vary(x) for x in seen)
+    assert not (tmp_path / "curve.png.tmp.png").exists()

@@ -160,7 +160,71 @@ class LocalBuilder:
             self._pool = None
 
 
-class LocalRunner:
+class _AutotvmBackedRunner:
+    """Times built states with one of AutoTVM's runners (``set_task`` + ``run``), through the
+    :class:`RunnerTask` adapter; outputs are checked against the naive schedule."""
+
+    def __init__(self, runner: Any, timeout: float) -> None:
+        self.timeout = timeout
+        self._runner = runner
+        self._task_key: str | None = None
+        self._rtask: RunnerTask | None = None
+
+    @property
+    def n_parallel(self) -> int:
+        return int(getattr(self._runner, "n_parallel", 1) or 1)
+
+    def run(self, inputs: list[MeasureInput], build_results: list[BuildResult],
+            verbose: int = 1) -> list[MeasureResult]:
+        from templtune.autotvm.measure import BuildResult as _BR
+        from templtune.autotvm.measure import MeasureInput as _MI
+
+        out: list[MeasureResult | None] = [None] * len(inputs)
+        pending: list[int] = []
+
+        def flush() -> None:
+            # NOTE: one call per run of same-task states, so a runner with several devices
+            # (RPCRunner) times them concurrently.
+            if not pending:
+                return
+            rs = self._runner.run(
+                [_MI(inputs[k].task.target, self._rtask, _Cfg(k)) for k in pending],
+                [_BR(build_results[k].artifact, MeasureErrorNo.NO_ERROR, "",
+                     build_results[k].time_cost) for k in pending])
+            for k, r in zip(pending, rs):
+                if int(r.error_no) == 0:
+                    out[k] = MeasureResult(tuple(r.costs), 0, "", r.all_cost, r.timestamp)
+                else:
+                    out[k] = MeasureResult((MAX_FLOAT,), int(r.error_no), r.error_detail[:2000],
+                                           r.all_cost, r.timestamp)
+            pending.clear()
+
+        for k, (inp, br) in enumerate(zip(inputs, build_results)):
+            if br.error_no != 0:
+                out[k] = MeasureResult((MAX_FLOAT,), br.error_no, br.error_msg, br.time_cost,
+                                       time.time())
+                continue
+            key = f"{inp.task.workload_key}|{inp.task.target}"
+            if key != self._task_key:
+                flush()
+                self._rtask = RunnerTask(inp.task)
+                self._runner.set_task(self._rtask)
+                self._task_key = key
+            pending.append(k)
+        flush()
+        results = [r for r in out if r is not None]
+        if verbose >= 1:
+            for r, br in zip(results, build_results):
+                if br.error_no == 0:
+                    sys.stdout.write("*" if r.error_no == 0 else
+                                     "*T" if r.error_no == MeasureErrorNo.RUN_TIMEOUT else "*E")
+        return results
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+class LocalRunner(_AutotvmBackedRunner):
     """Run built states one at a time in a restartable measurement process (AutoTVM's
     ``LocalRunner`` underneath; outputs are checked against the naive schedule)."""
 
@@ -172,47 +236,37 @@ class LocalRunner:
 
         if enable_cpu_cache_flush:
             number, min_repeat_ms = 1, 0
-        self.timeout = timeout
-        self._runner = _AtvmRunner(timeout=timeout, number=number, repeat=repeat,
-                                   min_repeat_ms=min_repeat_ms,
-                                   cooldown_interval=cooldown_interval,
-                                   enable_cpu_cache_flush=enable_cpu_cache_flush,
-                                   check_correctness=check_correctness)
-        self._task_key: str | None = None
-        self._rtask: RunnerTask | None = None
+        super().__init__(_AtvmRunner(timeout=timeout, number=number, repeat=repeat,
+                                     min_repeat_ms=min_repeat_ms,
+                                     cooldown_interval=cooldown_interval,
+                                     enable_cpu_cache_flush=enable_cpu_cache_flush,
+                                     check_correctness=check_correctness), timeout)
 
-    def run(self, inputs: list[MeasureInput], build_results: list[BuildResult],
-            verbose: int = 1) -> list[MeasureResult]:
-        from templtune.measure.measure import BuildResult as _BR
-        from templtune.measure.measure import MeasureInput as _MI
 
-        out = []
-        for k, (inp, br) in enumerate(zip(inputs, build_results)):
-            now = time.time()
-            if br.error_no != 0:
-                out.append(MeasureResult((MAX_FLOAT,), br.error_no, br.error_msg, br.time_cost,
-                                         now))
-                continue
-            key = f"{inp.task.workload_key}|{inp.task.target}"
-            if key != self._task_key:
-                self._rtask = RunnerTask(inp.task)
-                self._runner.set_task(self._rtask)
-                self._task_key = key
-            r = self._runner.run([_MI(inp.task.target, self._rtask, _Cfg(k))],
-                                 [_BR(br.artifact, MeasureErrorNo.NO_ERROR, "", br.time_cost)])[0]
-            if int(r.error_no) == 0:
-                out.append(MeasureResult(tuple(r.costs), 0, "", r.all_cost, r.timestamp))
-                mark = "*"
-            else:
-                out.append(MeasureResult((MAX_FLOAT,), int(r.error_no), r.error_detail[:2000],
-                                         r.all_cost, r.timestamp))
-                mark = "*T" if int(r.error_no) == MeasureErrorNo.RUN_TIMEOUT else "*E"
-            if verbose >= 1:
-                sys.stdout.write(mark)
-        return out
+class RPCRunner(_AutotvmBackedRunner):
+    """Time built states on the Ray nodes advertising the device ``key`` (AutoTVM's
+    ``RPCRunner`` underneath: the ``[distributed]`` extra), ``n_parallel`` at a time.
 
-    def close(self) -> None:
-        self._runner.close()
+    Parameters follow TVM's ``auto_scheduler.RPCRunner``; ``host``/``port`` name the Ray
+    cluster (``ray://host`` and port for a Ray client server), None joins or starts a local
+    Ray instance advertising ``key``. ``device`` is accepted for compatibility.
+    """
+
+    def __init__(self, key: str, host: str | None = None, port: int | None = None,
+                 priority: int = 1, n_parallel: int = 1, timeout: float = 10,
+                 number: int = 3, repeat: int = 1, min_repeat_ms: float = 100,
+                 cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
+                 device: int = 0, check_correctness: bool = True) -> None:
+        from templtune.autotvm.measure import RPCRunner as _AtvmRPCRunner
+
+        if enable_cpu_cache_flush:
+            number, min_repeat_ms = 1, 0
+        super().__init__(_AtvmRPCRunner(key, host=host, port=port, priority=priority,
+                                        timeout=timeout, n_parallel=n_parallel, number=number,
+                                        repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                        cooldown_interval=cooldown_interval,
+                                        enable_cpu_cache_flush=enable_cpu_cache_flush,
+                                        check_correctness=check_correctness), timeout)
 
 
 class LocalRPCMeasureContext:

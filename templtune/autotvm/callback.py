@@ -172,3 +172,65 @@ def progress_bar(total: int, prefix: str = "", si_prefix: str = "G",
         Where to draw the bar (default ``sys.stdout``).
     """
     return _ProgressBar(total, prefix, si_prefix, file)
+
+
+def plot(path: str | os.PathLike, title: str | None = None, si_prefix: str = "G"):
+    """A callback redrawing a PNG of the best-so-far FLOPS (and each trial's) against trials
+    after every batch, to watch a run live (templtune extension).
+
+    The file is replaced atomically, so a viewer never reads a half-written image. Needs
+    matplotlib (``pip install 'templtune[plot]'``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The PNG file to (re)write.
+    title : str, optional
+        Figure title (default: the task's name and arguments).
+    si_prefix : str
+        Unit prefix of the FLOPS axis (``"G"`` for GFLOPS).
+    """
+    return _LivePlot(path, title, si_prefix)
+
+
+class _LivePlot:
+    def __init__(self, path: str | os.PathLike, title: str | None, si_prefix: str) -> None:
+        from .tuner.tuner import si_scale
+
+        try:
+            import matplotlib
+        except ImportError:
+            raise ImportError("autotvm.callback.plot draws with matplotlib, an optional "
+                              "dependency: pip install 'templtune[plot]'") from None
+        matplotlib.use("Agg")  # files only; never a window
+        self.path = os.fspath(path)
+        self.title = title
+        self.unit = si_prefix.strip()
+        self.scale = si_scale(si_prefix)
+        self.scores: list[float] = []
+
+    def __call__(self, tuner: Any, inputs: Sequence[Any], results: Sequence[Any]) -> None:
+        import matplotlib.pyplot as plt
+
+        flop = float(getattr(tuner.task, "flop", 0) or 0)
+        for res in results:
+            ok = res.ok and res.mean_cost > 0
+            self.scores.append(flop / res.mean_cost / self.scale if ok else 0.0)
+        best, cur = [], 0.0
+        for s in self.scores:
+            cur = max(cur, s)
+            best.append(cur)
+        trials = range(1, len(self.scores) + 1)
+        fig, ax = plt.subplots(figsize=(7, 3.6), constrained_layout=True)
+        ax.scatter(trials, self.scores, s=8, color="tab:gray", label="trial")
+        ax.step(trials, best, where="post", color="tab:blue", label="best so far")
+        ax.set_xlabel("trial")
+        ax.set_ylabel(f"{self.unit}FLOPS")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+        task = tuner.task
+        ax.set_title(self.title or f"{task.name}{tuple(task.args)}", fontsize=9)
+        tmp = f"{self.path}.tmp.png"
+        fig.savefig(tmp, dpi=100)
+        plt.close(fig)
+        os.replace(tmp, self.path)

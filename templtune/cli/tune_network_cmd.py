@@ -10,7 +10,7 @@ numpy interpreter, and timed.
 Both show a progress bar on stderr (trials, the estimated latency, ETA), stop at
 ``--time-budget`` seconds, and write the task table (weights, FLOPs) next to the log for
 ``templtune report``. ``--rpc-key`` measures on the Ray devices advertising that key
-(AutoTVM's ``RPCRunner``; ``--rpc-address`` names the cluster).
+(``RPCRunner``; ``--rpc-address`` names the cluster).
 """
 
 from __future__ import annotations
@@ -67,22 +67,28 @@ class _NetworkProgress:
             self.bar = None
 
 
-def _autotvm_runner(args: argparse.Namespace) -> Any:
-    from templtune import autotvm
+def _rpc_address(text: str | None) -> tuple[str | None, int | None]:
+    """``HOST:PORT`` / ``ray://HOST:PORT`` / ``auto`` -> (host, port)."""
+    if not text:
+        return None, None
+    host, _, port = text.rpartition(":")
+    if host and port.isdigit():
+        return host, int(port)
+    return text, None
 
+
+def _runner(args: argparse.Namespace, kind: Any, **local: Any) -> Any:
+    """``kind.LocalRunner(**local)``, or with ``--rpc-key`` ``kind.RPCRunner`` on that key
+    (``kind``: the autotvm or auto_scheduler module)."""
     if not args.rpc_key:
-        return autotvm.LocalRunner(repeat=args.repeat)
-    host, port = None, None
-    if args.rpc_address:
-        host, _, p = args.rpc_address.rpartition(":")
-        if not host or not p.isdigit():
-            host, port = args.rpc_address, None
-        else:
-            port = int(p)
+        return kind.LocalRunner(**local)
+    host, port = _rpc_address(args.rpc_address)
     try:
-        return autotvm.RPCRunner(args.rpc_key, host=host, port=port, repeat=args.repeat)
+        return kind.RPCRunner(args.rpc_key, host=host, port=port, **local)
     except ImportError as exc:
         raise CliError(str(exc)) from None
+    except (RuntimeError, ConnectionError) as exc:  # no device for the key, cluster unreachable
+        raise CliError(f"--rpc-key {args.rpc_key}: {exc}") from None
 
 
 def _print_tasks(tasks: list, weights: list) -> None:
@@ -109,9 +115,6 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     log = os.fspath(check_log_path(args.log or default, create_parent=not args.log))
     if args.method == "autotvm":
         return _autotvm(args, net, params, ishape, log)
-    if args.rpc_key:
-        raise CliError("--rpc-key measures through AutoTVM's RPCRunner: use it with "
-                       "--method autotvm")
     tasks, weights = auto_scheduler.extract_tasks(net, params, args.target)
     print(f"{args.network}: {len(tasks)} tasks; log: {log}")
     _print_tasks(tasks, weights)
@@ -130,7 +133,8 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
             callbacks=[progress], seed=args.seed)
         opts = auto_scheduler.TuningOptions(
             num_measure_trials=args.trials, num_measures_per_round=args.per_round,
-            runner=auto_scheduler.LocalRunner(repeat=args.repeat, min_repeat_ms=args.min_repeat_ms),
+            runner=_runner(args, auto_scheduler, repeat=args.repeat,
+                           min_repeat_ms=args.min_repeat_ms),
             measure_callbacks=[auto_scheduler.RecordToFile(log)], verbose=0)
         t0 = time.time()
         try:
@@ -167,7 +171,7 @@ def _autotvm(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
         t0 = time.time()
         # NOTE: one builder pool and one measurement process for all tasks.
         option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
-                                        runner=_autotvm_runner(args))
+                                        runner=_runner(args, autotvm, repeat=args.repeat))
         try:
             for i, task in enumerate(tasks):
                 left = None if args.time_budget is None else args.time_budget - (time.time() - t0)
@@ -247,8 +251,8 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget", type=positive_float, default=None, metavar="SECONDS",
                         help="stop tuning after this many seconds (the running round finishes)")
     parser.add_argument("--rpc-key", default=None,
-                        help="--method autotvm: measure on the Ray nodes advertising this "
-                             "device key (RPCRunner; needs the [distributed] extra)")
+                        help="measure on the Ray nodes advertising this device key "
+                             "(RPCRunner; needs the [distributed] extra)")
     parser.add_argument("--rpc-address", default=None, metavar="HOST:PORT",
                         help="Ray cluster of --rpc-key (ray://host:port or the GCS host:port; "
                              "default: join or start a local Ray instance)")

@@ -1,5 +1,6 @@
 """``templtune report``: tuning curves, error codes and per-task tables of tuning logs as one
-self-contained HTML page (see :func:`build_report`)."""
+self-contained HTML page: :func:`load_report_data` reads the logs, :func:`render_report`
+draws the page."""
 
 from __future__ import annotations
 

@@ -49,13 +49,14 @@ def _network_table(data: ReportData) -> str:
     tasks = data.tasks
     total = sum(t.weight * t.best_cost_s for t in tasks if t.best_cost_s is not None)
     complete = all(t.best_cost_s is not None for t in tasks)
-    rows = ["<tr><th>#</th><th class=l>task</th><th>weight</th><th>trials</th><th>errors</th>"
+    rows = ["<tr><th>#</th><th class=l>task</th><th>MFLOP</th><th>weight</th><th>trials</th>"
+            "<th>errors</th>"
             "<th>best (ms)</th><th>best GFLOPS</th><th>share of latency</th></tr>"]
     for i, t in enumerate(tasks):
         cost = t.best_cost_s
         share = t.weight * cost / total if cost is not None and total > 0 else None
         rows.append(f"<tr><td>{i}</td><td class=l>{html.escape(t.label)}</td>"
-                    f"<td>{t.weight:g}</td><td>{len(t.trials)}</td><td>{t.errors}</td>"
+                    f"<td>{_fmt(t.flop / 1e6 if t.flop else None, '.4g')}</td><td>{t.weight:g}</td><td>{len(t.trials)}</td><td>{t.errors}</td>"
                     f"<td>{_fmt(cost * 1e3 if cost else None, '.4f')}</td>"
                     f"<td>{_fmt(t.best_gflops, '.4g')}</td><td>{_fmt(share, '.1%')}</td></tr>")
     est = f"{total * 1e3:.4f} ms" if complete else "- (a task has no successful trial)"
@@ -64,8 +65,12 @@ def _network_table(data: ReportData) -> str:
 
 
 def _task_section(i: int, t: TaskCurve, figs: list[Figure]) -> str:
-    best = (f"{_fmt(t.best_gflops, '.4g')} GFLOPS, {t.best_cost_s * 1e3:.4f} ms"
-            if t.best_cost_s is not None else "no successful trial")
+    if t.best_cost_s is None:
+        best = "no successful trial"
+    elif t.best_gflops is None:
+        best = f"{t.best_cost_s * 1e3:.4f} ms (FLOP count unknown: the workload is not registered)"
+    else:
+        best = f"{t.best_gflops:.4g} GFLOPS, {t.best_cost_s * 1e3:.4f} ms"
     return (f'<section class="task"><h2>Task {i}: {html.escape(t.label)}</h2>'
             f"<p>{len(t.trials)} trials, {t.errors} failed; best: {best}</p>"
             f"<p>Best config: <code>{html.escape(t.best_config)}</code></p>"
