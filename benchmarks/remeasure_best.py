@@ -67,7 +67,7 @@ def remeasure(summary: dict[str, Any], top: int, repeat: int, timeout: float,
     from templtune import autotvm
     from templtune.measure.local_builder import LocalBuilder
     from templtune.measure.local_runner import LocalRunner
-    from templtune.measure.measure import MeasureInput
+    from templtune.autotvm.measure import MeasureInput
 
     register_x86_templates()
     wl = summary["workload"].split("/")[0]

@@ -12,7 +12,7 @@ import pytest
 
 from templtune import autotvm, te
 from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
-from templtune.measure.measure import MeasureInput, create_measure_batch
+from templtune.autotvm.measure import MeasureInput, create_measure_batch
 
 N = 16
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
-from templtune.measure.measure import MeasureErrorNo, MeasureInput, measure_option
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, measure_option
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 
 

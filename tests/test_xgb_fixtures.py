@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from templtune.measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from templtune.autotvm.space import ConfigSpace
 
 TARGET = (3, 12, 5, 9)

@@ -1,5 +1,6 @@
 """AutoTVM's measurement names (``autotvm.measure.*``), re-exported from :mod:`templtune.measure`."""
 
+from templtune.autotvm.measure.candidate import MeasureInput, TaskRef, TemplateCandidate, task_ref
 from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner, seeded_cost
 from templtune.measure.local_builder import LocalBuilder
 from templtune.measure.local_runner import LocalRunner
@@ -9,7 +10,6 @@ from templtune.measure.measure import (
     BuildResult,
     MeasureBatch,
     MeasureErrorNo,
-    MeasureInput,
     MeasureResult,
     Runner,
     create_measure_batch,
@@ -22,5 +22,5 @@ __all__ = [
     "MEASURE_ERROR_COST", "Builder", "BuildResult", "FakeBuilder", "FakeRunner", "LocalBuilder",
     "LocalRunner", "MeasureBatch", "MeasureErrorNo", "MeasureInput", "MeasureResult",
     "ReplayRunner", "RPCRunner", "Runner", "create_measure_batch", "error_result", "measure_option",
-    "seeded_cost",
+    "seeded_cost", "TaskRef", "TemplateCandidate", "task_ref",
 ]
