@@ -101,7 +101,7 @@ def shapes(n: int):
 def slow(n: int):
     """A kernel whose knob ``work`` sets how long one call takes (``2**work`` iterations)."""
     cfg = get_config()
-    cfg.define_knob("work", [4, 27])
+    cfg.define_knob("work", [4, 29])
     _announce()
     A = te.placeholder((n,), name="A")
     k = te.reduce_axis((0, 1 << cfg["work"].val), name="k")
