@@ -35,6 +35,7 @@ from .measure import (
     MeasureInput,
     MeasureResult,
     ProgramMeasurer,
+    RPCRunner,
 )
 from .measure_record import (
     RecordReader,
@@ -59,7 +60,8 @@ __all__ = [
     "ApplyHistoryBest", "ComputeDAG", "EmptyPolicy", "HardwareParams", "Iterator",
     "LocalBuilder", "LocalRPCMeasureContext", "LocalRunner", "LogEstimatedLatency",
     "PrintTableInfo", "TaskScheduler", "MeasureInput", "MeasureResult",
-    "PreloadMeasuredStates", "ProgramMeasurer", "RandomModel", "RecordReader", "RecordToFile",
+    "PreloadMeasuredStates", "ProgramMeasurer", "RPCRunner", "RandomModel", "RecordReader",
+    "RecordToFile",
     "SearchTask", "SketchPolicy", "Stage", "State", "TuningOptions", "XGBModel", "extract_tasks",
     "decode_workload_key", "distill_record_file", "load_best_record", "load_records",
     "make_workload_key", "register_workload", "save_records", "workload_key_to_tensors",
