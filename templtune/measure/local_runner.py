@@ -96,10 +96,3 @@ class LocalRunner(PoolOwner, CheckingRunner):
 
     def _loaded(self, slot: int) -> list[str]:
         return self._get_pool().worker_state(0).setdefault("tokens", [])
-
-    @property
-    def measurement_pid(self) -> int | None:
-        """Process id of the measurement process (None before it started)."""
-        pool = self._pool
-        w = pool._workers[0] if pool is not None else None
-        return w.proc.pid if w is not None and w.alive() else None

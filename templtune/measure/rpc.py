@@ -75,7 +75,7 @@ class RPCRunner(CheckingRunner):
                  number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False,
                  module_loader: Any = None, check_correctness: bool = True, seed: int = 0,
-                 rtol: float = 1e-3, atol: float = 1e-4) -> None:
+                 rtol: float = 1e-3, atol: float = 1e-3) -> None:
         if not key or not isinstance(key, str):
             raise ValueError(f"RPCRunner needs a device key (a Ray resource name), got {key!r}")
         if module_loader is not None:
