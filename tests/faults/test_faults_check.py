@@ -83,3 +83,15 @@ def test_argument_info_comes_from_each_build():
     assert [r.error_no for r in results] == [MeasureErrorNo.NO_ERROR] * 2, [
         r.error_detail[:300] for r in results]
     assert all(r.checked for r in results)
+
+
+@pytest.mark.slow
+def test_reference_does_not_depend_on_measurement_order():
+    """A wrong config measured first must not become the reference of its signature."""
+    def wrong_first(cs):
+        return [c for c in cs if c["mode"].val == "zero"][:1] + [
+            c for c in cs if c["mode"].val == "ok"][:1]
+
+    (zero, ok), _ = _measure("faults/matmul", (N,), wrong_first)
+    assert zero.error_no == MeasureErrorNo.WRONG_ANSWER, zero.error_detail[:300]
+    assert ok.error_no == MeasureErrorNo.NO_ERROR, ok.error_detail[:300]

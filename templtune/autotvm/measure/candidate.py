@@ -130,8 +130,30 @@ class TemplateCandidate(Candidate):
         return self._instantiate(check_valid=True)
 
     def reference_args(self) -> list[Any]:
-        # NOTE: the reference is the naive schedule of this config's own output tensors.
-        return self._instantiate(check_valid=False).args
+        """Output tensors of the first valid config with this config's argument shapes.
+
+        NOTE: the same config for every candidate of a signature, whichever is measured
+        first; this config's own tensors when none of the first few valid configs match.
+        """
+        from templtune.measure.candidate import arg_info
+
+        own = self._instantiate(check_valid=False).args
+        want = arg_info(own)
+        space = get_task(self.ref).config_space
+        tried = 0
+        for i in range(space.range_length):
+            if tried >= 8:
+                break
+            if not space.is_index_valid(i):
+                continue
+            tried += 1
+            try:
+                args = TemplateCandidate(self.ref, i, self.env)._instantiate(check_valid=False).args
+            except Exception:  # noqa: BLE001 - try the next config
+                continue
+            if arg_info(args) == want:
+                return args
+        return own
 
     @property
     def target(self) -> str:
