@@ -110,19 +110,19 @@ class ReplayRunner(_IndexRunner):
 
     Parameters
     ----------
-    records : path or iterable of (autotvm MeasureInput, MeasureResult)
+    records : iterable of (autotvm MeasureInput, MeasureResult)
         The recorded measurements; looked up by config index (last record wins).
+        ``templtune.autotvm.measure.ReplayRunner`` also takes a log path.
     missing : MeasureErrorNo
         Error code returned for a config not in the records.
     """
 
-    def __init__(self, records: str | Iterable[tuple[Any, MeasureResult]],
+    def __init__(self, records: Iterable[tuple[Any, MeasureResult]],
                  missing: MeasureErrorNo = MeasureErrorNo.UNKNOWN_ERROR) -> None:
         super().__init__(timeout=10, n_parallel=1)
         if isinstance(records, str):
-            from templtune.autotvm.record import load_from_file
-
-            records = load_from_file(records)
+            raise TypeError("ReplayRunner takes records; use templtune.autotvm.measure."
+                            "ReplayRunner to replay a log file")
         self.table: dict[int, MeasureResult] = {int(inp.config.index): res for inp, res in records}
         self.missing = missing
         self.measured: list[int] = []
