@@ -156,22 +156,30 @@ class Killer:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(10)
-        self.target.write_text("0")
+        self._aim(0)
 
     def _announced(self) -> set[int]:
         p = pathlib.Path(str(self.target) + ".in")
         return {int(x) for x in p.read_text().split()} if p.exists() else set()
 
+    def _aim(self, pid: int) -> None:
+        # NOTE: replace the file whole, so a template never reads it half-written.
+        tmp = self.target.with_suffix(".tmp")
+        tmp.write_text(str(pid))
+        os.replace(tmp, self.target)
+
     def _loop(self) -> None:
+        aimed = 0
         while not self._stop.is_set() and len(self.killed) < self.times:
             pid = self.pid_of()
-            if pid:
-                self.target.write_text(str(pid))
-                if pid in self._announced() and pid not in self.killed:
-                    os.kill(pid, self.sig)
-                    self.killed.append(pid)
+            if pid and pid != aimed:
+                self._aim(pid)
+                aimed = pid
+            if pid and pid in self._announced() and pid not in self.killed:
+                os.kill(pid, self.sig)
+                self.killed.append(pid)
             time.sleep(0.02)
-        self.target.write_text("0")
+        self._aim(0)
 
 
 def pool_pid(owner, k: int = 0) -> int | None:
