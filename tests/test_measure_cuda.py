@@ -9,8 +9,14 @@ from __future__ import annotations
 import pytest
 
 from templtune import autotvm, config, te
-from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
-from templtune.measure.measure import MeasureInput, create_measure_batch
+from templtune.autotvm.measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    create_measure_batch,
+    measure_option,
+)
 
 N = 16
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
-from templtune.measure.measure import MeasureErrorNo, MeasureInput, measure_option
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, measure_option
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 from templtune.autotvm.tuner.registry import load_tuners
+from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
 
 
 @dataclass(frozen=True)

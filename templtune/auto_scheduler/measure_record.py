@@ -58,9 +58,17 @@ def _task_json(task: Any) -> list:
 def dump_record_to_string(inp: MeasureInput, res: MeasureResult) -> str:
     """One JSON line (no newline)."""
     steps = [s.encode() for s in inp.state.transform_steps]
-    rec = {"i": [_task_json(inp.task), [[], steps]],
-           "r": [list(res.costs), int(res.error_no), float(res.all_cost), int(res.timestamp)],
-           "v": AUTO_SCHEDULER_LOG_VERSION}
+    costs = list(res.costs) if int(res.error_no) == 0 else [MAX_FLOAT]
+    rec: dict[str, Any] = {"i": [_task_json(inp.task), [[], steps]],
+                           "r": [costs, int(res.error_no), float(res.all_cost),
+                                 int(res.timestamp)],
+                           "v": AUTO_SCHEDULER_LOG_VERSION}
+    # NOTE: templtune keys, written only when set (TVM's reader rejects unknown keys): the
+    # outputs were not compared with a reference; the failure was the infrastructure's.
+    if not getattr(res, "checked", True):
+        rec["checked"] = False
+    if getattr(res, "infra_error", False):
+        rec["infra_error"] = True
     return json.dumps(rec)
 
 
@@ -92,7 +100,7 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     rec = json.loads(line.lstrip("\ufeff \t"))
     if not isinstance(rec, dict):
         raise TypeError("an auto_scheduler record must be a JSON object")
-    unknown = set(rec) - {"i", "r", "v"}
+    unknown = set(rec) - {"i", "r", "v", "checked", "infra_error"}
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)} in auto_scheduler record")
     t = rec["i"][0]
@@ -116,7 +124,8 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     if not (_is_number(r[2]) and _is_number(r[3])):
         raise TypeError("all_cost and timestamp must be numbers")
     # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
-    res = MeasureResult(tuple(float(c) for c in r[0]), r[1], "", float(r[2]), float(r[3]))
+    res = MeasureResult(tuple(float(c) for c in r[0]), r[1], "", float(r[2]), float(r[3]),
+                        rec.get("checked", True) is not False, rec.get("infra_error") is True)
     return MeasureInput(task, RecordState(steps)), res
 
 

@@ -34,6 +34,8 @@ from typing import IO, Any
 
 from templtune.autotvm.space import ConfigEntity
 from templtune.autotvm.task.target_compat import as_target
+from templtune.autotvm.task.task import serialize_args
+from templtune.measure.measure import AUTOTVM_ERROR_COST
 
 logger = logging.getLogger("autotvm.record")
 
@@ -42,7 +44,7 @@ __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_
            "usable_cost", "ends_torn", "check_config", "args_within_bounds"]
 
 AUTOTVM_LOG_VERSION = 0.2
-ERROR_COST = 1e9
+ERROR_COST = AUTOTVM_ERROR_COST
 _MAX_DETAIL = 1024
 
 Record = tuple[Any, Any]
@@ -55,11 +57,12 @@ def _version() -> str:
 
 
 def _json_arg(x: Any) -> Any:
-    if isinstance(x, (list, tuple)):
+    """JSON form of :func:`serialize_args`'s output (symbolic vars as their names)."""
+    if isinstance(x, tuple):
         return [_json_arg(a) for a in x]
     if x is None or isinstance(x, (str, bool, int, float)):
         return x
-    return str(x)  # symbolic vars and the like
+    return str(x)
 
 
 def encode(inp: Any, result: Any, protocol: str = "json") -> str:
@@ -69,7 +72,7 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
     err = int(result.error_no)
     costs = [ERROR_COST] if err != 0 else [float(c) for c in result.costs]
     row: dict[str, Any] = {
-        "input": [str(inp.target), inp.task.name, _json_arg(inp.task.args),
+        "input": [str(inp.target), inp.task.name, _json_arg(serialize_args(inp.task.args)),
                   dict(getattr(inp.task, "kwargs", {}) or {})],
         "config": inp.config.to_json_dict(),
         "result": [costs, err, float(result.all_cost), float(result.timestamp)],
@@ -79,6 +82,10 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
     detail = getattr(result, "error_detail", "")
     if err != 0 and detail:
         row["error_detail"] = str(detail)[:_MAX_DETAIL]
+    if not getattr(result, "checked", True):
+        row["checked"] = False
+    if getattr(result, "infra_error", False):
+        row["infra_error"] = True
     return json.dumps(row)
 
 
@@ -166,12 +173,6 @@ def args_within_bounds(args: Any) -> bool:
     return walk(args)
 
 
-def _to_tuple(x: Any) -> Any:
-    if isinstance(x, list):
-        return tuple(_to_tuple(a) for a in x)
-    return x
-
-
 def decode(row: str, protocol: str = "json") -> Record | None:
     """Parse one log line into ``(MeasureInput, MeasureResult)``.
 
@@ -182,7 +183,7 @@ def decode(row: str, protocol: str = "json") -> Record | None:
 
 
 def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
-    from templtune.measure.measure import MeasureInput, MeasureResult
+    from templtune.autotvm.measure import MeasureInput, MeasureResult
     from templtune.autotvm.task.task import Task
 
     if protocol != "json":
@@ -198,7 +199,7 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
         tgt_str = tgt_str.replace("-target", "-mtriple")
     if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
         raise TypeError("input must be [target string, task name, [args], {}]")
-    task = Task(name, _to_tuple(args))
+    task = Task(name, serialize_args(args))
     if not isinstance(obj["config"], dict) or not _is_int(obj["config"].get("index")):
         raise TypeError("config must be an object with an integer index")
     config = ConfigEntity.from_json_dict(obj["config"])
@@ -212,7 +213,8 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
     res = MeasureResult(tuple(float(c) for c in costs), error_no, float(all_cost),
                         _finite(float(timestamp), "timestamp"),
-                        str(obj.get("error_detail", "")))
+                        str(obj.get("error_detail", "")),
+                        obj.get("checked", True) is not False, obj.get("infra_error") is True)
     config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
     # NOTE: target strings repeat on every line; parse each once per loader.
     target = targets.get(tgt_str)

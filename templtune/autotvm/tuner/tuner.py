@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from templtune.measure.measure import MeasureInput, MeasureResult, create_measure_batch
+from templtune.autotvm.measure import MeasureInput, MeasureResult, create_measure_batch
+from templtune.autotvm.task.task import serialize_args
 
 logger = logging.getLogger("autotvm")
 
@@ -157,9 +158,12 @@ class Tuner(abc.ABC):
             from ..record import load_from_file
 
             # NOTE: records of another target (e.g. ``llvm`` for ``llvm -mcpu=haswell``) are
-            # not this task's measurements: matched on task and canonical target.
+            # not this task's measurements: matched on task and canonical target. A failure of
+            # the infrastructure (a worker killed from outside) says nothing about its config,
+            # which is measured again.
             history = [(inp, res) for inp, res in load_from_file(str(resume_log))
-                       if self._same_task(inp) and self._same_target(inp)]
+                       if self._same_task(inp) and self._same_target(inp)
+                       and not getattr(res, "infra_error", False)]
             self.load_history(history, min_seed_records=len(history) + 1)
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
@@ -258,8 +262,8 @@ class Tuner(abc.ABC):
         if task is self.task:
             return True
         return (getattr(task, "name", None) == getattr(self.task, "name", None)
-                and _norm(getattr(task, "args", None)) == _norm(getattr(self.task, "args", None)))
-
+                and serialize_args(getattr(task, "args", ()))
+                == serialize_args(getattr(self.task, "args", ())))
 
     def _same_target(self, inp: MeasureInput) -> bool:
         mine = getattr(self.task, "target", None)
@@ -280,9 +284,3 @@ def _canonical_target(t: Any) -> str:
     except Exception:  # noqa: BLE001 - an unparsable target matches only itself
         return " ".join(str(t).split())
 
-
-def _norm(x: Any) -> Any:
-    """Lists to tuples, recursively (records decode JSON arrays as tuples)."""
-    if isinstance(x, (list, tuple)):
-        return tuple(_norm(v) for v in x)
-    return x
