@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import contextvars
+import heapq
+import logging
 from typing import Any
 
-from .measure_record import RecordReader, usable_cost, workload_distance_factor
+from .measure_record import (
+    CANDIDATES,
+    RecordReader,
+    check_steps,
+    usable_cost,
+    workload_distance_factor,
+)
+
+logger = logging.getLogger("templtune.auto_scheduler")
 
 _CURRENT: contextvars.ContextVar[Any] = contextvars.ContextVar("auto_scheduler_dispatch",
                                                               default=None)
@@ -21,12 +31,22 @@ class ApplyHistoryBest:
         Load only the first ``n_lines`` records.
     include_compatible : bool
         Allow records of compatible (divisible-shape) workloads.
+
+    Notes
+    -----
+    Only successful records with finite, positive costs compete. A query that passes the
+    task's ``dag`` gets the fastest of the ``CANDIDATES`` fastest records whose steps fit it
+    (:func:`~.measure_record.check_steps`); the others are skipped with a warning.
     """
 
     def __init__(self, records: Any, n_lines: int | None = None,
                  include_compatible: bool = False) -> None:
         self.include_compatible = include_compatible
         self.best: dict[str, dict[str, tuple[Any, float]]] = {}
+        # (kind, key) -> heap of (-cost, -seq, state): the CANDIDATES fastest records
+        self._candidates: dict[tuple[str, str], list[tuple[float, int, Any]]] = {}
+        self._checked: set[tuple[str, str]] = set()
+        self._seq = 0
         self._token: Any = None
         self.load(records, n_lines)
 
@@ -52,10 +72,38 @@ class ApplyHistoryBest:
             k = inp.task.workload_key
             if k not in table or cost < table[k][1]:
                 table[k] = (inp.state, cost)
+            self._seq += 1
+            heap = self._candidates.setdefault((kind, k), [])
+            item = (-cost, -self._seq, inp.state)
+            if len(heap) < CANDIDATES:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+            self._checked.discard((kind, k))
 
-    def query(self, target: Any, workload_key: str) -> Any:
-        """The best record's state (steps) for the workload, or None."""
-        table = self.best.get(str(target).split()[0], {})
+    def _vet(self, kind: str, workload_key: str, dag: Any) -> None:
+        """Replace the best of the key by the fastest candidate whose steps fit ``dag``."""
+        ck = (kind, workload_key)
+        if ck in self._checked or ck not in self._candidates:
+            return
+        self._checked.add(ck)
+        table = self.best.setdefault(kind, {})
+        table.pop(workload_key, None)
+        for neg_cost, _, state in sorted(self._candidates[ck], key=lambda c: c[:2],
+                                         reverse=True):
+            why = check_steps(dag, state.transform_steps)
+            if why is None:
+                table[workload_key] = (state, -neg_cost)
+                return
+            logger.warning("ignoring a record of %s: %s", workload_key, why)
+
+    def query(self, target: Any, workload_key: str, dag: Any = None) -> Any:
+        """The best record's state (steps) for the workload, or None. With ``dag`` (the
+        task's ComputeDAG), only a record whose steps fit it."""
+        kind = str(target).split()[0]
+        if dag is not None:
+            self._vet(kind, workload_key, dag)
+        table = self.best.get(kind, {})
         hit = table.get(workload_key)
         if hit is not None:
             return hit[0]
@@ -69,7 +117,9 @@ class ApplyHistoryBest:
         return best
 
     def update(self, target: Any, workload_key: str, state: Any) -> None:
-        self.best.setdefault(str(target).split()[0], {})[workload_key] = (state, 1.0)
+        kind = str(target).split()[0]
+        self.best.setdefault(kind, {})[workload_key] = (state, 1.0)
+        self._checked.add((kind, workload_key))  # the caller's choice is not vetted
 
     def __enter__(self) -> ApplyHistoryBest:
         self._token = _CURRENT.set(self)
