@@ -284,13 +284,18 @@ def append_records(file_out: str | os.PathLike[str] | IO[str], records: Iterable
     """Append records to a log and make them durable; returns the number written.
 
     For a path, the file is opened in append mode, each line goes out in one ``write`` (so a
-    killed run leaves only whole lines) and the batch ends with ``fsync``; a file whose last
-    line is torn (no final ``\n``) first gets one. For an open text
-    file, lines are written and the file is flushed.
+    killed run leaves only whole lines) and the batch ends with ``fsync``. For an open text
+    file, lines are written and the file is flushed. Either way, a file whose last line is
+    torn (no final ``\n``) first gets one.
     """
     lines = [(encode(inp, res) + "\n") for inp, res in records]
     if hasattr(file_out, "write"):
         f: Any = file_out
+        name = getattr(f, "name", None)
+        if isinstance(name, str) and os.path.isfile(name) and lines:
+            f.flush()
+            if ends_torn(name):
+                f.write("\n")
         for line in lines:
             f.write(line)
         f.flush()

@@ -239,3 +239,18 @@ def test_pick_detects_the_format_from_the_whole_log(tmp_path, capsys):
     out = tmp_path / "best.json"
     assert main(["log", "pick", str(path), "-o", str(out)]) == 0
     assert f"wrote 1 best records to {out}" in capsys.readouterr().out
+
+
+def test_autotvm_log_named_for_auto_scheduler_distill(task, tmp_path, capsys):
+    path = _write(tmp_path / "tune.log", [b"{broken\n", *_good_lines(task)])
+    assert main(["auto-scheduler", "distill", str(path)]) == 1
+    assert "is an AutoTVM log (6 AutoTVM records" in capsys.readouterr().err
+
+
+def test_append_to_open_file_ends_a_torn_line(task, tmp_path):
+    good = _good_lines(task)
+    path = _write(tmp_path / "tune.log", [good[0], good[1][:50]])
+    rec = list(record.load_from_file(_write(tmp_path / "g.log", good)))
+    with open(path, "a", encoding="utf-8") as f:
+        record.append_records(f, rec[2:])
+    assert [inp.config.index for inp, _ in record.load_from_file(path)] == [0, 2, 3, 4, 5]
