@@ -90,6 +90,13 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _plain_args(x: Any) -> bool:
+    """JSON scalars and lists only: workloads are dictionary keys (an object is unhashable)."""
+    if isinstance(x, list):
+        return all(_plain_args(a) for a in x)
+    return x is None or isinstance(x, (str, int, float, bool))
+
+
 def _finite(x: float, what: str) -> float:
     if not math.isfinite(x):
         raise ValueError(f"{what} is not finite ({x})")
@@ -198,6 +205,8 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
         tgt_str = tgt_str.replace("-target", "-mtriple")
     if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
         raise TypeError("input must be [target string, task name, [args], {}]")
+    if not _plain_args(args):
+        raise TypeError("task arguments must be numbers, strings, null or lists of them")
     task = Task(name, _to_tuple(args))
     if not isinstance(obj["config"], dict) or not _is_int(obj["config"].get("index")):
         raise TypeError("config must be an object with an integer index")

@@ -71,6 +71,8 @@ def _mutate(base: bytes, **kw) -> bytes:
             obj["result"][3] = v
         elif k == "entity":
             obj["config"]["entity"] = v
+        elif k == "args":
+            obj["input"][2] = v
     text = json.dumps(obj)
     for token, raw in (('"__NAN__"', "NaN"), ('"__INF__"', "Infinity"),
                        ('"__BIGINT__"', "1" + "0" * 400)):
@@ -96,6 +98,7 @@ def hostile(base: bytes) -> dict[str, list[bytes]]:
         "overflowing_timestamp": [_mutate(base, timestamp="__BIGINT__"),
                                   _mutate(base, timestamp="__INF__")],
         "not_an_object": [b"5\n", b"[1, 2]\n", b'"text"\n', b"null\n"],
+        "unhashable_args": [_mutate(base, args=[64, {"a": 1}]), _mutate(base, args=[{}])],
         "other_format_record": [as_line],
         "nan_cost": [_mutate(base, costs=["__NAN__"])],
         "infinite_cost": [_mutate(base, costs=["__INF__"])],
