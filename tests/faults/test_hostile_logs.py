@@ -257,3 +257,20 @@ def test_append_to_open_file_ends_a_torn_line(task, tmp_path):
     with open(path, "a", encoding="utf-8") as f:
         record.append_records(f, rec[2:])
     assert [inp.config.index for inp, _ in record.load_from_file(path)] == [0, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("tuner_cls", ["GridSearchTuner", "XGBTuner"])
+def test_resume_ignores_hostile_records(tuner_cls, task, tmp_path):
+    """Resume counts only trustworthy records: the best comes from a good one, and hostile
+    lines neither crash the model-based tuner nor mark configs as measured."""
+    good = _good_lines(task)
+    lines = [ln for k in KINDS for ln in hostile(good[0])[k]]
+    path = _write(tmp_path / "tune.log", lines + good)
+    tuner = getattr(autotvm.tuner, tuner_cls)(task)
+    opt = measure_option(FakeBuilder(n_parallel=2), FakeRunner(seed=0))
+    tuner.tune(6, opt, resume_log=str(path))
+    assert tuner.tune_stats["resumed"] == 6 and tuner.tune_stats["trials"] == 0
+    assert tuner.best_config.index == BEST_INDEX
+    assert record.check_config(task.config_space, tuner.best_config) is None
+    tuner.tune(10, opt, resume_log=str(path))  # and goes on measuring new configs
+    assert tuner.tune_stats["trials"] == 4

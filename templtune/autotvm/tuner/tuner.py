@@ -154,8 +154,13 @@ class Tuner(abc.ABC):
 
             # NOTE: records of another target (e.g. ``llvm`` for ``llvm -mcpu=haswell``) are
             # not this task's measurements: matched on task and canonical target.
-            history = [(inp, res) for inp, res in load_from_file(str(resume_log))
-                       if self._same_task(inp) and self._same_target(inp)]
+            mine = [(inp, res) for inp, res in load_from_file(str(resume_log))
+                    if self._same_task(inp) and self._same_target(inp)]
+            history = [(inp, res) for inp, res in mine if self._trustworthy(inp, res)]
+            if len(history) < len(mine):
+                logger.warning("%s: ignoring %d records of this task whose config is not the "
+                               "space's config of its index, or whose costs are not finite "
+                               "and positive", resume_log, len(mine) - len(history))
             self.load_history(history, min_seed_records=len(history) + 1)
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
@@ -253,6 +258,19 @@ class Tuner(abc.ABC):
         return (getattr(task, "name", None) == getattr(self.task, "name", None)
                 and _norm(getattr(task, "args", None)) == _norm(getattr(self.task, "args", None)))
 
+
+    def _trustworthy(self, inp: MeasureInput, res: MeasureResult) -> bool:
+        """Whether a logged record may count as a measurement of this task: its config must
+        be exactly the space's config of its index, and a success must have usable costs."""
+        from ..record import usable_cost
+
+        if res.ok and usable_cost(res) is None:
+            return False
+        try:
+            cfg = self.space.get(inp.config.index)
+        except (IndexError, TypeError, ValueError):
+            return False
+        return dict(cfg._entity_map) == dict(getattr(inp.config, "_entity_map", {}))
 
     def _same_target(self, inp: MeasureInput) -> bool:
         mine = getattr(self.task, "target", None)
