@@ -204,3 +204,23 @@ def test_decoding_rejects_unknown_names_clearly():
         decode_step(["CHW", 2, "texture"])
     with pytest.raises(ValueError, match="must be integers"):
         decode_step(["SP", 2, 0, 32, ["4"], 1])
+
+
+def test_resume_paths_ignore_hostile_records(task, tmp_path):
+    """Preloading measured states, restoring the task scheduler and training the cost model
+    from a hostile log: no crash (1 / 0 cost), no nonsense best, finite training labels."""
+    good = _good_lines(task)
+    lines = [ln for k in KINDS for ln in hostile(good[1], tmp_path / PROBE)[k]]
+    path = tmp_path / "as.json"
+    path.write_bytes(b"".join(lines + good))
+    pol = auto.SketchPolicy(task, seed=0)
+    auto.PreloadMeasuredStates(str(path))(pol)
+    assert sorted(pol.measured_throughputs) == sorted(1 / c for c in (5e-3, BEST, 4e-3))
+    ts = auto.TaskScheduler([task], load_log_file=str(path))
+    ts.early_stopping_task = 10**9  # set by tune() before it restores
+    ts._restore_status(str(path), 4)
+    assert ts.best_costs[0] == BEST
+    model = auto.XGBModel(seed=0)
+    model.update_from_file(str(path))
+    scores = model.predict(task, [task.compute_dag.init_state])
+    assert np.all(np.isfinite(scores))
