@@ -298,12 +298,12 @@ def load_best_record(filename: str, workload_key: str | None = None, target: Any
 
 def dag_of_key(workload_key: str) -> Any:
     """The ComputeDAG of a logged workload key, or None when it is not registered here or its
-    arguments exceed the bounds a log may make a reader build (at most 64 integers, each at
+    arguments exceed the bounds a log may make a reader build (at most 64 numbers, each at
     most 2^24 in magnitude)."""
     from .workload_registry import decode_workload_key, workload_key_to_tensors
 
     _, args = decode_workload_key(workload_key)
-    ints = [a for a in (args or ()) if isinstance(a, int) and not isinstance(a, bool)]
+    ints = [a for a in (args or ()) if isinstance(a, (int, float)) and not isinstance(a, bool)]
     if len(ints) > 64 or any(abs(a) > 1 << 24 for a in ints):
         return None
     try:

@@ -159,14 +159,14 @@ MAX_ARG_INTS = 64
 
 def args_within_bounds(args: Any) -> bool:
     """Whether a logged workload's arguments are small enough to re-create its task from
-    (at most :data:`MAX_ARG_INTS` integers, each at most :data:`MAX_ARG_INT` in magnitude)."""
+    (at most :data:`MAX_ARG_INTS` numbers, each at most :data:`MAX_ARG_INT` in magnitude)."""
     ints: list[int] = []
 
     def walk(x: Any) -> bool:
         if isinstance(x, (list, tuple)):
             return all(walk(a) for a in x)
-        if isinstance(x, int) and not isinstance(x, bool):
-            ints.append(x)
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            ints.append(x)  # a float may become a dimension too
             return abs(x) <= MAX_ARG_INT and len(ints) <= MAX_ARG_INTS
         return True
 
@@ -200,11 +200,11 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     if "v" in obj and obj["v"] == 0.1:
         return None
     tgt_str, name, args, _kwargs = obj["input"]
+    if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
+        raise TypeError("input must be [target string, task name, [args], {}]")
     if "-target" in tgt_str:
         logger.warning("'-target' in a logged target string is deprecated; read as '-mtriple'")
         tgt_str = tgt_str.replace("-target", "-mtriple")
-    if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
-        raise TypeError("input must be [target string, task name, [args], {}]")
     if not _plain_args(args):
         raise TypeError("task arguments must be numbers, strings, null or lists of them")
     task = Task(name, _to_tuple(args))

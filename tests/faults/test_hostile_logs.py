@@ -205,9 +205,10 @@ def test_resume_matches_the_target(tmp_path):
     assert again.tune_stats["trials"] == 0
 
 
-def test_best_is_bounded_on_huge_workloads(tmp_path):
+@pytest.mark.parametrize("huge", [10**18, 1e18])
+def test_best_is_bounded_on_huge_workloads(huge, tmp_path):
     """A line naming dense with N = 10^18 must not make ``templtune best`` factor 10^18."""
-    line = {"input": ["llvm", "dense.x86", [1, 10**18, 512], {}],
+    line = {"input": ["llvm", "dense.x86", [1, huge, 512], {}],
             "config": {"index": 0, "code_hash": None,
                        "entity": [["tile_y", "sp", [-1, 1]], ["tile_x", "sp", [-1, 1]]]},
             "result": [[1e-3], 0, 0.1, 1.7e9], "version": 0.2, "tvm_version": "0"}
