@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from templtune.templates import CATALOG, load, reference_log_dir
 
 from templtune import autotvm
 from templtune.autotvm.record import load_from_file
 from templtune.autotvm.task.task import args_to_workload
 from templtune.target import Target
+from templtune.templates import CATALOG, load, reference_log_dir
 
 load("x86")
 LOG = reference_log_dir() / "cpu" / "x86.log"

@@ -63,9 +63,9 @@ DENSE_SMALL_ARGS = (128, 128, 128)
 
 
 def _register_dense_small() -> None:
-    from templtune.templates.tiled_dense import tiled_dense
     from templtune import autotvm
     from templtune.autotvm.task.task import TASK_TABLE
+    from templtune.templates.tiled_dense import tiled_dense
 
     if DENSE_SMALL in TASK_TABLE:
         return

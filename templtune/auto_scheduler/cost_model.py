@@ -129,12 +129,14 @@ class XGBModel(CostModel):
     # ---- data ------------------------------------------------------------------------------
     def _add_pairs(self, inputs: Sequence[Any], results: Sequence[Any]) -> None:
         from .measure import MAX_FLOAT
+        from .measure_record import usable_cost
 
         feats, _, _ = get_per_store_features_from_measure_pairs(inputs, results)
         for inp, res, x in zip(inputs, results, feats):
             self.keys.append(inp.task.workload_key)
             self.xs.append(x)
-            self.costs.append(res.mean_cost if res.error_no == 0 else MAX_FLOAT)
+            cost = usable_cost(res)  # a logged NaN/zero/negative cost counts as a failure
+            self.costs.append(MAX_FLOAT if cost is None else cost)
 
     def _labels(self) -> np.ndarray:
         best: dict[str, float] = {}

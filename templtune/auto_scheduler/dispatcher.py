@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import heapq
 import logging
 import tempfile
 from typing import Any
 
 from templtune.target import kind_of
 
-from .measure_record import RecordReader, usable_cost, workload_distance_factor
+from .measure_record import (
+    CANDIDATES,
+    RecordReader,
+    check_steps,
+    usable_cost,
+    workload_distance_factor,
+)
 
 logger = logging.getLogger("auto_scheduler")
 
@@ -68,7 +75,7 @@ class DispatchContext:
         func_name : str, optional
             A name for messages.
         """
-        ret = self._query_inside(target, workload_key, func_name)
+        ret = self._query_inside(target, workload_key, func_name, dag)
         if ret is None and self._old_ctx is not None:
             ret = self._old_ctx.query(target, workload_key, has_complex_op, dag, func_name)
         return ret
@@ -77,7 +84,8 @@ class DispatchContext:
         """Make ``state`` the answer for ``workload_key`` on ``target``."""
         raise NotImplementedError(f"{type(self).__name__} does not take updates")
 
-    def _query_inside(self, target: Any, workload_key: str, func_name: str | None) -> Any:
+    def _query_inside(self, target: Any, workload_key: str, func_name: str | None,
+                      dag: Any = None) -> Any:
         raise NotImplementedError
 
     def __enter__(self) -> DispatchContext:
@@ -116,7 +124,8 @@ class FallbackContext(DispatchContext):
         self.memory[key] = None
         return None
 
-    def _query_inside(self, target: Any, workload_key: str, func_name: str | None) -> Any:
+    def _query_inside(self, target: Any, workload_key: str, func_name: str | None,
+                      dag: Any = None) -> Any:
         return self.memory.get((str(target), workload_key))
 
     def update(self, target: Any, workload_key: str, state: Any) -> None:
@@ -136,6 +145,12 @@ class ApplyHistoryBest(DispatchContext):
         Load only the first ``n_lines`` records.
     include_compatible : bool
         Allow records of compatible (divisible-shape) workloads.
+
+    Notes
+    -----
+    Only successful records with finite, positive costs compete. A query that passes the
+    task's ``dag`` gets the fastest of the ``CANDIDATES`` fastest records whose steps fit it
+    (:func:`~.measure_record.check_steps`); the others are skipped with a warning.
     """
 
     def __init__(self, records: Any, n_lines: int | None = None,
@@ -143,6 +158,11 @@ class ApplyHistoryBest(DispatchContext):
         super().__init__()
         self.include_compatible = include_compatible
         self.best: dict[str, dict[str, tuple[Any, float]]] = {}
+        # (kind, key) -> heap of (-cost, -seq, state): the CANDIDATES fastest records
+        self._candidates: dict[tuple[str, str], list[tuple[float, int, Any]]] = {}
+        self._checked: set[tuple[str, str]] = set()
+        self._seq = 0
+        self._token: Any = None
         self.load(records, n_lines)
 
     def load(self, records: Any, n_lines: int | None = None) -> None:
@@ -164,13 +184,44 @@ class ApplyHistoryBest(DispatchContext):
             cost = usable_cost(res)
             if cost is None:
                 continue
-            table = self.best.setdefault(_kind(inp.task.target), {})
+            kind = _kind(inp.task.target)
+            table = self.best.setdefault(kind, {})
             k = inp.task.workload_key
             if k not in table or cost < table[k][1]:
                 table[k] = (inp.state, cost)
+            self._seq += 1
+            heap = self._candidates.setdefault((kind, k), [])
+            item = (-cost, -self._seq, inp.state)
+            if len(heap) < CANDIDATES:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+            self._checked.discard((kind, k))
 
-    def _query_inside(self, target: Any, workload_key: str, func_name: str | None = None) -> Any:
-        table = self.best.get(_kind(target), {})
+    def _vet(self, kind: str, workload_key: str, dag: Any) -> None:
+        """Replace the best of the key by the fastest candidate whose steps fit ``dag``."""
+        ck = (kind, workload_key)
+        if ck in self._checked or ck not in self._candidates:
+            return
+        self._checked.add(ck)
+        table = self.best.setdefault(kind, {})
+        table.pop(workload_key, None)
+        for neg_cost, _, state in sorted(self._candidates[ck], key=lambda c: c[:2],
+                                         reverse=True):
+            why = check_steps(dag, state.transform_steps)
+            if why is None:
+                table[workload_key] = (state, -neg_cost)
+                return
+            logger.warning("ignoring a record of %s: %s", workload_key, why)
+
+    def _query_inside(self, target: Any, workload_key: str, func_name: str | None = None,
+                      dag: Any = None) -> Any:
+        """The best record's state (steps) for the workload, or None. With ``dag`` (the
+        task's ComputeDAG), only a record whose steps fit it."""
+        kind = _kind(target)
+        if dag is not None:
+            self._vet(kind, workload_key, dag)
+        table = self.best.get(kind, {})
         hit = table.get(workload_key)
         if hit is not None:
             return hit[0]
@@ -184,7 +235,9 @@ class ApplyHistoryBest(DispatchContext):
         return best
 
     def update(self, target: Any, workload_key: str, state: Any) -> None:
-        self.best.setdefault(_kind(target), {})[workload_key] = (state, 1.0)
+        kind = _kind(target)
+        self.best.setdefault(kind, {})[workload_key] = (state, 1.0)
+        self._checked.add((kind, workload_key))  # the caller's choice is not vetted
 
     def __enter__(self) -> ApplyHistoryBest:
         super().__enter__()
@@ -234,7 +287,7 @@ class ApplyHistoryBestOrSample(ApplyHistoryBest):
 
     def query(self, target: Any, workload_key: str, has_complex_op: bool = True,
               dag: Any = None, func_name: str | None = None) -> Any:
-        ret = ApplyHistoryBest._query_inside(self, target, workload_key, func_name)
+        ret = ApplyHistoryBest._query_inside(self, target, workload_key, func_name, dag)
         if ret is None and (has_complex_op or self.sample_simple_workloads):
             ret = self._sample(target, workload_key, dag)
         if ret is None and self._old_ctx is not None:

@@ -149,13 +149,15 @@ def normalized_throughputs(inputs: Sequence[Any], results: Sequence[Any]) -> tup
         np.ndarray, np.ndarray]:
     """``(min cost of the task / cost, task ids)`` per pair; a failed run has cost 1e10."""
     from .measure import MAX_FLOAT
+    from .measure_record import usable_cost
 
     ids: dict[tuple[str, str], int] = {}
     task_ids, costs = [], []
     for inp, res in zip(inputs, results):
         k = (inp.task.workload_key, str(getattr(inp.task, "target", "")))
         task_ids.append(ids.setdefault(k, len(ids)))
-        costs.append(res.mean_cost if res.error_no == 0 else MAX_FLOAT)
+        cost = usable_cost(res)  # a logged NaN/zero/negative cost counts as a failure
+        costs.append(MAX_FLOAT if cost is None else cost)
     tid = np.asarray(task_ids, dtype=np.int64)
     c = np.asarray(costs, dtype=np.float64)
     best = np.full(len(ids), np.inf)

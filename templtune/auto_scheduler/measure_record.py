@@ -9,6 +9,7 @@ takes only successful records with finite, positive costs (:func:`usable_cost`).
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import math
@@ -25,6 +26,9 @@ from .transform_step import decode_step
 logger = logging.getLogger("auto_scheduler")
 
 AUTO_SCHEDULER_LOG_VERSION = "v0.6"
+#: How many of the fastest records per workload best selection keeps as candidates, for when
+#: the fastest does not fit the task (see :func:`check_steps`).
+CANDIDATES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,49 +250,111 @@ def workload_distance_factor(target_key: str, cand_key: str) -> float:
     return f
 
 
+def check_steps(dag: Any, steps: Iterable[Any]) -> str | None:
+    """Why a record's steps do not fit ``dag`` (the task's compute), or None.
+
+    The steps are replayed on the DAG's initial state; a step naming a stage or iterator that
+    does not exist fails, and a split must name the extent of the iterator it splits (a record
+    of another shape) with factors whose product does not exceed it."""
+    from .steps_loop import SplitStep
+
+    try:
+        state = dag.get_init_state()
+        for k, step in enumerate(steps):
+            if isinstance(step, SplitStep):
+                ext = state.stages[step.stage_id].iters[step.iter_id].range
+                known = [x for x in step.lengths if x is not None]
+                if ext is not None and step.extent is not None and ext != step.extent:
+                    return f"step {k} splits an axis of {step.extent}, the task's is {ext}"
+                if ext is not None and math.prod(known) > ext:
+                    return f"step {k} splits an axis of {ext} into factors {list(known)}"
+            state = step.apply_to_state(state)
+    except Exception as exc:  # noqa: BLE001 - any failure to replay rejects the record
+        return f"its steps do not replay ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
 def load_best_record(filename: str, workload_key: str | None = None, target: Any = None,
-                     include_compatible: bool = False) -> tuple[Any, Any]:
-    """The (input, result) with the smallest mean cost, or ``(None, None)``."""
-    best, best_cost = (None, None), float("inf")
-    for inp, res in RecordReader(filename):
-        cost = usable_cost(res)
-        if cost is None:
-            continue
-        if target is not None and _target_kind(inp.task.target) != _target_kind(target):
-            continue
-        if workload_key is not None:
-            f = workload_distance_factor(workload_key, inp.task.workload_key)
-            if f == float("inf") or (f != 1.0 and not include_compatible):
+                     include_compatible: bool = False, dag: Any = None) -> tuple[Any, Any]:
+    """The (input, result) with the smallest mean cost, or ``(None, None)``.
+
+    Only usable costs compete (:func:`usable_cost`). With ``dag`` (the task's ComputeDAG), a
+    record of the exact workload whose steps do not fit it (:func:`check_steps`) is skipped
+    with a warning and the next-fastest one is taken."""
+    def candidates() -> Iterator[tuple[float, int, Any, Any, bool]]:
+        for n, (inp, res) in enumerate(RecordReader(filename)):
+            cost = usable_cost(res)
+            if cost is None:
                 continue
-            cost *= f
-        if cost < best_cost:
-            best, best_cost = (inp, res), cost
-    return best
+            if target is not None and _target_kind(inp.task.target) != _target_kind(target):
+                continue
+            exact = True
+            if workload_key is not None:
+                f = workload_distance_factor(workload_key, inp.task.workload_key)
+                if f == float("inf") or (f != 1.0 and not include_compatible):
+                    continue
+                cost *= f
+                exact = f == 1.0
+            yield cost, n, inp, res, exact
+
+    # NOTE: the CANDIDATES fastest, in bounded memory; the first that fits wins.
+    for _, _, inp, res, exact in heapq.nsmallest(CANDIDATES, candidates(), key=lambda c: c[:2]):
+        why = check_steps(dag, inp.state.transform_steps) if dag is not None and exact \
+            else None
+        if why is None:
+            return inp, res
+        logger.warning("%s: ignoring a record of %s: %s", filename, inp.task.workload_key, why)
+    return None, None
+
+
+def dag_of_key(workload_key: str) -> Any:
+    """The ComputeDAG of a logged workload key, or None when it is not registered here or its
+    arguments exceed the bounds a log may make a reader build (at most 64 numbers, each at
+    most 2^24 in magnitude)."""
+    from .workload_registry import decode_workload_key, workload_key_to_tensors
+
+    _, args = decode_workload_key(workload_key)
+    ints = [a for a in (args or ()) if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    if len(ints) > 64 or any(abs(a) > 1 << 24 for a in ints):
+        return None
+    try:
+        from .compute_dag import ComputeDAG
+
+        return ComputeDAG(workload_key_to_tensors(workload_key))
+    except Exception:  # noqa: BLE001 - an unknown or failing workload: nothing to vet with
+        return None
 
 
 def distill_record_file(in_file: str, out_file: str | None = None) -> int:
     """Keep the best record per (target, workload key) of ``in_file`` (and ``out_file`` if it
     exists); rewrite ``out_file`` (default ``<in_file>.best.json``). Returns the number of
-    records written."""
+    records written.
+
+    Only usable costs compete (:func:`usable_cost`); where the workload is registered here
+    (:func:`dag_of_key`), a record whose steps do not fit it is passed over for the next one."""
     in_file = str(in_file)
     out_file = str(out_file) if out_file else f"{in_file}.best.json"
     recs = list(RecordReader(in_file))
     if os.path.exists(out_file):
         recs = list(RecordReader(out_file)) + recs
-    best: dict[tuple[str, str], tuple[Any, Any]] = {}
-    best_cost: dict[tuple[str, str], float] = {}
-    for inp, res in recs:
+    groups: dict[tuple[str, str], list[tuple[float, int, Any, Any]]] = {}
+    for n, (inp, res) in enumerate(recs):
         cost = usable_cost(res)
         if cost is None:
             continue
         k = (str(inp.task.target), inp.task.workload_key)
-        if k not in best or cost < best_cost[k]:
-            best[k], best_cost[k] = (inp, res), cost
+        groups.setdefault(k, []).append((cost, n, inp, res))
     lines: list[str] = []
-    for inp, res in best.values():
-        s = dump_record_to_string(inp, res)
-        if s not in lines:
-            lines.append(s)
+    for (_, key), group in groups.items():
+        dag = dag_of_key(key)
+        for _, _, inp, res in heapq.nsmallest(CANDIDATES, group, key=lambda c: c[:2]):
+            why = None if dag is None else check_steps(dag, inp.state.transform_steps)
+            if why is None:
+                s = dump_record_to_string(inp, res)
+                if s not in lines:
+                    lines.append(s)
+                break
+            logger.warning("%s: ignoring a record of %s: %s", in_file, key, why)
     with open(out_file, "w", encoding="utf-8") as f:
         for s in lines:
             f.write(s + "\n")
@@ -316,7 +382,7 @@ def is_auto_scheduler_record_file(filename: str) -> bool:
 
 
 __all__ = ["MAX_FLOAT", "RecordToFile", "RecordReader", "load_records", "save_records",
-           "usable_cost",
+           "usable_cost", "check_steps",
            "load_best_record", "distill_record_file", "dump_record_to_string",
            "load_record_from_string"]
 

@@ -73,7 +73,7 @@ class PreloadMeasuredStates:
         self.filename = filename
 
     def __call__(self, policy: SketchPolicy) -> None:
-        from .measure_record import RecordReader
+        from .measure_record import RecordReader, check_steps, usable_cost
 
         kind = kind_of(policy.task.target)
         n = 0
@@ -81,6 +81,11 @@ class PreloadMeasuredStates:
             if inp.task.workload_key != policy.task.workload_key or \
                     kind_of(inp.task.target) != kind:
                 continue
+            cost = usable_cost(res)
+            if res.error_no == 0 and cost is None:
+                continue  # a success with nonsense costs is no measurement: measure again
+            if check_steps(policy.dag, inp.state.transform_steps) is not None:
+                continue  # steps of another shape, or that no longer replay
             try:
                 state = policy.dag.replay(inp.state.transform_steps)
             except Exception:  # noqa: BLE001 - a record that no longer replays
@@ -90,9 +95,9 @@ class PreloadMeasuredStates:
                 continue
             policy.measured_keys.add(key)
             n += 1
-            if res.error_no == 0:
+            if cost is not None:
                 policy.measured_states.append(state)
-                policy.measured_throughputs.append(1.0 / res.mean_cost)
+                policy.measured_throughputs.append(1.0 / cost)
         logger.info("PreloadMeasuredStates: %d states from %s", n, self.filename)
 
 

@@ -146,7 +146,7 @@ class SearchTask:
         from .measure_record import load_best_record
 
         inp, _ = load_best_record(log_file, self.workload_key, self.target,
-                                  include_compatible=include_compatible)
+                                  include_compatible=include_compatible, dag=self.compute_dag)
         if inp is None:
             raise RuntimeError(f"cannot find any valid schedule for {self.workload_key} in "
                                f"{log_file}")
@@ -160,7 +160,8 @@ class SearchTask:
         """The best schedule as Python te code (``"schedule"``) or CUDA source (``"cuda"``)."""
         from .measure_record import load_best_record
 
-        inp, _ = load_best_record(log_file, self.workload_key, self.target)
+        inp, _ = load_best_record(log_file, self.workload_key, self.target,
+                                  dag=self.compute_dag)
         if inp is None:
             raise RuntimeError(f"cannot find any valid schedule for {self.workload_key} in "
                                f"{log_file}")

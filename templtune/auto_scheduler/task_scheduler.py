@@ -13,7 +13,7 @@ import numpy as np
 
 from .cost_model import RandomModel, XGBModel
 from .measure import ProgramMeasurer
-from .measure_record import RecordReader
+from .measure_record import RecordReader, check_steps, usable_cost
 from .search_policy import PreloadMeasuredStates, SketchPolicy
 
 logger = logging.getLogger("auto_scheduler")
@@ -181,8 +181,10 @@ class TaskScheduler:
             if k is None or str(inp.task.target) != target:
                 continue
             counts[k] += 1
-            if res.error_no == 0 and res.mean_cost < self.best_costs[k]:
-                self.best_costs[k] = res.mean_cost
+            cost = usable_cost(res)  # NaN, zero or negative costs must not become best
+            if cost is not None and cost < self.best_costs[k] and check_steps(
+                    self.tasks[k].compute_dag, inp.state.transform_steps) is None:
+                self.best_costs[k] = cost
                 best_cts[k] = counts[k]
         for k in range(len(self.tasks)):
             if counts[k] - best_cts[k] > self.early_stopping_task:

@@ -107,7 +107,7 @@ def decode_workload_key(workload_key: str) -> tuple[str, tuple | None]:
     """``(name_or_hash, flattened_args)``; ``(key, None)`` when the key is not a JSON list."""
     try:
         val = json.loads(workload_key)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # keys come from logs: any text
         return workload_key, None
     if not isinstance(val, list) or not val:
         return workload_key, None
@@ -117,7 +117,10 @@ def decode_workload_key(workload_key: str) -> tuple[str, tuple | None]:
             return [y for z in x for y in flat(z)]
         return [x]
 
-    return str(val[0]), tuple(flat(val[1:]))
+    try:
+        return str(val[0]), tuple(flat(val[1:]))
+    except RecursionError:
+        return workload_key, None
 
 
 def workload_key_to_tensors(workload_key: str) -> list[Any]:

@@ -97,6 +97,13 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _plain_args(x: Any) -> bool:
+    """JSON scalars and lists only: workloads are dictionary keys (an object is unhashable)."""
+    if isinstance(x, list):
+        return all(_plain_args(a) for a in x)
+    return x is None or isinstance(x, (str, int, float, bool))
+
+
 def _finite(x: float, what: str) -> float:
     if not math.isfinite(x):
         raise ValueError(f"{what} is not finite ({x})")
@@ -159,14 +166,14 @@ MAX_ARG_INTS = 64
 
 def args_within_bounds(args: Any) -> bool:
     """Whether a logged workload's arguments are small enough to re-create its task from
-    (at most :data:`MAX_ARG_INTS` integers, each at most :data:`MAX_ARG_INT` in magnitude)."""
+    (at most :data:`MAX_ARG_INTS` numbers, each at most :data:`MAX_ARG_INT` in magnitude)."""
     ints: list[int] = []
 
     def walk(x: Any) -> bool:
         if isinstance(x, (list, tuple)):
             return all(walk(a) for a in x)
-        if isinstance(x, int) and not isinstance(x, bool):
-            ints.append(x)
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            ints.append(x)  # a float may become a dimension too
             return abs(x) <= MAX_ARG_INT and len(ints) <= MAX_ARG_INTS
         return True
 
@@ -194,11 +201,15 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     if "v" in obj and obj["v"] == 0.1:
         return None
     tgt_str, name, args, _kwargs = obj["input"]
+    if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
+        raise TypeError("input must be [target string, task name, [args], {}]")
     if "-target" in tgt_str:
         logger.warning("'-target' in a logged target string is deprecated; read as '-mtriple'")
         tgt_str = tgt_str.replace("-target", "-mtriple")
     if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
         raise TypeError("input must be [target string, task name, [args], {}]")
+    if not _plain_args(args):
+        raise TypeError("task arguments must be numbers, strings, null or lists of them")
     task = Task(name, serialize_args(args))
     if not isinstance(obj["config"], dict) or not _is_int(obj["config"].get("index")):
         raise TypeError("config must be an object with an integer index")
@@ -286,13 +297,18 @@ def append_records(file_out: str | os.PathLike[str] | IO[str], records: Iterable
     """Append records to a log and make them durable; returns the number written.
 
     For a path, the file is opened in append mode, each line goes out in one ``write`` (so a
-    killed run leaves only whole lines) and the batch ends with ``fsync``; a file whose last
-    line is torn (no final ``\n``) first gets one. For an open text
-    file, lines are written and the file is flushed.
+    killed run leaves only whole lines) and the batch ends with ``fsync``. For an open text
+    file, lines are written and the file is flushed. Either way, a file whose last line is
+    torn (no final ``\n``) first gets one.
     """
     lines = [(encode(inp, res) + "\n") for inp, res in records]
     if hasattr(file_out, "write"):
         f: Any = file_out
+        name = getattr(f, "name", None)
+        if isinstance(name, str) and os.path.isfile(name) and lines:
+            f.flush()
+            if ends_torn(name):
+                f.write("\n")
         for line in lines:
             f.write(line)
         f.flush()

@@ -9,16 +9,14 @@ from .main import CliError, command
 
 
 def cmd_distill(args: argparse.Namespace) -> int:
-    from templtune.auto_scheduler.measure_record import (
-        distill_record_file,
-        is_auto_scheduler_record_file,
-    )
+    from templtune.auto_scheduler.measure_record import distill_record_file
+
+    from .log_format import LogFormat, require_format
 
     path = Path(args.log)
     if not path.is_file():
         raise CliError(f"{path}: no such log file")
-    if not is_auto_scheduler_record_file(str(path)):
-        raise CliError(f"{path} is not an auto_scheduler log (use 'templtune log pick')")
+    require_format(path, (LogFormat.AUTO_SCHEDULER,), "auto-scheduler distill")
     out = args.output or f"{path}.best.json"
     n = distill_record_file(str(path), out)
     print(f"wrote {n} best records to {out}")

@@ -134,7 +134,7 @@ def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts
     dag = ComputeDAG(tensors)
     key = dag.workload_key()
     ctx = ApplyHistoryBest.current() if use_records else None
-    state = ctx.query(target, key) if ctx is not None else None
+    state = ctx.query(target, key, dag=dag) if ctx is not None else None
     if state is None:
         return None, tensors, key, {}
     full = dag.replay(state.transform_steps)

@@ -71,6 +71,8 @@ def _mutate(base: bytes, **kw) -> bytes:
             obj["result"][3] = v
         elif k == "entity":
             obj["config"]["entity"] = v
+        elif k == "args":
+            obj["input"][2] = v
     text = json.dumps(obj)
     for token, raw in (('"__NAN__"', "NaN"), ('"__INF__"', "Infinity"),
                        ('"__BIGINT__"', "1" + "0" * 400)):
@@ -96,6 +98,7 @@ def hostile(base: bytes) -> dict[str, list[bytes]]:
         "overflowing_timestamp": [_mutate(base, timestamp="__BIGINT__"),
                                   _mutate(base, timestamp="__INF__")],
         "not_an_object": [b"5\n", b"[1, 2]\n", b'"text"\n', b"null\n"],
+        "unhashable_args": [_mutate(base, args=[64, {"a": 1}]), _mutate(base, args=[{}])],
         "other_format_record": [as_line],
         "nan_cost": [_mutate(base, costs=["__NAN__"])],
         "infinite_cost": [_mutate(base, costs=["__INF__"])],
@@ -202,9 +205,10 @@ def test_resume_matches_the_target(tmp_path):
     assert again.tune_stats["trials"] == 0
 
 
-def test_best_is_bounded_on_huge_workloads(tmp_path):
+@pytest.mark.parametrize("huge", [10**18, 1e18])
+def test_best_is_bounded_on_huge_workloads(huge, tmp_path):
     """A line naming dense with N = 10^18 must not make ``templtune best`` factor 10^18."""
-    line = {"input": ["llvm", "dense.x86", [1, 10**18, 512], {}],
+    line = {"input": ["llvm", "dense.x86", [1, huge, 512], {}],
             "config": {"index": 0, "code_hash": None,
                        "entity": [["tile_y", "sp", [-1, 1]], ["tile_x", "sp", [-1, 1]]]},
             "result": [[1e-3], 0, 0.1, 1.7e9], "version": 0.2, "tvm_version": "0"}
@@ -239,3 +243,35 @@ def test_pick_detects_the_format_from_the_whole_log(tmp_path, capsys):
     out = tmp_path / "best.json"
     assert main(["log", "pick", str(path), "-o", str(out)]) == 0
     assert f"wrote 1 best records to {out}" in capsys.readouterr().out
+
+
+def test_autotvm_log_named_for_auto_scheduler_distill(task, tmp_path, capsys):
+    path = _write(tmp_path / "tune.log", [b"{broken\n", *_good_lines(task)])
+    assert main(["auto-scheduler", "distill", str(path)]) == 1
+    assert "is an AutoTVM log (6 AutoTVM records" in capsys.readouterr().err
+
+
+def test_append_to_open_file_ends_a_torn_line(task, tmp_path):
+    good = _good_lines(task)
+    path = _write(tmp_path / "tune.log", [good[0], good[1][:50]])
+    rec = list(record.load_from_file(_write(tmp_path / "g.log", good)))
+    with open(path, "a", encoding="utf-8") as f:
+        record.append_records(f, rec[2:])
+    assert [inp.config.index for inp, _ in record.load_from_file(path)] == [0, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("tuner_cls", ["GridSearchTuner", "XGBTuner"])
+def test_resume_ignores_hostile_records(tuner_cls, task, tmp_path):
+    """Resume counts only trustworthy records: the best comes from a good one, and hostile
+    lines neither crash the model-based tuner nor mark configs as measured."""
+    good = _good_lines(task)
+    lines = [ln for k in KINDS for ln in hostile(good[0])[k]]
+    path = _write(tmp_path / "tune.log", lines + good)
+    tuner = getattr(autotvm.tuner, tuner_cls)(task)
+    opt = measure_option(FakeBuilder(n_parallel=2), FakeRunner(seed=0))
+    tuner.tune(6, opt, resume_log=str(path))
+    assert tuner.tune_stats["resumed"] == 6 and tuner.tune_stats["trials"] == 0
+    assert tuner.best_config.index == BEST_INDEX
+    assert record.check_config(task.config_space, tuner.best_config) is None
+    tuner.tune(10, opt, resume_log=str(path))  # and goes on measuring new configs
+    assert tuner.tune_stats["trials"] == 4

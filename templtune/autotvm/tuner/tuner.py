@@ -161,9 +161,14 @@ class Tuner(abc.ABC):
             # not this task's measurements: matched on task and canonical target. A failure of
             # the infrastructure (a worker killed from outside) says nothing about its config,
             # which is measured again.
-            history = [(inp, res) for inp, res in load_from_file(str(resume_log))
-                       if self._same_task(inp) and self._same_target(inp)
-                       and not getattr(res, "infra_error", False)]
+            mine = [(inp, res) for inp, res in load_from_file(str(resume_log))
+                    if self._same_task(inp) and self._same_target(inp)
+                    and not getattr(res, "infra_error", False)]
+            history = [(inp, res) for inp, res in mine if self._trustworthy(inp, res)]
+            if len(history) < len(mine):
+                logger.warning("%s: ignoring %d records of this task whose config is not the "
+                               "space's config of its index, or whose costs are not finite "
+                               "and positive", resume_log, len(mine) - len(history))
             self.load_history(history, min_seed_records=len(history) + 1)
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
@@ -264,6 +269,19 @@ class Tuner(abc.ABC):
         return (getattr(task, "name", None) == getattr(self.task, "name", None)
                 and serialize_args(getattr(task, "args", ()))
                 == serialize_args(getattr(self.task, "args", ())))
+
+    def _trustworthy(self, inp: MeasureInput, res: MeasureResult) -> bool:
+        """Whether a logged record may count as a measurement of this task: its config must
+        be exactly the space's config of its index, and a success must have usable costs."""
+        from ..record import usable_cost
+
+        if res.ok and usable_cost(res) is None:
+            return False
+        try:
+            cfg = self.space.get(inp.config.index)
+        except (IndexError, TypeError, ValueError):
+            return False
+        return dict(cfg._entity_map) == dict(getattr(inp.config, "_entity_map", {}))
 
     def _same_target(self, inp: MeasureInput) -> bool:
         mine = getattr(self.task, "target", None)
