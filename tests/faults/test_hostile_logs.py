@@ -19,15 +19,10 @@ import pytest
 from templtune import autotvm, te
 from templtune.autotvm import record
 from templtune.autotvm.dispatcher import ApplyHistoryBest
+from templtune.autotvm.measure import MeasureInput, MeasureResult, measure_option
 from templtune.cli.main import main
+from templtune.measure.fake import FakeBuilder, FakeRunner
 from templtune.target import Target
-
-try:  # the measurement package may live at templtune.measure
-    from templtune.measure.fake import FakeBuilder, FakeRunner  # type: ignore[import-not-found]
-    from templtune.measure.measure import MeasureInput, MeasureResult, measure_option  # type: ignore[import-not-found]  # noqa: E501
-except ImportError:
-    from templtune.autotvm.measure.fake import FakeBuilder, FakeRunner
-    from templtune.autotvm.measure.measure import MeasureInput, MeasureResult, measure_option
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "test_faults/vadd"
