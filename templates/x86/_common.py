@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from templtune import te
+from templtune.topi.utils import get_const_int
 
 #: float32 lanes of one AVX-512 register (the unit the heuristics size blocks in).
 VEC = 16
@@ -94,7 +95,7 @@ def max_inner(cap: int) -> Any:
 def pad_nchw(data: te.Tensor, pads: Sequence[int], name: str = "data_pad") -> te.Tensor:
     """Zero-pad the last two axes of a 4-D tensor by ``(top, left, bottom, right)``."""
     pt, pl, pb, pr = pads
-    n, c, h, w = (int(x) for x in data.shape)
+    n, c, h, w = (get_const_int(x) for x in data.shape)
     if not any(pads):
         return data
     return te.compute(

@@ -117,7 +117,7 @@ class Module:
         taddr = self._engine.get_function_address(self.entry_name + ".__timer")
         if not addr or not taddr:
             raise CodegenError(f"symbol {self.entry_name!r} not found in the loaded object code")
-        argtypes = [ctypes.c_void_p] * len(self._params)
+        argtypes: list[Any] = [ctypes.c_void_p] * len(self._params)
         argtypes += [_CTYPES_INT[d] for _, d in self._shape_vars]
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(addr)
         self._timer = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_int64)(taddr)

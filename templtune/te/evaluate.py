@@ -13,7 +13,7 @@ This is the oracle for operator tests and the slow fallback reference of the mea
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
 
 
-_CALLS = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sigmoid": _sigmoid,
+_CALLS: dict[str, Callable[..., Any]] = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sigmoid": _sigmoid,
           "fabs": np.abs, "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "pow": np.power,
           "likely": lambda x: x, "exp2": np.exp2, "log2": np.log2, "log10": np.log10,
           "sin": np.sin, "cos": np.cos, "round": np.round, "trunc": np.trunc,

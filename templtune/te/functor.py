@@ -140,7 +140,7 @@ class Mutator:
         super().__init_subclass__(**kwargs)
         cls._dispatch = _class_table(cls, cls.generic)
 
-    register_handler = classmethod(Visitor.register_handler.__func__)  # type: ignore[attr-defined]
+    register_handler: Any = classmethod(Visitor.register_handler.__func__)  # type: ignore[attr-defined]
 
     def visit(self, node: Any) -> Any:
         # NOTE: one dict lookup per node: the table caches the handler per node class

@@ -144,7 +144,7 @@ def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
         return replace(s, then_case=_guard(s.then_case, ctx, launch, tag_vars, memo),
                        else_case=None if s.else_case is None
                        else _guard(s.else_case, ctx, launch, tag_vars, memo))
-    return replace(s, body=_guard(s.body, ctx, launch, tag_vars, memo))  # type: ignore[attr-defined]
+    return replace(s, body=_guard(s.body, ctx, launch, tag_vars, memo))  # type: ignore[attr-defined, type-var]
 
 
 class _Hoist(Mutator):

@@ -170,10 +170,10 @@ class _Planner:
                 return replace(s, then_case=t), self.union(p1, pending)
             e, p2 = self.plan(s.else_case, pending)
             return replace(s, then_case=t, else_case=e), self.union(p1, p2)
-        body = getattr(s, "body", None)
-        if isinstance(body, Stmt):
-            b2, out = self.plan(body, pending)
-            return replace(s, body=b2), out  # type: ignore[call-arg]
+        inner = getattr(s, "body", None)
+        if isinstance(inner, Stmt):
+            b2, out = self.plan(inner, pending)
+            return replace(s, body=b2), out  # type: ignore[call-arg, type-var]
         return s, self.union(pending, accs)
 
 
@@ -209,7 +209,7 @@ def _push_guards(s: Stmt, tvars: frozenset[Var]) -> Stmt:
                        else _push_guards(s.else_case, tvars))
     body = getattr(s, "body", None)
     if isinstance(body, Stmt):
-        return replace(s, body=_push_guards(body, tvars))  # type: ignore[call-arg]
+        return replace(s, body=_push_guards(body, tvars))  # type: ignore[call-arg, type-var]
     return s
 
 
@@ -222,7 +222,7 @@ def _distribute(cond: PrimExpr, s: Stmt) -> Stmt:
         return _distribute(cond & s.condition, s.then_case)
     if isinstance(s, For) or (isinstance(s, LetStmt) and not any(
             isinstance(n, Load) for n in post_order(s.value))) or isinstance(s, AttrStmt):
-        return replace(s, body=_distribute(cond, s.body))  # type: ignore[call-arg]
+        return replace(s, body=_distribute(cond, s.body))  # type: ignore[call-arg, type-var]
     return IfThenElse(cond, s)
 
 

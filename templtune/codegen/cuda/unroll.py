@@ -56,10 +56,10 @@ class _Unroller:
             return replace(s, then_case=t, else_case=e), max(nt, ne) + 1
         if isinstance(s, For):
             return self.loop(s)
-        body = getattr(s, "body", None)
-        if isinstance(body, Stmt):
-            nb, n = self.run(body)
-            return replace(s, body=nb), n  # type: ignore[call-arg]
+        inner = getattr(s, "body", None)
+        if isinstance(inner, Stmt):
+            nb, n = self.run(inner)
+            return replace(s, body=nb), n  # type: ignore[call-arg, type-var]
         return s, 1
 
     def loop(self, s: For) -> tuple[Stmt, int]:

@@ -64,11 +64,15 @@ class _Retarget(Mutator):
 
     @handles(Load)
     def visit_Load(self, node: Load) -> PrimExpr:
-        return self._rebase(node)
+        out = self._rebase(node)
+        assert isinstance(out, Load)
+        return out
 
     @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
-        return self._rebase(node)
+        out = self._rebase(node)
+        assert isinstance(out, Store)
+        return out
 
     @handles(Allocate)
     def visit_Allocate(self, node: Allocate) -> Stmt:

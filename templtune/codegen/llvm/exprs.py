@@ -93,11 +93,11 @@ class ExprRenderer:
 
     # provided by the statement renderer
     def emit(self, line: str) -> None: ...  # pragma: no cover
-    def tmp(self) -> str: ...  # pragma: no cover
-    def new_label(self, hint: str) -> str: ...  # pragma: no cover
+    def tmp(self) -> str: raise NotImplementedError  # pragma: no cover
+    def new_label(self, hint: str) -> str: raise NotImplementedError  # pragma: no cover
     def start_block(self, label: str) -> None: ...  # pragma: no cover
     def declare(self, line: str) -> None: ...  # pragma: no cover
-    def buffer_ptr(self, buf: Buffer) -> str: ...  # pragma: no cover
+    def buffer_ptr(self, buf: Buffer) -> str: raise NotImplementedError  # pragma: no cover
 
     # ------------------------------------------------------------------------- helpers
     def op(self, text: str) -> str:

@@ -29,7 +29,7 @@ def _walk(e: PrimExpr) -> list[PrimExpr]:
         cls = type(n)
         names = _EXPR_FIELDS.get(cls)
         if names is None:
-            names = tuple(f.name for f in dataclasses.fields(n)
+            names = tuple(f.name for f in dataclasses.fields(n)  # type: ignore[arg-type]
                           if f.name not in ("dtype", "buffer", "name", "lanes", "op",
                                             "guarded", "value_index"))
             _EXPR_FIELDS[cls] = names

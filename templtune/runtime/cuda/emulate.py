@@ -16,7 +16,7 @@ block in the same launch. An access outside a buffer is an :class:`EmulationErro
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,7 @@ class RaceError(EmulationError):
     """A data race or a barrier in divergent code (e.g. a missing ``__syncthreads``)."""
 
 
-_UNARY = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
+_UNARY: dict[str, Callable[..., Any]] = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
           "log1p": np.log1p, "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
           "tan": np.tan, "fabs": np.abs, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
           "round": np.round, "trunc": np.trunc, "atan": np.arctan, "asin": np.arcsin,
@@ -240,11 +240,11 @@ class _Launch:
                 w[pos[sel]] = -2 - blk[sel]
         self.dirty = set()
         for m in self.mems.values():
-            if m.scope == "shared":
-                r = m.reader.reshape(-1, m.region)
-                w = m.writer.reshape(-1, m.region)
-                r[active_blocks] = -1
-                w[active_blocks] = -1
+            if m.scope == "shared" and m.reader is not None and m.writer is not None:
+                rd = m.reader.reshape(-1, m.region)
+                wr = m.writer.reshape(-1, m.region)
+                rd[active_blocks] = -1
+                wr[active_blocks] = -1
 
     # ------------------------------------------------------------------ expressions
     def ev(self, e: Any, mask: np.ndarray) -> Any:
