@@ -110,6 +110,13 @@ class Schedule:
             raise ScheduleError(f"{name} is not part of this schedule")
         return st
 
+    def normalize(self) -> Schedule:
+        """TVM's ``Schedule.normalize`` (rebase every loop to start at 0). Lowering in templtune
+        always emits loops from 0 and offsets the index (a ``reduce_axis((2, 6))`` lowers to
+        ``for (k, 0, 4)`` reading ``k + 2``), so every schedule is already normal: this
+        returns the schedule itself."""
+        return self
+
     @property
     def outputs(self) -> list[Operation]:
         return [st.op for st in self._output_stages]
