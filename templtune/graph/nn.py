@@ -8,7 +8,8 @@ from .ir import Call, Expr, TensorType, Var
 from .op import GraphError, make_call
 
 __all__ = ["var", "add", "clip", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
-           "global_avg_pool2d", "batch_flatten", "dense", "softmax"]
+           "global_avg_pool2d", "batch_flatten", "dense", "softmax", "dropout", "batch_norm",
+           "concatenate"]
 
 
 def _pair(x: Any, what: str) -> tuple[int, int]:
@@ -109,3 +110,23 @@ def dense(data: Expr, weight: Expr, units: int | None = None) -> Call:
 
 def softmax(data: Expr, axis: int = -1) -> Call:
     return make_call("nn.softmax", [data], axis=int(axis))
+
+
+def dropout(data: Expr, rate: float = 0.5) -> Expr:
+    """Dropout at inference: the input itself (what Relay's SimplifyInference leaves)."""
+    if not 0.0 <= float(rate) < 1.0:
+        raise GraphError(f"nn.dropout: rate must be in [0, 1), got {rate!r}")
+    return data
+
+
+def batch_norm(data: Expr, gamma: Expr, beta: Expr, moving_mean: Expr, moving_var: Expr,
+               axis: int = 1, epsilon: float = 1e-5) -> Call:
+    """Inference batch normalisation with the moving statistics. Deviation: returns the
+    normalised tensor itself, not Relay's ``(out, mean, var)`` tuple."""
+    return make_call("nn.batch_norm", [data, gamma, beta, moving_mean, moving_var],
+                     axis=int(axis), epsilon=float(epsilon))
+
+
+def concatenate(data: Any, axis: int) -> Call:
+    """Join tensors along ``axis`` (``relay.concatenate``)."""
+    return make_call("concatenate", list(data), axis=int(axis))
