@@ -190,6 +190,7 @@ class LocalRunner:
                 self._rtask = RunnerTask(inp.task)
                 self._runner.set_task(self._rtask)
                 self._task_key = key
+                _feed_task_inputs(self._runner, inp.task)
             r = self._runner.run([_MI(inp.task.target, self._rtask, _Cfg(k))],
                                  [_BR(br.artifact, MeasureErrorNo.NO_ERROR, "", br.time_cost)])[0]
             if int(r.error_no) == 0:
@@ -205,6 +206,40 @@ class LocalRunner:
 
     def close(self) -> None:
         self._runner.close()
+
+
+def _feed_task_inputs(runner: Any, task: Any) -> None:
+    """Run ``task`` on its registered task input buffers (``SearchTask(task_inputs=...)``):
+    those inputs get the registered data, the other inputs seeded random data, the outputs
+    zeros. Tasks without task inputs keep the runner's own inputs."""
+    import warnings
+
+    import numpy as np
+
+    from templtune.te.tensor import PlaceholderOp
+
+    from .task_input import get_task_input_buffer
+
+    names = set(getattr(task, "task_input_names", ()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the "fixed inputs" notice
+        if not names:
+            if runner._user_ref_input:
+                runner.ref_input = None
+            return
+        _, tensors = task.compute_dag.apply_steps_from_state(task.compute_dag.get_init_state())
+        rng = np.random.default_rng(0)
+        arrays = []
+        for t in tensors:
+            shape = tuple(int(getattr(d, "value", d)) for d in t.shape)
+            if t.name in names:
+                arrays.append(np.ascontiguousarray(
+                    np.asarray(get_task_input_buffer(task.workload_key, t.name), t.dtype)))
+            elif not isinstance(t.op, PlaceholderOp) or not t.dtype.startswith("float"):
+                arrays.append(np.zeros(shape, t.dtype))
+            else:
+                arrays.append(rng.uniform(-1, 1, shape).astype(t.dtype))
+        runner.ref_input = arrays
 
 
 class LocalRPCMeasureContext:
