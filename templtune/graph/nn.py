@@ -9,7 +9,7 @@ from .op import GraphError, make_call
 
 __all__ = ["var", "add", "clip", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "batch_flatten", "dense", "softmax", "dropout", "batch_norm",
-           "concatenate"]
+           "concatenate", "conv3d", "max_pool3d", "avg_pool3d", "global_avg_pool3d"]
 
 
 def _pair(x: Any, what: str) -> tuple[int, int]:
@@ -130,3 +130,43 @@ def batch_norm(data: Expr, gamma: Expr, beta: Expr, moving_mean: Expr, moving_va
 def concatenate(data: Any, axis: int) -> Call:
     """Join tensors along ``axis`` (``relay.concatenate``)."""
     return make_call("concatenate", list(data), axis=int(axis))
+
+
+def _triple(x: Any, what: str) -> tuple[int, int, int]:
+    t = (int(x),) * 3 if isinstance(x, int) else tuple(int(v) for v in x)
+    if len(t) != 3:
+        raise GraphError(f"{what} must be an int or a triple, got {x!r}")
+    return t  # type: ignore[return-value]
+
+
+def _padding3d(p: Any) -> tuple[int, ...]:
+    """int, (d, h, w) or (front, top, left, back, bottom, right)."""
+    t = (int(p),) * 3 if isinstance(p, int) else tuple(int(v) for v in p)
+    if len(t) == 3:
+        return t + t
+    if len(t) == 6:
+        return t
+    raise GraphError(f"3-D padding must be an int, a triple or 6 values, got {p!r}")
+
+
+def conv3d(data: Expr, weight: Expr, strides: Any = 1, padding: Any = 0,
+           data_layout: str = "NCDHW") -> Call:
+    """3-D convolution of NCDHW data with an OIDHW kernel."""
+    if data_layout != "NCDHW":
+        raise GraphError(f"nn.conv3d: only NCDHW data is supported, not {data_layout!r}")
+    return make_call("nn.conv3d", [data, weight], strides=_triple(strides, "strides"),
+                     padding=_padding3d(padding))
+
+
+def max_pool3d(data: Expr, pool_size: Any = 1, strides: Any = 1, padding: Any = 0) -> Call:
+    return make_call("nn.max_pool3d", [data], pool_size=_triple(pool_size, "pool_size"),
+                     strides=_triple(strides, "strides"), padding=_padding3d(padding))
+
+
+def avg_pool3d(data: Expr, pool_size: Any = 1, strides: Any = 1, padding: Any = 0) -> Call:
+    return make_call("nn.avg_pool3d", [data], pool_size=_triple(pool_size, "pool_size"),
+                     strides=_triple(strides, "strides"), padding=_padding3d(padding))
+
+
+def global_avg_pool3d(data: Expr) -> Call:
+    return make_call("nn.global_avg_pool3d", [data])

@@ -254,5 +254,5 @@ _register("clip", INJECTIVE, lambda t, a: t[0].shape, _clip_compute,
           lambda x, a: np.clip(x[0], a["a_min"], a["a_max"]))
 
 
-# NOTE: the zoo's extra operators register themselves into OPS (kept in their own file)
-from . import op_zoo  # noqa: E402,F401
+# NOTE: the zoo's extra operators register themselves into OPS (kept in their own files)
+from . import op3d, op_zoo  # noqa: E402,F401

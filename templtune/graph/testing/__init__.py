@@ -15,9 +15,10 @@ import numpy as np
 
 from ..ir import Function
 from ..op import GraphError
-from . import densenet, inception_v3, mobilenet, resnet, squeezenet, vgg
+from . import densenet, inception_v3, mobilenet, resnet, resnet3d, squeezenet, vgg
 
-__all__ = ["densenet", "get_network", "inception_v3", "mobilenet", "resnet", "squeezenet", "vgg"]
+__all__ = ["densenet", "get_network", "inception_v3", "mobilenet", "resnet", "resnet3d",
+           "squeezenet", "vgg"]
 
 
 def get_network(name: str, batch_size: int = 1, layout: str = "NCHW", dtype: str = "float32",
@@ -25,8 +26,9 @@ def get_network(name: str, batch_size: int = 1, layout: str = "NCHW", dtype: str
                 ) -> tuple[Function, dict[str, np.ndarray], tuple[int, ...], tuple[int, ...]]:
     """``(network, params, input_shape, output_shape)`` for ``"resnet-N"``, ``"mobilenet"``,
     ``"vgg-N"``, ``"densenet-N"``, ``"squeezenet_v1.0"`` / ``"squeezenet_v1.1"`` or
-    ``"inception_v3"`` (the last four NCHW only); ``image_shape`` is in the layout's order
-    (default 224x224 RGB, 299x299 for Inception)."""
+    ``"inception_v3"`` (the last four NCHW only) or ``"resnet3d-N"`` (NCDHW, image_shape
+    (C, D, H, W), default 3x16x112x112); ``image_shape`` is in the layout's order (default
+    224x224 RGB, 299x299 for Inception)."""
     others = name.startswith(("vgg-", "densenet-", "squeezenet_v")) or name == "inception_v3"
     if others and layout != "NCHW":
         raise GraphError(f"{name} is built in NCHW only, not {layout}")
@@ -49,6 +51,13 @@ def get_network(name: str, batch_size: int = 1, layout: str = "NCHW", dtype: str
     elif name == "inception_v3":
         net, params = inception_v3.get_workload(batch_size, image_shape=image_shape
                                                 or (3, 299, 299), dtype=dtype, seed=seed)
+    elif name.startswith("resnet3d-"):
+        try:
+            layers = int(name.split("-", 1)[1])
+        except ValueError:
+            raise GraphError(f"bad network name {name!r}; e.g. resnet3d-18") from None
+        net, params = resnet3d.get_workload(layers, batch_size, image_shape or (3, 16, 112, 112),
+                                            dtype=dtype, seed=seed)
     elif name.startswith("resnet-"):
         try:
             layers = int(name.split("-", 1)[1])
@@ -61,5 +70,5 @@ def get_network(name: str, batch_size: int = 1, layout: str = "NCHW", dtype: str
     else:
         raise GraphError(f"unknown network {name!r}; choose resnet-18/34/50/101/152/200/269, "
                          "mobilenet, vgg-11/13/16/19, densenet-121/161/169/201, "
-                         "squeezenet_v1.0/v1.1 or inception_v3")
+                         "squeezenet_v1.0/v1.1, inception_v3 or resnet3d-N")
     return net, params, net.params[0].shape, net.body.shape
