@@ -1,5 +1,5 @@
 """Relay / schedule surface of TVM tutorials: ``relay.build(mod_name=)``, ``relay.build_module``,
-``relay.op.get``, ``PassContext(trace=)`` and ``Schedule.normalize``."""
+``relay.op.get``, ``PassContext(trace=)``, ``Schedule.normalize`` and ``create_group``."""
 
 from __future__ import annotations
 
@@ -68,3 +68,38 @@ def test_schedule_normalize_keeps_offset_reductions_correct() -> None:
     b = np.zeros(1, dtype="float32")
     f(a, b)
     assert b[0] == a[2:6].sum()
+
+
+def test_create_group_moves_its_stages_as_one() -> None:
+    n, m = 16, 12
+    A = te.placeholder((n, m), name="A")
+    x = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="x")
+    x1 = te.compute((n, m), lambda i, j: x[i, j] + 1.0, name="x1")
+    x2 = te.compute((n, m), lambda i, j: x1[i, j] + 2.0, name="x2")
+    s = te.create_schedule(x2.op)
+    g = s.create_group(outputs=x1, inputs=x, include_inputs=True)
+    assert s[x1].group is g and s[x].group is g and s[x2].group is None
+    assert g.num_child_stages == 2
+    xo, xi = s[x2].split(x2.op.axis[0], factor=4)
+    g.compute_at(s[x2], xo)
+    assert g.attach_stage is s[x2] and g.attach_ivar is xo
+    assert all(s[t].attach_stage is s[x2] for t in (x, x1))
+    text = str(templtune.lower(s, [A, x2], simple_mode=True))
+    # both members are computed inside x2's outer loop, on 4-row tiles
+    body = text[text.index("for (i.outer"):]
+    assert "allocate(x: Pointer(global float32), float32, [48])" in body
+    assert "allocate(x1: Pointer(global float32), float32, [48])" in body
+    f = templtune.build(s, [A, x2], target="llvm")
+    a = np.random.default_rng(0).standard_normal((n, m)).astype("float32")
+    out = np.zeros((n, m), "float32")
+    f(a, out)
+    np.testing.assert_allclose(out, a * 2 + 3, rtol=1e-6)
+    # a group without its input: only x1 follows; x stays at the root
+    s2 = te.create_schedule(x2.op)
+    g2 = s2.create_group(outputs=x1, inputs=x)
+    assert [st.op.name for st in g2.members] == ["x1"]
+    g2.compute_at(s2[x2], x2.op.axis[0])
+    assert s2[x].attach_type == "root" and s2[x1].attach_stage is s2[x2]
+    f2 = templtune.build(s2, [A, x2], target="llvm")
+    f2(a, out)
+    np.testing.assert_allclose(out, a * 2 + 3, rtol=1e-6)
