@@ -164,3 +164,32 @@ def test_task_input_buffers(tmp_path, monkeypatch) -> None:
                       task_inputs={"A": np.ones((8, 8), "float32")}, task_inputs_overwrite=True)
     assert task.task_input_names == ("A",)
     assert auto_scheduler.get_task_input_buffer(task.workload_key, "A").shape == (8, 8)
+
+
+@auto_scheduler.register_workload("test_auto_scheduler_dropin/gather", override=True)
+def _gather(n: int) -> list:
+    a = te.placeholder((n,), name="A")
+    idx = te.placeholder((n,), name="idx", dtype="int32")
+    return [a, idx, te.compute((n,), lambda i: a[idx[i]] * 2.0, name="out")]
+
+
+def test_task_inputs_are_what_the_runner_measures_with() -> None:
+    from templtune.auto_scheduler.measure import LocalBuilder, LocalRunner
+
+    n = 64
+    perm = np.random.default_rng(1).permutation(n).astype("int32")
+    task = SearchTask(func=_gather, args=(n,), target="llvm", task_inputs={"idx": perm},
+                      task_inputs_overwrite=True)
+    state = task.compute_dag.get_init_state()
+    inputs = [MeasureInput(task, state)]
+    builder, runner = LocalBuilder(n_parallel=1), LocalRunner(timeout=60, number=1, repeat=1,
+                                                              min_repeat_ms=0)
+    try:
+        (res,) = runner.run(inputs, builder.build(inputs, verbose=0), verbose=0)
+        assert res.error_no == 0, res.error_msg
+        fed = runner._runner.ref_input
+        np.testing.assert_array_equal(fed[1], perm)  # the registered index array
+        assert fed[0].dtype == np.float32 and np.abs(fed[0]).max() > 0  # random data
+    finally:
+        builder.close()
+        runner.close()

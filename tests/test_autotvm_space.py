@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from templtune.autotvm.space import ConfigSpace
 from templtune.autotvm.task.knobs import AnnotateSpace, ReorderSpace, SplitSpace, VirtualAxis
 
-SEED_REPR = """ConfigSpace (len=10454400, space_map=
+# TVM v0.11+ prints range_length (the seed document, older, does not)
+SEED_REPR = """ConfigSpace (len=10454400, range_length=10454400, space_map=
    0 tile_f: Split(policy=factors, product=512, num_outputs=4) len=220
    1 tile_y: Split(policy=factors, product=7, num_outputs=4) len=4
    2 tile_x: Split(policy=factors, product=7, num_outputs=4) len=4

@@ -26,7 +26,7 @@ def test_compile_and_time_without_tuning(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (("vgg-16",), "unknown network 'vgg-16'"),
+    (("alexnet",), "unknown network 'alexnet'"),
     (("resnet-18", "--image-shape", "32,32"), "--image-shape takes C,H,W"),
     (("resnet-18", "--image-shape", "3,32,32", "--trials", "5"), "below the number of tasks"),
 ])

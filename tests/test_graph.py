@@ -147,7 +147,7 @@ def test_bad_networks_name_the_problem() -> None:
     with pytest.raises(graph.GraphError, match="needs a shape"):
         nn.var("z")
     with pytest.raises(graph.GraphError, match="unknown network"):
-        graph.testing.get_network("vgg-16")
+        graph.testing.get_network("alexnet")
     net = nn.relu(data)
     with pytest.raises(graph.GraphError, match="not an input"):
         graph.build(graph.Function((data,), net), "llvm", {"w": np.zeros(3)})

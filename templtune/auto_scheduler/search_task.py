@@ -77,8 +77,8 @@ class SearchTask:
         :mod:`templtune.auto_scheduler.layout_rewrite`).
     task_inputs : dict, optional
         ``{placeholder name: array}``, registered with :func:`register_task_input_buffer`
-        (``task_inputs_overwrite``, ``task_inputs_save_to_file``); records keep the names.
-        The local runner still feeds random inputs.
+        (``task_inputs_overwrite``, ``task_inputs_save_to_file``); the local runner measures
+        with them (other inputs random); records keep the names.
     desc : str
     """
 

@@ -52,7 +52,7 @@ _NAMES = {
     "compute_flop": "templtune.autotvm.flop",
 }
 _SUBMODULES = {"task", "space", "dispatcher", "record", "env", "flop", "measure", "tuner",
-               "callback", "feature"}
+               "callback", "feature", "tophub"}
 
 __all__ = sorted([*_NAMES, *_SUBMODULES])
 

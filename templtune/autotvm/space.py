@@ -40,6 +40,7 @@ from templtune.autotvm.task.knobs import (
     _as_axes,
     entity_from_json,
 )
+from templtune.errors import TempltuneError
 
 __all__ = [
     "Axis", "VirtualAxis", "SplitSpace", "ReorderSpace", "AnnotateSpace", "OtherOptionSpace",
@@ -57,6 +58,11 @@ _KNOB_CLASSES: dict[str, type[KnobSpace]] = {
 
 def _rng(rng: RngLike) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+class EmptyKnobError(TempltuneError, ValueError, IndexError):
+    """A knob whose policy leaves no entity. TVM fails here with an ``IndexError`` (it takes
+    entity 0 of the empty list), so this is one too."""
 
 
 class _ConfigBase:
@@ -188,7 +194,11 @@ class ConfigSpace(_ConfigBase):
             return super()._define(kind, name, axes, policy, **kwargs)
         space = _KNOB_CLASSES[kind](_as_axes(axes) if kind != "knob" else [], policy, **kwargs)
         if len(space) == 0:
-            raise ValueError(f"knob {name!r} ({space!r}) has no valid entity")
+            hint = ""
+            if kind == "annotate" and "vec" in policy.split("_") and "try" not in policy:
+                hint = ("; at most one axis may be vectorized, so policy 'vec' has no entity on "
+                        f"{space.num_output} axes (use 'try_vec')")
+            raise EmptyKnobError(f"knob {name!r} ({space!r}) has no valid entity{hint}")
         self.space_map[name] = space
         self._entity_map[name] = space[0]
         self._invalidate()
@@ -373,10 +383,8 @@ class ConfigSpace(_ConfigBase):
 
     # -- printing
     def __repr__(self) -> str:
-        head = f"ConfigSpace (len={len(self)}, "
-        if self._filters:
-            head += f"range_length={self.range_length}, "
-        lines = [head + "space_map="]
+        # NOTE: TVM (v0.11 on) always prints range_length; the seed documents predate it.
+        lines = [f"ConfigSpace (len={len(self)}, range_length={self.range_length}, space_map="]
         for i, (name, space) in enumerate(self.space_map.items()):
             lines.append(f"{i:4d} {name}: {space!r}")
         lines.append(")")

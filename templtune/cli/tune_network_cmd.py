@@ -219,7 +219,8 @@ def _check_and_time(args: argparse.Namespace, net: object, params: dict, ishape:
 
 @command("tune-network", help="extract, tune, compile and time a zoo network (auto_scheduler)")
 def setup(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("network", help="resnet-18, resnet-34, resnet-50, resnet-101 or mobilenet")
+    parser.add_argument("network", help="a zoo network: resnet-N, mobilenet, vgg-N, densenet-N, "
+                        "squeezenet_v1.1 or inception_v3")
     parser.add_argument("--batch", type=positive_int, default=1)
     parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
     parser.add_argument("--image-shape", default="3,224,224", help="C,H,W (default 3,224,224)")

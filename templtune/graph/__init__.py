@@ -27,11 +27,12 @@ from .executor import BenchmarkResult, GraphModule
 from .extract import extract_tasks
 from .fuse import FusedGroup, partition
 from .ir import Call, Function, TensorType, Var
-from .nn import add, var
+from .nn import add, concatenate, var
 from .op import GraphError
 from .reference import evaluate
 from .transform import PassContext
 
 __all__ = ["frontend", "ops", "BenchmarkResult", "Call", "Function", "FusedGroup", "GraphError",
            "GraphExecutorFactoryModule", "GraphModule", "PassContext", "TensorType", "Var", "add", "build",
-           "default_schedule", "evaluate", "extract_tasks", "nn", "partition", "testing", "var"]
+           "default_schedule", "evaluate", "extract_tasks", "nn", "partition", "testing", "var",
+           "concatenate"]

@@ -236,12 +236,14 @@ class GraphExecutorFactoryModule:
     ``lib["default"](dev)`` gives the runtime that ``GraphModule`` wraps, as in TVM."""
 
     def __init__(self, func: Function, groups: list[CompiledGroup], params: dict[str, np.ndarray],
-                 target: Target) -> None:
+                 target: Target, mod_name: str = "default") -> None:
         self.func, self.groups, self.params, self.target = func, groups, params, target
+        self.libmod_name = mod_name
 
     def __getitem__(self, key: str) -> Any:
-        if key != "default":
-            raise KeyError(f"a built network exposes only 'default', not {key!r}")
+        if key != self.libmod_name:
+            raise KeyError(f"this built network is {self.libmod_name!r} (relay.build's "
+                           f"mod_name), not {key!r}")
         from .executor import GraphRuntime
 
         return lambda dev=None: GraphRuntime(self)
@@ -278,7 +280,7 @@ def _check_params(func: Function, params: dict[str, Any]) -> dict[str, np.ndarra
 
 
 def build(mod: Function, target: Any = None, params: dict[str, Any] | None = None,
-          target_host: Any = None) -> GraphExecutorFactoryModule:
+          target_host: Any = None, mod_name: str = "default") -> GraphExecutorFactoryModule:
     """Compile a network (``relay.build``): fuse, schedule, and build every group.
 
     Parameters
@@ -289,6 +291,8 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
         Default: the enclosing ``with Target(...)``, else ``llvm``.
     params : dict of str to array, optional
         Values bound to parameters (weights); the remaining variables are run-time inputs.
+    mod_name : str
+        The built module's name: ``lib[mod_name](dev)`` creates the runtime.
 
     Returns
     -------
@@ -305,12 +309,14 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
     bound = _check_params(mod, params or {})
     pc = PassContext.current()
     compiler = _Compiler(tgt, bound, pc)
-    compiled = [compiler.compile(g) for g in partition(mod, pc.fuse, pc.max_fuse_depth)]
+    groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),
+                         ("InferType",))
+    compiled = [compiler.compile(g) for g in groups]
     n_tuned = sum(c.tuned for c in compiled)
     if n_tuned < len(compiled):
         logger.info("%d of %d groups have no tuning record (default schedules or template "
                     "fallback configs)", len(compiled) - n_tuned, len(compiled))
-    return GraphExecutorFactoryModule(mod, compiled, bound, tgt)
+    return GraphExecutorFactoryModule(mod, compiled, bound, tgt, mod_name)
 
 
 def input_vars(mod: Function, params: dict[str, Any]) -> list[Var]:

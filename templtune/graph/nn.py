@@ -8,7 +8,8 @@ from .ir import Call, Expr, TensorType, Var
 from .op import GraphError, make_call
 
 __all__ = ["var", "add", "clip", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
-           "global_avg_pool2d", "batch_flatten", "dense", "softmax"]
+           "global_avg_pool2d", "batch_flatten", "dense", "softmax", "dropout", "batch_norm",
+           "concatenate", "conv3d", "max_pool3d", "avg_pool3d", "global_avg_pool3d"]
 
 
 def _pair(x: Any, what: str) -> tuple[int, int]:
@@ -109,6 +110,66 @@ def dense(data: Expr, weight: Expr, units: int | None = None) -> Call:
 
 def softmax(data: Expr, axis: int = -1) -> Call:
     return make_call("nn.softmax", [data], axis=int(axis))
+
+
+def dropout(data: Expr, rate: float = 0.5) -> Expr:
+    """Dropout at inference: the input itself (what Relay's SimplifyInference leaves)."""
+    if not 0.0 <= float(rate) < 1.0:
+        raise GraphError(f"nn.dropout: rate must be in [0, 1), got {rate!r}")
+    return data
+
+
+def batch_norm(data: Expr, gamma: Expr, beta: Expr, moving_mean: Expr, moving_var: Expr,
+               axis: int = 1, epsilon: float = 1e-5) -> Call:
+    """Inference batch normalisation with the moving statistics. Deviation: returns the
+    normalised tensor itself, not Relay's ``(out, mean, var)`` tuple."""
+    return make_call("nn.batch_norm", [data, gamma, beta, moving_mean, moving_var],
+                     axis=int(axis), epsilon=float(epsilon))
+
+
+def concatenate(data: Any, axis: int) -> Call:
+    """Join tensors along ``axis`` (``relay.concatenate``)."""
+    return make_call("concatenate", list(data), axis=int(axis))
+
+
+def _triple(x: Any, what: str) -> tuple[int, int, int]:
+    t = (int(x),) * 3 if isinstance(x, int) else tuple(int(v) for v in x)
+    if len(t) != 3:
+        raise GraphError(f"{what} must be an int or a triple, got {x!r}")
+    return t  # type: ignore[return-value]
+
+
+def _padding3d(p: Any) -> tuple[int, ...]:
+    """int, (d, h, w) or (front, top, left, back, bottom, right)."""
+    t = (int(p),) * 3 if isinstance(p, int) else tuple(int(v) for v in p)
+    if len(t) == 3:
+        return t + t
+    if len(t) == 6:
+        return t
+    raise GraphError(f"3-D padding must be an int, a triple or 6 values, got {p!r}")
+
+
+def conv3d(data: Expr, weight: Expr, strides: Any = 1, padding: Any = 0,
+           data_layout: str = "NCDHW") -> Call:
+    """3-D convolution of NCDHW data with an OIDHW kernel."""
+    if data_layout != "NCDHW":
+        raise GraphError(f"nn.conv3d: only NCDHW data is supported, not {data_layout!r}")
+    return make_call("nn.conv3d", [data, weight], strides=_triple(strides, "strides"),
+                     padding=_padding3d(padding))
+
+
+def max_pool3d(data: Expr, pool_size: Any = 1, strides: Any = 1, padding: Any = 0) -> Call:
+    return make_call("nn.max_pool3d", [data], pool_size=_triple(pool_size, "pool_size"),
+                     strides=_triple(strides, "strides"), padding=_padding3d(padding))
+
+
+def avg_pool3d(data: Expr, pool_size: Any = 1, strides: Any = 1, padding: Any = 0) -> Call:
+    return make_call("nn.avg_pool3d", [data], pool_size=_triple(pool_size, "pool_size"),
+                     strides=_triple(strides, "strides"), padding=_padding3d(padding))
+
+
+def global_avg_pool3d(data: Expr) -> Call:
+    return make_call("nn.global_avg_pool3d", [data])
 
 
 def __getattr__(name: str) -> Any:

@@ -275,3 +275,7 @@ def _clip_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
 
 _register("clip", INJECTIVE, lambda t, a: t[0].shape, _clip_compute,
           lambda x, a: np.clip(x[0], a["a_min"], a["a_max"]))
+
+
+# NOTE: the zoo's extra operators register themselves into OPS (kept in their own files)
+from . import op3d, op_zoo  # noqa: E402,F401

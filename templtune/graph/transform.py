@@ -6,13 +6,16 @@ Honoured: ``opt_level`` (0 disables operator fusion, as Relay's FuseOps), ``disa
 ``ApplyHistoryBest`` is active, where TVM needs the flag) and ``relay.FuseOps.max_depth`` (the
 most operators in one fused group, default 256), and templtune's ``templtune.graph.use_templates``
 (False: no AutoTVM template implementations, only auto-scheduler records and default
-schedules). An unknown config key is an error naming it.
+schedules). An unknown config key is an error naming it. ``trace(mod, info, is_before)`` is
+called around each pass ``relay.build`` runs (``FuseOps``).
 """
 
 from __future__ import annotations
 
 import contextvars
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from .op import GraphError
 
@@ -22,11 +25,24 @@ _CURRENT: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar(
     "templtune_pass_context", default=None)
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PassInfo:
+    """What a ``PassContext(trace=...)`` hook is told about a pass (TVM's ``PassInfo``)."""
+
+    opt_level: int
+    name: str
+    required: tuple[str, ...] = ()
+
+
 class PassContext:
     """Options for building networks, used as ``with PassContext(opt_level=3, config={...}):``."""
 
     def __init__(self, opt_level: int = 2, required_pass: Any = None, disabled_pass: Any = None,
-                 instruments: Any = None, config: dict[str, Any] | None = None) -> None:
+                 instruments: Any = None, config: dict[str, Any] | None = None,
+                 trace: Callable[[Any, PassInfo, bool], None] | None = None) -> None:
         if not isinstance(opt_level, int) or not 0 <= opt_level <= 4:
             raise GraphError(f"opt_level must be an int in 0..4, got {opt_level!r}")
         self.opt_level = opt_level
@@ -38,7 +54,20 @@ class PassContext:
             if kind is None:
                 raise GraphError(f"unknown PassContext config {key!r}; known: {sorted(_KNOWN)}")
             self.config[key] = kind(value)
+        # NOTE: TVM's trace hook: called as trace(module, PassInfo, is_before) around each pass
+        self.trace = trace
         self._token: Any = None
+
+    def run_pass(self, name: str, opt_level: int, mod: Any, fn: Callable[[], T],
+                 required: tuple[str, ...] = ()) -> T:
+        """Run ``fn`` (the pass ``name`` on ``mod``), calling :attr:`trace` before and after."""
+        info = PassInfo(opt_level, name, required)
+        if self.trace is not None:
+            self.trace(mod, info, True)
+        out = fn()
+        if self.trace is not None:
+            self.trace(mod, info, False)
+        return out
 
     @staticmethod
     def current() -> PassContext:

@@ -33,10 +33,20 @@ class LocalBuilder(PoolOwner, Builder):
         Worker processes (and the tuner's batch size); ``None``: ``os.cpu_count()``.
     build_kwargs : dict or None
         Extra keyword arguments for ``templtune.build``.
+    build_func : str
+        TVM's ``build_func``: only ``"default"`` (templtune passes built modules to the runner
+        in memory, so there is no library file to package with ``"ndk"`` or a custom linker).
+    do_fork : bool
+        Accepted for TVM compatibility; builds always run in isolated worker processes.
     """
 
     def __init__(self, timeout: float = 10, n_parallel: int | None = None,
-                 build_kwargs: dict | None = None) -> None:
+                 build_kwargs: dict | None = None, build_func: Any = "default",
+                 do_fork: bool = False) -> None:
+        if build_func != "default":
+            raise ValueError(f"LocalBuilder(build_func={build_func!r}) is not supported: "
+                             "templtune hands built modules to the runner in memory; use "
+                             "'default'")
         super().__init__(timeout=timeout, n_parallel=n_parallel, build_kwargs=build_kwargs)
         self._pool: WorkerPool | None = None
 

@@ -67,12 +67,19 @@ class LocalRunner(PoolOwner, CheckingRunner):
         Seed of the random inputs.
     rtol, atol : float
         Tolerances of the check, element-wise as numpy's: ``|got - ref| <= atol + rtol * |ref|``.
+    module_loader : None
+        TVM's hook for loading a module on a remote device; only the default (None) applies to
+        a local runner.
     """
 
     def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3,
                  min_repeat_ms: float = 0, cooldown_interval: float = 0.1,
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = True,
-                 seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3) -> None:
+                 seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3,
+                 module_loader: Any = None) -> None:
+        if module_loader is not None:
+            raise ValueError("LocalRunner(module_loader=...) is not supported: a local runner "
+                             "loads the built module itself")
         super().__init__(timeout=timeout, n_parallel=1, number=number, repeat=repeat,
                          min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
                          enable_cpu_cache_flush=enable_cpu_cache_flush,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from templtune.graph import *  # noqa: F403
 from templtune.graph import __all__ as _graph_all
 
-from . import testing  # noqa: F401,F811  # type: ignore[no-redef]  # relay.testing: the package below
+# TVM's module names; relay.testing is the package below, not graph.testing
+from . import build_module, op, testing  # noqa: F401,F811  # type: ignore[no-redef]
 
 __all__ = list(_graph_all)

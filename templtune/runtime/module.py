@@ -325,18 +325,39 @@ class Module:
         # pickles as its exported object code (no re-optimisation when unpickled)
         return (load_module, (self.export(),))
 
-    def export_library(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`export` bytes to ``path``."""
-        with open(path, "wb") as f:
-            f.write(self.export())
+    def export_library(self, path: str | os.PathLike[str], fcompile: Any = None,
+                       options: Any = None) -> None:
+        """Link the module into the ELF shared library ``path`` (with the C compiler, or
+        ``fcompile(output, objects, options)``); :func:`load_module` and ctypes load it."""
+        from templtune.runtime.library import export_library
+
+        export_library(self, os.fspath(path), fcompile, options)
+
+    def save(self, path: str | os.PathLike[str], fmt: str = "") -> None:
+        """Write the module as an object file (``.o``, linkable with ``contrib.cc``), LLVM IR
+        (``.ll``) or assembly (``.s``); ``fmt`` overrides the extension."""
+        from templtune.runtime.library import save
+
+        save(self, os.fspath(path), fmt)
+
+    @property
+    def imported_modules(self) -> list[Any]:
+        """Device modules imported by this host module: none for an LLVM (CPU) module."""
+        return []
 
 
 def load_module(data: bytes | str | os.PathLike[str]) -> Module:
-    """Re-create a :class:`Module` from :meth:`Module.export` bytes (or a file holding them).
-    Loading links the object code; nothing is re-optimised."""
+    """Re-create a :class:`Module` from :meth:`Module.export` bytes, a file holding them, or a
+    shared library written by :meth:`Module.export_library`. Loading links the object code;
+    nothing is re-optimised."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         with open(data, "rb") as f:
-            data = f.read()
+            head = f.read(4)
+            if head == b"\x7fELF":  # a shared library from export_library / contrib.cc
+                from templtune.runtime.library import load_shared
+
+                return load_shared(os.fspath(data))
+            data = head + f.read()
     data = bytes(data)
     if not data.startswith(_MAGIC):
         if data.startswith(_MAGIC[:-1]):

@@ -111,6 +111,39 @@ class Schedule:
             raise ScheduleError(f"{name} is not part of this schedule")
         return st
 
+    def create_group(self, outputs: Any, inputs: Any, include_inputs: bool = False) -> Any:
+        """Group the stages between ``inputs`` and ``outputs`` (tensors or lists of them): the
+        outputs are members, the inputs are members only with ``include_inputs``. Returns a
+        :class:`~templtune.schedule.group.StageGroup` (``compute_at`` moves it as one)."""
+        from templtune.schedule.group import StageGroup
+
+        outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+        ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+        stop = {id(self[t]) for t in ins}
+        member_ids: set[int] = set()
+        stack = [self[t] for t in outs]
+        while stack:
+            st = stack.pop()
+            if id(st) in member_ids:
+                continue
+            if id(st) in stop:
+                if include_inputs:
+                    member_ids.add(id(st))
+                continue
+            if st.is_placeholder:  # a placeholder has no loops to group
+                continue
+            member_ids.add(id(st))
+            stack.extend(self.stage_inputs(st))
+        members = [st for st in self.stages if id(st) in member_ids]
+        return StageGroup(members)
+
+    def normalize(self) -> Schedule:
+        """TVM's ``Schedule.normalize`` (rebase every loop to start at 0). Lowering in templtune
+        always emits loops from 0 and offsets the index (a ``reduce_axis((2, 6))`` lowers to
+        ``for (k, 0, 4)`` reading ``k + 2``), so every schedule is already normal: this
+        returns the schedule itself."""
+        return self
+
     @property
     def outputs(self) -> list[Operation]:
         return [st.op for st in self._output_stages]

@@ -77,6 +77,7 @@ class Stage:
         # may bind a reduction axis to a thread (a cross-thread reduction).
         self.allow_reduce_bind = False
         self.double_buffered = False
+        self.group: Any = None  # the StageGroup (create_group) this stage belongs to
 
     # ------------------------------------------------------------------------------ helpers
 

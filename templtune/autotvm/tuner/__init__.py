@@ -28,6 +28,8 @@ __all__ = ["GATuner", "GridSearchTuner", "IndexBaseTuner", "RandomTuner", "Tuner
 
 
 def __getattr__(name: str) -> Any:
+    if name == "callback":  # TVM's module path of the callbacks (autotvm.tuner.callback)
+        return importlib.import_module(f"{__name__}.callback")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Model zoo builders: ResNet-18/34/50/101 and MobileNet v1.
+"""Model zoo builders: ResNet-18/34/50/101/152/200/269 and MobileNet v1 (and the layer
+helpers the other zoo networks share).
 
 Weights are random (He initialisation, seeded) and batch-norm is already folded into each
 convolution's weights and bias, as an inference compiler does before fusion. The layer shapes
@@ -16,7 +17,9 @@ from ..ir import Call, Expr, Function, Var
 from ..op import GraphError
 
 _RESNET = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)),
-           50: ("bottleneck", (3, 4, 6, 3)), 101: ("bottleneck", (3, 4, 23, 3))}
+           50: ("bottleneck", (3, 4, 6, 3)), 101: ("bottleneck", (3, 4, 23, 3)),
+           152: ("bottleneck", (3, 8, 36, 3)), 200: ("bottleneck", (3, 24, 36, 3)),
+           269: ("bottleneck", (3, 30, 48, 8))}
 
 
 class _Builder:
@@ -35,14 +38,15 @@ class _Builder:
         self.params.append(v)
         return v
 
-    def conv(self, x: Expr, name: str, cin: int, cout: int, k: int, stride: int, pad: int,
-             depthwise: bool = False, relu: bool = True) -> Call:
+    def conv(self, x: Expr, name: str, cin: int, cout: int, k: int | tuple[int, int],
+             stride: int, pad: Any, depthwise: bool = False, relu: bool = True) -> Call:
+        kh, kw = (k, k) if isinstance(k, int) else k
         if depthwise:
-            shape = (cin, 1, k, k) if self.layout == "NCHW" else (k, k, cin, 1)
-            fan_in = k * k
+            shape = (cin, 1, kh, kw) if self.layout == "NCHW" else (kh, kw, cin, 1)
+            fan_in = kh * kw
         else:
-            shape = (cout, cin, k, k) if self.layout == "NCHW" else (k, k, cin, cout)
-            fan_in = cin * k * k
+            shape = (cout, cin, kh, kw) if self.layout == "NCHW" else (kh, kw, cin, cout)
+            fan_in = cin * kh * kw
         w = self.param(f"{name}_weight", shape, fan_in)
         y: Call = nn.conv2d(x, w, strides=stride, padding=pad, groups=cin if depthwise else 1,
                             data_layout=self.layout)

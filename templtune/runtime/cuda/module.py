@@ -65,6 +65,12 @@ class CudaModule:
         ks = ", ".join(f"{s.name}<<<{s.grid}, {s.block}>>>" for s in self.launches)
         return f"CudaModule({self.entry_name}: {ks})"
 
+    @property
+    def imported_modules(self) -> list[CudaModule]:
+        """``[self]``: a CUDA module is its own host and device module here, so TVM's
+        ``f.imported_modules[0].get_source()`` gives the CUDA C."""
+        return [self]
+
     def get_source(self, fmt: str = "cuda") -> str:
         """``"cuda"``/``"cu"``: the CUDA C; ``"ptx"``: PTX compiled by nvcc now."""
         if fmt in ("cuda", "cu", ""):
