@@ -119,8 +119,9 @@ def test_save_text_formats_and_errors(fadd, tmp_path) -> None:
 
 def test_imported_modules(fadd) -> None:
     assert fadd.imported_modules == []
-    from templtune.codegen.cuda import examples as ex
     from templtune.codegen.cuda.module import build_cuda
+
+    from templtune.codegen.cuda import examples as ex
 
     dev = build_cuda(ex.vector_add(n=1000, threads=64)[0], compile=False)
     assert dev.imported_modules[0] is dev

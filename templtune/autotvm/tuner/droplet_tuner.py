@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.measure import MeasureInput, MeasureResult
+from templtune.autotvm.measure import MeasureInput, MeasureResult
+
 from .index_based import RandomIndexSampler, space_is_valid
 from .registry import register_tuner
 from .tuner import Tuner

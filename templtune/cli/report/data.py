@@ -236,7 +236,7 @@ def load_report_data(logs: Sequence[str | os.PathLike[str]]) -> ReportData:
                 if key not in flops:
                     flops[key] = float(table[key]["flop"]) if key in table else _as_flop(key)
     if not rows:
-        raise ReportError(f"no tuning records in {', '.join((os.fspath(x) for x in logs))}")
+        raise ReportError(f"no tuning records in {', '.join(os.fspath(x) for x in logs)}")
     rows.sort(key=lambda r: r[4].timestamp)  # several logs: one timeline
     order: list[str] = []
     per_task: dict[str, list[tuple[str, Trial, str, LogFormat]]] = {}
@@ -258,7 +258,7 @@ def load_report_data(logs: Sequence[str | os.PathLike[str]]) -> ReportData:
                                float(info.get("weight", 1.0)), tuple(t for _, t, _, _ in recs),
                                best))
     network = _network_curve(rows, tasks, weights_known=bool(table)) if len(tasks) > 1 else None
-    return ReportData(tuple((os.fspath(x) for x in logs)), tuple(tasks), network)
+    return ReportData(tuple(os.fspath(x) for x in logs), tuple(tasks), network)
 
 
 def _network_curve(rows: list, tasks: list[TaskCurve], weights_known: bool) -> NetworkCurve:
