@@ -130,7 +130,7 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
     res = MeasureResult(tuple(float(c) for c in r[0]), r[1], "", float(r[2]), float(r[3]),
                         rec.get("checked", True) is not False, rec.get("infra_error") is True)
-    return MeasureInput(task, RecordState(steps)), res
+    return MeasureInput(task, RecordState(steps)), res  # type: ignore[arg-type]  # duck-typed state
 
 
 def _ends_torn(filename: str) -> bool:
@@ -205,7 +205,8 @@ class RecordReader:
 
     def read_lines(self, max_lines: int | None = None,
                    skip_lines: int = 0) -> tuple[list, list]:
-        inputs, results = [], []
+        inputs: list[MeasureInput] = []
+        results: list[MeasureResult] = []
         for k, (i, r) in enumerate(self):
             if k < skip_lines:
                 continue

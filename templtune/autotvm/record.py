@@ -167,7 +167,7 @@ MAX_ARG_INTS = 64
 def args_within_bounds(args: Any) -> bool:
     """Whether a logged workload's arguments are small enough to re-create its task from
     (at most :data:`MAX_ARG_INTS` numbers, each at most :data:`MAX_ARG_INT` in magnitude)."""
-    ints: list[int] = []
+    ints: list[int | float] = []
 
     def walk(x: Any) -> bool:
         if isinstance(x, (list, tuple)):
@@ -392,9 +392,9 @@ def pick_best(in_file: str | os.PathLike[str], out_file: str | os.PathLike[str] 
     best |= {measure_str_key(inp) for inp, _ in ctx.best_by_targetkey.values()}
     picked, written = [], set()
     for inp, res in recs:
-        key = measure_str_key(inp)
-        if key in best and key not in written:
-            written.add(key)
+        skey = measure_str_key(inp)
+        if skey in best and skey not in written:
+            written.add(skey)
             picked.append((inp, res))
     out.parent.mkdir(parents=True, exist_ok=True)
     return save_to_file(picked, out)

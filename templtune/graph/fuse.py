@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from templtune import te
+from templtune.te.tensor import ComputeOp
 
 from .ir import Call, Expr, Function, Var
 from .op import INJECTIVE, OPAQUE, get_op
@@ -72,6 +73,7 @@ def _layout_free(out: te.Tensor, weight: te.Tensor) -> te.Tensor:
     op = out.op
     if not any(t is weight for t in op.input_tensors):
         return out
+    assert isinstance(op, ComputeOp)  # a weight is read by a compute
     attrs = tuple(sorted({**dict(op.attrs), LAYOUT_FREE_ATTR: [weight]}.items()))
     return dataclasses.replace(op, attrs=attrs).output(0)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from templtune import te, topi
+from templtune.topi.utils import get_const_int
 
 from .ir import TensorType
 from .op import ANCHOR, _out, _register
@@ -33,9 +34,9 @@ def _conv3d_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
 def _conv3d_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data, w = x
     pad, (sd, sh, sw) = a["padding"], a["strides"]
-    shape = _conv3d_infer([TensorType(tuple(int(getattr(s, "value", s)) for s in t.shape),
+    shape = _conv3d_infer([TensorType(tuple(get_const_int(s) for s in t.shape),
                                       t.dtype) for t in x], a)
-    _, ci, kd, kh, kw = (int(getattr(s, "value", s)) for s in w.shape)
+    _, ci, kd, kh, kw = (get_const_int(s) for s in w.shape)
     p = topi.nn.pad(data, (0, 0, *pad[:3]), (0, 0, *pad[3:]), name="pad_temp") \
         if any(pad) else data
     rc, rd = te.reduce_axis((0, ci), name="rc"), te.reduce_axis((0, kd), name="rd")
@@ -68,7 +69,7 @@ def _pool_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
 def _pool3d(kind: str) -> tuple[Any, Any]:
     def compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
         data = x[0]
-        dims = tuple(int(getattr(s, "value", s)) for s in data.shape)
+        dims = tuple(get_const_int(s) for s in data.shape)
         shape = _pool_infer([TensorType(dims, data.dtype)], a)
         pad, st, k = a["padding"], a["strides"], a["pool_size"]
         r = [te.reduce_axis((0, k[d]), name=f"r{d}") for d in range(3)]
@@ -128,7 +129,7 @@ _register("nn.avg_pool3d", ANCHOR, _pool_infer, *_pool3d("avg"))
 
 def _gap3d_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data = x[0]
-    n, c, *sp = (int(getattr(s, "value", s)) for s in data.shape)
+    n, c, *sp = (get_const_int(s) for s in data.shape)
     r = [te.reduce_axis((0, s), name=f"r{d}") for d, s in enumerate(sp)]
     total = te.compute((n, c, 1, 1, 1), lambda i, j, *_: te.sum(data[i, j, r[0], r[1], r[2]],
                                                                  axis=r), name="gap3d_sum")

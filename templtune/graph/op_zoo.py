@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from templtune import te
+from templtune.topi.utils import get_const_int
 
 from .ir import TensorType
 from .op import INJECTIVE, OPAQUE, _register
@@ -40,10 +41,9 @@ def _concat_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
 def _concat_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     ndim = len(x[0].shape)
     axis = _axis(a, ndim)
-    sizes = [int(t.shape[axis].value) if hasattr(t.shape[axis], "value") else int(t.shape[axis])
-             for t in x]
+    sizes = [get_const_int(t.shape[axis]) for t in x]
     starts = [sum(sizes[:k]) for k in range(len(x))]
-    shape = list(x[0].shape)
+    shape: list[Any] = list(x[0].shape)
     shape[axis] = sum(sizes)
 
     def body(*i: Any) -> Any:

@@ -44,8 +44,8 @@ class TaskTemplate:
     fcompute: Callable[..., Any] | None = None
     fschedule: Callable[..., Any] | None = None
 
-    def __call__(self, *args: Any) -> Any:
-        args = deserialize_args(args)
+    def __call__(self, *raw: Any) -> Any:
+        args = deserialize_args(raw)
         if self.fcustomized is not None:
             return self.fcustomized(*args)
         if self.fcompute is None or self.fschedule is None:
@@ -228,7 +228,7 @@ class Task:
         # NOTE: the template function and the space (which may hold multi_filter lambdas) go
         # through cloudpickle when available, so spawn-started workers need not import the
         # module that registered the template. Targets travel as strings.
-        state = {"name": self.name, "args": self.args, "flop": self.flop,
+        state: dict[str, Any] = {"name": self.name, "args": self.args, "flop": self.flop,
                  "target": None if self.target is None else str(self.target),
                  "target_host": None if self.target_host is None else str(self.target_host)}
         payload = (self._func or TASK_TABLE.get(self.name), self.config_space)

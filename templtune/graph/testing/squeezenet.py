@@ -19,7 +19,7 @@ def _fire(b: _Builder, x: Expr, name: str, cin: int, squeeze: int, e1: int, e3: 
     return nn.concatenate([left, right], axis=1)
 
 
-_FIRES = {"1.0": ((16, 64, 64), (16, 64, 64), (32, 128, 128), "pool", (32, 128, 128),
+_FIRES: dict[str, tuple[tuple[int, int, int] | str, ...]] = {"1.0": ((16, 64, 64), (16, 64, 64), (32, 128, 128), "pool", (32, 128, 128),
                   (48, 192, 192), (48, 192, 192), (64, 256, 256), "pool", (64, 256, 256)),
           "1.1": ((16, 64, 64), (16, 64, 64), "pool", (32, 128, 128), (32, 128, 128), "pool",
                   (48, 192, 192), (48, 192, 192), (64, 256, 256), (64, 256, 256))}
@@ -41,11 +41,12 @@ def get_workload(batch_size: int = 1, num_classes: int = 1000, version: str = "1
         cin = 64
     x = nn.max_pool2d(x, pool_size=3, strides=2)
     for k, spec in enumerate(_FIRES[version]):
-        if spec == "pool":
+        if isinstance(spec, str):  # "pool"
             x = nn.max_pool2d(x, pool_size=3, strides=2)
             continue
-        x = _fire(b, x, f"fire{k}", cin, *spec)
-        cin = spec[1] + spec[2]
+        squeeze, e1, e3 = spec
+        x = _fire(b, x, f"fire{k}", cin, squeeze, e1, e3)
+        cin = e1 + e3
     x = nn.dropout(x, rate=0.5)
     x = b.conv(x, "conv_final", cin, num_classes, 1, 1, 0)
     out = nn.softmax(nn.batch_flatten(nn.global_avg_pool2d(x)), axis=1)
