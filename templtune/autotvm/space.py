@@ -50,7 +50,7 @@ __all__ = [
 
 RngLike = np.random.Generator | int | None
 
-_KNOB_CLASSES: dict[str, type[KnobSpace]] = {
+_KNOB_CLASSES: dict[str, Callable[..., KnobSpace]] = {
     "split": SplitSpace, "reorder": ReorderSpace, "annotate": AnnotateSpace,
     "knob": OtherOptionSpace,
 }
