@@ -107,6 +107,9 @@ KNOBS: tuple[Knob, ...] = (
          "Directory of the nvcc compile cache (default: `~/.cache/templtune/cuda`)."),
     Knob("CUDA_HOME", _P, None, "CUDA toolkit root searched for `nvcc` when it is not on `PATH`."),
     Knob("CUDA_PATH", _P, None, "Second CUDA toolkit root searched for `nvcc` (after `CUDA_HOME`)."),
+    Knob("CC", _S, None,
+         "C compiler that `Module.save` writes object files with (default: `gcc`, `cc` or "
+         "`clang` from `PATH`)."),
     Knob("CXX", _S, None,
          "C compiler that `export_library` links shared libraries with (default: `g++`, `gcc` "
          "or `cc` from `PATH`)."),

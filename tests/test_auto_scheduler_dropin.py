@@ -187,7 +187,7 @@ def test_task_inputs_are_what_the_runner_measures_with() -> None:
     try:
         (res,) = runner.run(inputs, builder.build(inputs, verbose=0), verbose=0)
         assert res.error_no == 0, res.error_msg
-        fed = runner._runner.ref_input
+        fed = runner.ref_input
         np.testing.assert_array_equal(fed[1], perm)  # the registered index array
         assert fed[0].dtype == np.float32 and np.abs(fed[0]).max() > 0  # random data
     finally:

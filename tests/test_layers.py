@@ -47,6 +47,9 @@ RANK: dict[str, int] = {
 # Sub-packages of autotvm with their own rank (issue 14: autotvm -> measure -> tuner). The
 # callbacks belong to the tuners (TVM's module is autotvm.tuner.callback).
 SUBLAYERS: dict[str, str] = {
+    # how AutoTVM rebuilds a candidate (task reference + config index) and its MeasureInput:
+    # AutoTVM's side of the shared measurement stack, needed by the records below the runners
+    "templtune.autotvm.measure.candidate": "autotvm",
     "templtune.autotvm.measure": "autotvm.measure",
     "templtune.autotvm.tuner": "autotvm.tuner",
     "templtune.autotvm.callback": "autotvm.tuner",

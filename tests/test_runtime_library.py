@@ -104,7 +104,7 @@ def test_export_library_with_fcompile(fadd, tmp_path) -> None:
 def test_save_text_formats_and_errors(fadd, tmp_path) -> None:
     fadd.save(str(tmp_path / "myadd.ll"))
     fadd.save(str(tmp_path / "myadd.s"))
-    assert 'define void @"myadd"' in (tmp_path / "myadd.ll").read_text()
+    assert 'define i32 @"myadd"' in (tmp_path / "myadd.ll").read_text()
     assert "myadd" in (tmp_path / "myadd.s").read_text()
     with pytest.raises(ValueError, match="bc"):
         fadd.save(str(tmp_path / "myadd.bc"))
@@ -119,9 +119,8 @@ def test_save_text_formats_and_errors(fadd, tmp_path) -> None:
 
 def test_imported_modules(fadd) -> None:
     assert fadd.imported_modules == []
-    from templtune.codegen.cuda.module import build_cuda
-
     from templtune.codegen.cuda import examples as ex
+    from templtune.runtime.cuda.module import build_cuda
 
     dev = build_cuda(ex.vector_add(n=1000, threads=64)[0], compile=False)
     assert dev.imported_modules[0] is dev

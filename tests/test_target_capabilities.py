@@ -235,7 +235,7 @@ def test_fallback_block_follows_the_target_not_the_host():
 
 def test_gpu_decisions_come_from_the_record():
     from templtune.auto_scheduler.search_task import HardwareParams, is_gpu_target
-    from templtune.measure.worker import _is_device
+    from templtune.measure.candidate import is_device_target as _is_device
 
     for text, gpu in (("cuda -arch=sm_90", True), ("llvm", False)):
         assert is_gpu_target(Target(text)) is gpu and _is_device(text) is gpu

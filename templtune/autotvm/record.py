@@ -190,8 +190,9 @@ def decode(row: str, protocol: str = "json") -> Record | None:
 
 
 def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
-    from templtune.autotvm.measure import MeasureInput, MeasureResult
+    from templtune.autotvm.measure.candidate import MeasureInput
     from templtune.autotvm.task.task import Task
+    from templtune.measure.measure import MeasureResult
 
     if protocol != "json":
         raise ValueError(f"unsupported record protocol {protocol!r} (only 'json')")

@@ -34,7 +34,9 @@ SIZE_SYMBOL = "__templtune_module_size"
 
 
 def _cc() -> str:
-    for name in (os.environ.get("CC"), "gcc", "cc", "clang"):
+    from templtune import config
+
+    for name in (config.get("CC"), "gcc", "cc", "clang"):
         if name and shutil.which(name):
             return name
     raise CodegenError("no C compiler found (tried $CC, gcc, cc, clang) to write an object file")
