@@ -52,14 +52,17 @@ def assert_allclose(actual: Any, desired: Any, rtol: float = 1e-7, atol: float =
 def device_enabled(target: Any) -> bool:
     """Whether ``target`` (a target string such as ``"llvm"`` / ``"cuda -arch=sm_80"``, or a
     Target) can run on this machine: the CPU always, CUDA when a GPU is present."""
-    kind = str(target).split()[0] if str(target).strip() else ""
-    if kind in ("llvm", "c", "cpu"):
-        return True
-    if kind in ("cuda", "nvptx", "gpu"):
-        from templtune.runtime.ndarray import cuda
+    from templtune.target import Target, capabilities
 
-        return cuda().exist
-    return False
+    try:
+        caps = capabilities(target if isinstance(target, Target) else Target(str(target)))
+    except Exception:  # noqa: BLE001 - a target this build does not know cannot run here
+        return False
+    if not caps.is_gpu:
+        return True
+    from templtune.runtime.ndarray import cuda
+
+    return bool(cuda().exist)
 
 
 def enabled_targets() -> list[tuple[str, Any]]:

@@ -24,6 +24,7 @@ from templtune.auto_scheduler import (
 from templtune.auto_scheduler.measure import MeasureInput, MeasureResult
 from templtune.auto_scheduler.search_task import HardwareParams
 from templtune.auto_scheduler.task_input import TaskInputError
+from templtune.errors import TargetError
 
 HW4 = HardwareParams(4, 64, 64, 0, 0, 0, 0, 0)
 
@@ -45,7 +46,8 @@ def test_layout_rewrite_option_values_and_target_defaults() -> None:
     get = LayoutRewriteOption.get_target_default
     assert get("llvm -mcpu=core-avx2") is LayoutRewriteOption.INSERT_TRANSFORM_STAGE
     assert get("llvm", in_relay_integration=True) is LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED
-    assert get("opencl -device=mali") is LayoutRewriteOption.INSERT_TRANSFORM_STAGE
+    with pytest.raises(TargetError, match="opencl"):
+        get("opencl -device=mali")  # no OpenCL backend here
     assert get("cuda") is LayoutRewriteOption.NO_REWRITE
     assert get("cuda", True) is LayoutRewriteOption.NO_REWRITE
     task = SearchTask(compute_dag=ComputeDAG(_matmul(16)), target="llvm",

@@ -49,12 +49,14 @@ class LayoutRewriteOption(enum.IntEnum):
     @staticmethod
     def get_target_default(target: Any, in_relay_integration: bool = False
                            ) -> LayoutRewriteOption:
-        """The default for ``target``, as TVM: CPU (``llvm``) and Mali targets rewrite layouts
+        """The default for ``target``, as TVM: CPU (``llvm``) targets rewrite layouts
         (pre-transformed weights inside network compilation, a transform stage otherwise);
-        every other target does not."""
-        text = str(target)
-        kind = text.split()[0] if text.strip() else ""
-        if kind == "llvm" or "-device=mali" in text:
+        GPU targets do not. (TVM's Mali rule has no counterpart: templtune has no OpenCL
+        backend, and a target kind it does not know raises ``TargetError``.)"""
+        from templtune.target import Target
+
+        t = target if isinstance(target, Target) else Target(str(target))
+        if not t.capabilities.is_gpu:
             return (LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED if in_relay_integration
                     else LayoutRewriteOption.INSERT_TRANSFORM_STAGE)
         return LayoutRewriteOption.NO_REWRITE
