@@ -183,3 +183,54 @@ def test_auto_scheduler_records_carry_the_device(tmp_path, monkeypatch):
     assert auto.ApplyHistoryBest([(back_inp, back)]).query(target, key) is None
     assert auto.ApplyHistoryBest([(back_inp, back)], include_emulated=True).query(
         target, key) is not None
+
+
+def _cli(capsys, *argv):
+    from templtune.cli.main import main
+
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_templates_by_target(capsys):
+    rc, out, _ = _cli(capsys, "templates", "--target", "cuda")
+    assert rc == 0
+    names = {ln.split()[0] for ln in out.splitlines() if ln and not ln.startswith(" ")}
+    assert {"conv2d_nchw.cuda", "dense.cuda", "conv2d_nchw_winograd.cuda"} <= names
+    assert "dense" not in names and "conv2d_nhwc" not in names
+    rc, out, _ = _cli(capsys, "templates", "--target", "llvm")
+    assert rc == 0 and "dense.cuda" not in out and "conv2d_nhwc" in out
+    rc, _, err = _cli(capsys, "templates", "--target", "nosuch")
+    assert rc == 1 and "nosuch" in err
+
+
+@pytest.mark.parametrize("template,args,target,want", [
+    ("dense", "4,16,8", "cuda", "'dense' is for llvm targets"),
+    ("dense.cuda", "1,32,16", "llvm", "'dense.cuda' is for cuda targets"),
+])
+def test_cli_tune_refuses_a_template_of_another_target(capsys, tmp_path, template, args,
+                                                       target, want):
+    log = tmp_path / "x.log"
+    rc, _, err = _cli(capsys, "tune", "--template", template, "--args", args, "--target", target,
+                      "--n-trial", "1", "--log", str(log))
+    lines = err.strip().splitlines()
+    assert rc == 1 and len(lines) == 1 and want in lines[0], err
+    assert f"templates --target {target}" in lines[0]
+    assert not log.exists()  # refused before any trial
+
+
+@pytest.mark.cuda
+def test_cli_tunes_a_cuda_template_on_the_emulator(tmp_path, monkeypatch):
+    log = tmp_path / "dense.log"
+    code = ("import sys; from templtune.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    clean = {k: v for k, v in os.environ.items() if k not in _KNOBS}
+    out = subprocess.run([sys.executable, "-c", code, "tune", "--template", "dense.cuda",
+                          "--args", "1,32,16", "--target", "cuda", "--tuner", "random",
+                          "--n-trial", "2", "--log", str(log)], cwd=ROOT, env=clean, text=True,
+                         capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "CPU timings" in out.stderr
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(rows) == 2 and all(r["result"][1] == 0 and r["device"] == "emulator"
+                                  for r in rows)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..measure.measure import MeasureInput, MeasureResult
+from ..measure import MeasureInput, MeasureResult
 from .index_based import RandomIndexSampler, space_is_valid
 from .registry import register_tuner
 from .tuner import Tuner
