@@ -99,10 +99,11 @@ KNOBS: tuple[Knob, ...] = (
          "mapped)."),
     Knob("TEMPLTUNE_CUDA_BACKEND", _S, None,
          "CUDA runtime: `pycuda`, `cuda-python` or `emulator` (CPU emulation; default: the "
-         "first real runtime that loads; another name is an error when a runtime is loaded)."),
-    Knob("TEMPLTUNE_CUDA_EMULATOR", _S, "lockstep",
-         "Emulator mode: `lockstep` (race-checking interpreter) or `llvm` (kernels compiled "
-         "for the host).", choices=("lockstep", "llvm")),
+         "first real runtime that loads, else the emulator with one warning; a real runtime "
+         "named here that cannot load is an error)."),
+    Knob("TEMPLTUNE_CUDA_EMULATOR", _S, "llvm",
+         "Emulator mode: `llvm` (kernels compiled for the host, fast) or `lockstep` "
+         "(race-checking interpreter, slow).", choices=("lockstep", "llvm")),
     Knob("TEMPLTUNE_CUDA_CACHE", _P, None,
          "Directory of the nvcc compile cache (default: `~/.cache/templtune/cuda`)."),
     Knob("CUDA_HOME", _P, None, "CUDA toolkit root searched for `nvcc` when it is not on `PATH`."),

@@ -71,7 +71,7 @@ def test_bad_values_warn_and_fall_back(monkeypatch, caplog):
     monkeypatch.delenv("TVM_NUM_THREADS")
     assert config.get("TEMPLTUNE_NUM_THREADS") is None
     monkeypatch.setenv("TEMPLTUNE_CUDA_EMULATOR", "fast")  # not a choice
-    assert config.get("TEMPLTUNE_CUDA_EMULATOR") == "lockstep"
+    assert config.get("TEMPLTUNE_CUDA_EMULATOR") == "llvm"
     monkeypatch.setenv("TEMPLTUNE_DEBUG", "")  # empty is unset
     assert config.get("TEMPLTUNE_DEBUG") is False
 

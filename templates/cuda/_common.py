@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from templtune import te
 
-__all__ = ["bind_tiles", "cooperative_fetch", "unroll_pragmas"]
+__all__ = ["KnobFilter", "bind_tiles", "cooperative_fetch", "unroll_pragmas"]
+
+
+@dataclass(frozen=True)
+class KnobFilter:
+    """A ``multi_filter`` on the factors of some split knobs: ``keep(*sizes)`` gets, per knob
+    of ``knobs``, the tuple of its split factors (``entity.size``), and must work when the
+    factors are numpy arrays too: :meth:`table` evaluates it over all the knobs' entities at
+    once, so the space is sized without a Python call per point."""
+
+    knobs: tuple[str, ...]
+    keep: Callable[..., Any]
+
+    def __call__(self, entities: Any) -> bool:
+        return bool(self.keep(*(tuple(int(v) for v in entities[k].size) for k in self.knobs)))
+
+    def table(self, *spaces: Any) -> np.ndarray:
+        n = len(spaces)
+        args = []
+        for i, space in enumerate(spaces):
+            sizes = np.array([[int(v) for v in space[j].size] for j in range(len(space))],
+                             dtype=np.int64)
+            shape = [-1 if d == i else 1 for d in range(n)]
+            args.append(tuple(sizes[:, c].reshape(shape) for c in range(sizes.shape[1])))
+        return np.broadcast_to(self.keep(*args), [len(s) for s in spaces])
 
 
 def cooperative_fetch(s: Any, load: Any, parts: Sequence[tuple[Any, str]]) -> None:

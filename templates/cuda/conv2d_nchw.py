@@ -5,6 +5,8 @@ thread, inner), ``tile_rc``, ``tile_ry``, ``tile_rx`` (3-way reduction splits),
 ``auto_unroll_max_step`` in {0, 512, 1500} and ``unroll_explicit`` in {0, 1}. The output tile of
 a block is accumulated in registers (``local``); input and weight tiles are fetched
 cooperatively into shared memory by all threads of the block at each outer reduction step.
+Configs over the target's per-block limits are filtered out (:func:`prune_over_limits`); the
+index space stays the tutorial's.
 
 Registered as ``"tutorial/conv2d_no_batching"`` (the seed's name) and ``"conv2d_nchw.cuda"``.
 """
@@ -13,15 +15,62 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from templtune import autotvm, te, topi
+from templtune import target as _target
 from templtune.autotvm import strategy
 from templtune.autotvm.strategy import TemplateInfo
 
 from .._strategy import CONV_PARAMS, GPU_KEYS, conv_nchw_args, is_conv
-from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
+from ._common import KnobFilter, bind_tiles, cooperative_fetch, unroll_pragmas
+
+#: local words per thread the CUDA backend builds at most (its ``max_local_words_per_thread``)
+MAX_LOCAL_WORDS = 1024
 
 
-def _schedule(cfg: Any, s: Any, conv: Any) -> None:
+def prune_over_limits(cfg: Any, stride: tuple[int, int], padded_hw: tuple[int, int]) -> None:
+    """Drop the configs whose blocks exceed the target's threads, shared memory or registers
+    per block (its capability record), so no trial is spent on an ``INSTANTIATION_ERROR``.
+
+    Threads per block are the product of the thread factors of ``tile_f/y/x``; shared memory
+    holds one outer reduction step of the input tile (the block's output rows and columns
+    widened by the kernel window) and of the weight tile; registers per thread are the
+    accumulators and the two register tiles, times the virtual threads (at most
+    :data:`MAX_LOCAL_WORDS`, and times the threads within the registers per block).
+    """
+    caps = _target.capabilities(None)
+    max_threads, max_shared = caps.max_threads_per_block, caps.max_shared_memory_per_block
+    max_regs = caps.max_registers_per_block
+    if not (max_threads and max_shared and max_regs):
+        return  # not a GPU target: no per-block limits
+    sh, sw = stride
+    # NOTE: tile_rx splits ry and tile_ry splits rx (see _schedule)
+    knobs = ("tile_f", "tile_y", "tile_x", "tile_rc", "tile_rx", "tile_ry")
+
+    def threads(f: Any, y: Any, x: Any) -> Any:
+        return f[2] * y[2] * x[2]
+
+    def fits(f: Any, y: Any, x: Any, rc: Any, ry: Any, rx: Any) -> Any:
+        n = threads(f, y, x)
+        blk_f, blk_y, blk_x = f[1] * f[2] * f[3], y[1] * y[2] * y[3], x[1] * x[2] * x[3]
+        rc_in, ry_in, rx_in = rc[1] * rc[2], ry[1] * ry[2], rx[1] * rx[2]
+        h = np.minimum((blk_y - 1) * sh + ry_in, padded_hw[0])
+        w = np.minimum((blk_x - 1) * sw + rx_in, padded_hw[1])
+        shared = 4 * (rc_in * h * w + blk_f * rc_in * ry_in * rx_in)
+        acc = f[3] * y[3] * x[3]
+        data = rc[2] * ((y[3] - 1) * sh + ry[2]) * ((x[3] - 1) * sw + rx[2])
+        weight = f[3] * rc[2] * ry[2] * rx[2]
+        words = f[1] * y[1] * x[1] * (acc + data + weight)
+        return ((n <= max_threads) & (shared <= max_shared) & (words <= MAX_LOCAL_WORDS)
+                & (words * n <= max_regs))
+
+    cfg.multi_filter(KnobFilter(knobs[:3], lambda f, y, x: threads(f, y, x) <= max_threads),
+                     knobs=knobs[:3])
+    cfg.multi_filter(KnobFilter(knobs, fits), knobs=knobs)
+
+
+def _schedule(cfg: Any, s: Any, conv: Any, stride: tuple[int, int] = (1, 1)) -> None:
     n, f, y, x = s[conv].op.axis
     rc, ry, rx = s[conv].op.reduce_axis
     cfg.define_split("tile_f", f, num_outputs=4)
@@ -34,6 +83,7 @@ def _schedule(cfg: Any, s: Any, conv: Any) -> None:
     cfg.define_knob("unroll_explicit", [0, 1])
 
     padded = s[conv].op.input_tensors[0]
+    prune_over_limits(cfg, stride, (int(padded.shape[2]), int(padded.shape[3])))
     weight = s[conv].op.input_tensors[1]
     s[padded].compute_inline()
 
@@ -84,7 +134,8 @@ def _conv2d(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
     conv = topi.nn.conv2d_nchw(data, kernel, stride, padding, dilation=1, out_dtype="float32")
     s = te.create_schedule([conv.op])
-    _schedule(autotvm.get_config(), s, conv)
+    st = (stride, stride) if isinstance(stride, int) else tuple(int(v) for v in stride)
+    _schedule(autotvm.get_config(), s, conv, (st[0], st[1]))
     return s, [data, kernel, conv]
 
 

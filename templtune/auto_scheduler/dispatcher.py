@@ -145,6 +145,9 @@ class ApplyHistoryBest(DispatchContext):
         Load only the first ``n_lines`` records.
     include_compatible : bool
         Allow records of compatible (divisible-shape) workloads.
+    include_emulated : bool or None
+        Use records timed on the CPU CUDA emulator (``"device": "emulator"``). None (default):
+        only when CUDA modules run on the emulator here; on a real GPU they are ignored.
 
     Notes
     -----
@@ -154,9 +157,10 @@ class ApplyHistoryBest(DispatchContext):
     """
 
     def __init__(self, records: Any, n_lines: int | None = None,
-                 include_compatible: bool = False) -> None:
+                 include_compatible: bool = False, include_emulated: bool | None = None) -> None:
         super().__init__()
         self.include_compatible = include_compatible
+        self.include_emulated = include_emulated
         self.best: dict[str, dict[str, tuple[Any, float]]] = {}
         # (kind, key) -> heap of (-cost, -seq, state): the CANDIDATES fastest records
         self._candidates: dict[tuple[str, str], list[tuple[float, int, Any]]] = {}
@@ -178,12 +182,22 @@ class ApplyHistoryBest(DispatchContext):
                 pairs.append(r)
         if n_lines is not None:
             pairs = pairs[:n_lines]
+        skipped = 0
+        use_emulated: bool | None = None  # decided at the first emulated record (probes CUDA)
         for inp, res in pairs:
             # NOTE: only finite, positive costs of successful records compete (a NaN cost
             # that came first would otherwise never be replaced).
             cost = usable_cost(res)
             if cost is None:
                 continue
+            if getattr(res, "device", "") == "emulator":
+                if use_emulated is None:
+                    from templtune.runtime.cuda.backend import use_emulated_records
+
+                    use_emulated = use_emulated_records(self.include_emulated)
+                if not use_emulated:
+                    skipped += 1
+                    continue
             kind = _kind(inp.task.target)
             table = self.best.setdefault(kind, {})
             k = inp.task.workload_key
@@ -197,6 +211,9 @@ class ApplyHistoryBest(DispatchContext):
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
             self._checked.discard((kind, k))
+        if skipped:
+            logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
+                           "include_emulated=True uses them)", skipped)
 
     def _vet(self, kind: str, workload_key: str, dag: Any) -> None:
         """Replace the best of the key by the fastest candidate whose steps fit ``dag``."""

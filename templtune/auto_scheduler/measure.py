@@ -69,9 +69,9 @@ class MeasureResult(_m.MeasureResult):
 
     def __init__(self, costs: Sequence[float], error_no: int, error_msg: str = "",
                  all_cost: float = 0.0, timestamp: float = 0.0, checked: bool = True,
-                 infra_error: bool = False) -> None:
+                 infra_error: bool = False, device: str = "") -> None:
         super().__init__(tuple(costs), _m.MeasureErrorNo(int(error_no)), all_cost, timestamp,
-                         error_msg, checked, infra_error)
+                         error_msg, checked, infra_error, device)
 
 
 def _result_text(res: MeasureResult) -> str:

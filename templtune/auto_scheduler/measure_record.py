@@ -73,6 +73,8 @@ def dump_record_to_string(inp: MeasureInput, res: MeasureResult) -> str:
         rec["checked"] = False
     if getattr(res, "infra_error", False):
         rec["infra_error"] = True
+    if getattr(res, "device", ""):
+        rec["device"] = str(res.device)  # e.g. "emulator": CPU timings of a CUDA candidate
     return json.dumps(rec)
 
 
@@ -104,7 +106,7 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     rec = json.loads(line.lstrip("\ufeff \t"))
     if not isinstance(rec, dict):
         raise TypeError("an auto_scheduler record must be a JSON object")
-    unknown = set(rec) - {"i", "r", "v", "checked", "infra_error"}
+    unknown = set(rec) - {"i", "r", "v", "checked", "infra_error", "device"}
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)} in auto_scheduler record")
     t = rec["i"][0]
@@ -128,8 +130,12 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     if not (_is_number(r[2]) and _is_number(r[3])):
         raise TypeError("all_cost and timestamp must be numbers")
     # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
+    device = rec.get("device", "")
+    if not isinstance(device, str):
+        raise TypeError("device must be a string")
     res = MeasureResult(tuple(float(c) for c in r[0]), r[1], "", float(r[2]), float(r[3]),
-                        rec.get("checked", True) is not False, rec.get("infra_error") is True)
+                        rec.get("checked", True) is not False, rec.get("infra_error") is True,
+                        device)
     return MeasureInput(task, RecordState(steps)), res  # type: ignore[arg-type]  # duck-typed state
 
 

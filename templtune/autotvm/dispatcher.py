@@ -158,6 +158,10 @@ class ApplyHistoryBest(DispatchContext):
         wins; on a tie the first record is kept.
     strict : bool
         Raise :class:`ConfigNotFoundError` on a miss instead of delegating to the fallback.
+    include_emulated : bool or None
+        Use records timed on the CPU CUDA emulator (``"device": "emulator"``). None (default):
+        only when CUDA modules run on the emulator here; on a real GPU they are ignored (their
+        timings are CPU timings), with one warning per load.
 
     Notes
     -----
@@ -168,9 +172,11 @@ class ApplyHistoryBest(DispatchContext):
     warning, and the next-fastest of the ``_CANDIDATES`` fastest records is tried.
     """
 
-    def __init__(self, records: Any = None, strict: bool = False) -> None:
+    def __init__(self, records: Any = None, strict: bool = False,
+                 include_emulated: bool | None = None) -> None:
         super().__init__()
         self.strict = strict
+        self.include_emulated = include_emulated
         self.best_by_targetkey: dict[tuple[str, Any], tuple[Any, Any]] = {}
         self.best_by_model: dict[tuple[str, Any], tuple[Any, Any]] = {}
         self._best_user_defined: dict[tuple[str, Any], Any] = {}
@@ -186,12 +192,21 @@ class ApplyHistoryBest(DispatchContext):
         """Merge more records into the tables."""
         from templtune.autotvm.record import usable_cost
 
-        n = 0
+        n = skipped = 0
+        use_emulated: bool | None = None  # decided at the first emulated record (probes CUDA)
         for inp, res in iter_records(records):
             n += 1
             cost = usable_cost(res)
             if cost is None:
                 continue
+            if getattr(res, "device", "") == "emulator":
+                if use_emulated is None:
+                    from templtune.runtime.cuda.backend import use_emulated_records
+
+                    use_emulated = use_emulated_records(self.include_emulated)
+                if not use_emulated:
+                    skipped += 1
+                    continue
             wkl = inp.task.workload
             for k in target_keys(inp.target):
                 self._offer(self.best_by_targetkey, (k, wkl), cost, inp, res)
@@ -199,6 +214,9 @@ class ApplyHistoryBest(DispatchContext):
             if model != "unknown":
                 self._offer(self.best_by_model, (model, wkl), cost, inp, res)
         logger.debug("loaded %d tuning records", n)
+        if skipped:
+            logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
+                           "include_emulated=True uses them)", skipped)
 
     def _offer(self, table: dict[tuple[str, Any], tuple[Any, Any]], key: tuple[str, Any],
                cost: float, inp: Any, res: Any) -> None:
@@ -282,9 +300,10 @@ class ApplyHistoryBest(DispatchContext):
             self._best_user_defined[(k, workload)] = cfg
 
 
-def apply_history_best(records: Any, strict: bool = False) -> ApplyHistoryBest:
+def apply_history_best(records: Any, strict: bool = False,
+                       include_emulated: bool | None = None) -> ApplyHistoryBest:
     """``with autotvm.apply_history_best("tune.log"): ...`` (see :class:`ApplyHistoryBest`)."""
-    return ApplyHistoryBest(records, strict=strict)
+    return ApplyHistoryBest(records, strict=strict, include_emulated=include_emulated)
 
 
 def _space_of(target: Any, workload: Any) -> Any:

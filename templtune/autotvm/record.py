@@ -86,6 +86,8 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
         row["checked"] = False
     if getattr(result, "infra_error", False):
         row["infra_error"] = True
+    if getattr(result, "device", ""):
+        row["device"] = str(result.device)
     return json.dumps(row)
 
 
@@ -102,6 +104,12 @@ def _plain_args(x: Any) -> bool:
     if isinstance(x, list):
         return all(_plain_args(a) for a in x)
     return x is None or isinstance(x, (str, int, float, bool))
+
+
+def _device(x: Any) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"device must be a string, got {_short(x)}")
+    return x
 
 
 def _finite(x: float, what: str) -> float:
@@ -226,7 +234,8 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     res = MeasureResult(tuple(float(c) for c in costs), error_no, float(all_cost),
                         _finite(float(timestamp), "timestamp"),
                         str(obj.get("error_detail", "")),
-                        obj.get("checked", True) is not False, obj.get("infra_error") is True)
+                        obj.get("checked", True) is not False, obj.get("infra_error") is True,
+                        _device(obj.get("device", "")))
     config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
     # NOTE: target strings repeat on every line; parse each once per loader.
     target = targets.get(tgt_str)

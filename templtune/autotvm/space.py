@@ -18,6 +18,7 @@ index qualifies; ``define_*`` raises when a knob's space is empty (TVM fails lat
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -146,8 +147,16 @@ class _ConfigBase:
         n_out = _num_outputs(kind, axes, kwargs)
         return [Axis(None, i) for i in range(n_out)]
 
-    def multi_filter(self, filter: Callable[[Mapping[str, Entity]], bool]) -> None:
-        """Keep only the points for which ``filter(name -> entity map)`` is true."""
+    def multi_filter(self, filter: Callable[[Mapping[str, Entity]], bool],
+                     knobs: Sequence[str] | None = None) -> None:
+        """Keep only the points for which ``filter(name -> entity map)`` is true.
+
+        ``knobs``: the knobs ``filter`` reads, when known. Counting a space whose filters all
+        name them evaluates each filter once per combination of its knobs only (not once per
+        point), so large spaces stay cheap to size. A filter with a ``table(*knob_spaces)``
+        method answers all those combinations at once: a boolean array shaped like the
+        knobs' entity counts, equal to calling it on each combination.
+        """
 
     # -- bookkeeping
     def add_flop(self, flop: Any) -> None:
@@ -183,6 +192,8 @@ class ConfigSpace(_ConfigBase):
         super().__init__()
         self.space_map: dict[str, KnobSpace] = {}
         self._filters: list[Callable[[Mapping[str, Entity]], bool]] = []
+        #: per filter, the knobs it reads (None: unknown, evaluated point by point)
+        self._filter_knobs: list[tuple[str, ...] | None] = []
         # NOTE: validity under the multi-filters, per index: -1 unknown, 0 invalid, 1 valid.
         # Filled lazily (one index at a time, or all at once when a count is needed).
         self._valid: np.ndarray | None = None
@@ -204,9 +215,11 @@ class ConfigSpace(_ConfigBase):
         self._invalidate()
         return [Axis(space, i) for i in range(space.num_output)]
 
-    def multi_filter(self, filter: Callable[[Mapping[str, Entity]], bool]) -> None:
+    def multi_filter(self, filter: Callable[[Mapping[str, Entity]], bool],
+                     knobs: Sequence[str] | None = None) -> None:
         if self._collect:
             self._filters.append(filter)
+            self._filter_knobs.append(None if knobs is None else tuple(knobs))
             self._invalidate()
 
     def _invalidate(self) -> None:
@@ -273,9 +286,39 @@ class ConfigSpace(_ConfigBase):
 
     def _valid_all(self) -> np.ndarray:
         cache = self._cache()
+        knob_lists = getattr(self, "_filter_knobs", [])
+        if (len(knob_lists) == len(self._filters) and all(k is not None for k in knob_lists)
+                and bool(np.any(cache < 0))):
+            cache[:] = self._valid_by_knobs(knob_lists)  # type: ignore[arg-type]
         for i in np.flatnonzero(cache < 0):
             cache[i] = self._compute_valid(int(i))
         return cache.astype(bool)
+
+    def _valid_by_knobs(self, knob_lists: Sequence[tuple[str, ...]]) -> np.ndarray:
+        """Validity of every point: each filter over the product of its own knobs, broadcast
+        over the others (the index is mixed-radix, first knob least significant, i.e. a
+        C-order array whose axes are the knobs in reverse)."""
+        names = list(self.space_map)
+        n = len(names)
+        valid = np.ones(self.dims[::-1], dtype=bool)
+        for filt, knobs in zip(self._filters, knob_lists):
+            spaces = [self.space_map[k] for k in knobs]
+            table = getattr(filt, "table", None)
+            if table is not None:
+                sub = np.asarray(table(*spaces), dtype=bool)
+            else:
+                entities = ([s[i] for i in range(len(s))] for s in spaces)
+                sub = np.fromiter((bool(filt(dict(zip(knobs, ents))))
+                                   for ents in itertools.product(*entities)),
+                                  dtype=bool, count=math.prod(len(s) for s in spaces))
+            sub = sub.reshape([len(s) for s in spaces])
+            axes = [n - 1 - names.index(k) for k in knobs]
+            order = sorted(range(len(knobs)), key=lambda i: axes[i])
+            shape = [1] * n
+            for i in order:
+                shape[axes[i]] = len(spaces[i])
+            valid &= sub.transpose(order).reshape(shape)
+        return valid.reshape(-1).astype(np.int8)
 
     def _compute_valid(self, index: int) -> bool:
         ents = self._entities_at(index)

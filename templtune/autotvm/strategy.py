@@ -130,6 +130,21 @@ class TemplateInfo:
                              f" arguments ({want}), got {len(args)}: "
                              f"{','.join(str(a) for a in args)}")
 
+    @property
+    def target_keys(self) -> frozenset[str]:
+        """The keys of the template's target (``{"cpu"}``, ``{"cuda", "gpu"}``)."""
+        return target_keys(self.target)
+
+    def supports(self, target: Any) -> bool:
+        """Whether the template can be tuned for ``target``: the two share a target key.
+
+        Raises
+        ------
+        TargetError
+            ``target`` is not a valid target string.
+        """
+        return bool(self.target_keys & target_keys(target))
+
 
 _STRATEGIES: list[Strategy] = []
 #: template name -> catalogue entry (filled by :func:`catalog`)
@@ -187,15 +202,22 @@ def load_templates() -> None:
         _loaded = True
 
 
-def catalog_entries(family: str | None = None) -> dict[str, TemplateInfo]:
-    """The catalogue (name -> entry) of every packaged template, or of one ``family``."""
+def catalog_entries(family: str | None = None, target: Any = None) -> dict[str, TemplateInfo]:
+    """The catalogue (name -> entry) of every packaged template, or of one ``family``, or of
+    those tunable for ``target`` (sharing one of its keys)."""
     load_templates()
-    return {k: v for k, v in CATALOG.items() if family is None or v.family == family}
+    return {k: v for k, v in CATALOG.items() if (family is None or v.family == family)
+            and (target is None or v.supports(target))}
 
 
-def _keys(target: Any) -> frozenset[str]:
+def target_keys(target: Any) -> frozenset[str]:
+    """The keys of ``target`` (default ``llvm``): ``{"cpu"}`` for llvm, ``{"cuda", "gpu"}``
+    for cuda."""
     tgt = as_target(target if target is not None else "llvm")
     return frozenset(getattr(tgt, "keys", ()) or ())
+
+
+_keys = target_keys
 
 
 def strategies(op: str | None = None, target: Any = None) -> list[Strategy]:

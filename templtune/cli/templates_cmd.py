@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 
 from templtune.autotvm import strategy
-from templtune.cli.main import command
+from templtune.cli.main import CliError, command
 
 
 def cmd_templates(args: argparse.Namespace) -> int:
-    catalog = strategy.catalog_entries(args.family)
+    try:
+        catalog = strategy.catalog_entries(args.family, args.target)
+    except Exception as exc:  # noqa: BLE001 - a bad target string becomes one line
+        raise CliError(f"--target {args.target!r}: {exc}") from None
     for name in sorted(catalog):
         info = catalog[name]
         need = len(info.params) if info.n_required < 0 else info.n_required
@@ -27,4 +30,6 @@ def cmd_templates(args: argparse.Namespace) -> int:
 def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--family", choices=("x86", "cuda"), default=None,
                         help="only this family")
+    parser.add_argument("--target", default=None,
+                        help="only templates tunable for this target (e.g. cuda, llvm)")
     parser.set_defaults(func=cmd_templates)

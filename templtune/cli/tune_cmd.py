@@ -70,12 +70,29 @@ def create_task(name: str, args: tuple[int, ...], target: str) -> Any:
         info.check_args(args)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    _check_target(info, target)
     try:
         return autotvm.task.create(name, args, target)
     except CliError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bad workload/target becomes one line
         raise CliError(f"cannot create task {name}{args} for target {target!r}: {exc}") from None
+
+
+def _check_target(info: Any, target: str) -> None:
+    """Refuse a template for a target it was not written for (e.g. an x86 template for cuda),
+    before any trial fails on it."""
+    from templtune.autotvm import strategy
+
+    try:
+        keys = strategy.target_keys(target)
+    except Exception as exc:  # noqa: BLE001 - a bad target string becomes one line
+        raise CliError(f"cannot create task {info.name} for target {target!r}: {exc}") from None
+    if not info.supports(target):
+        raise CliError(
+            f"template {info.name!r} is for {info.target} targets ({info.family} family, keys "
+            f"{', '.join(sorted(info.target_keys))}); --target {target!r} has keys "
+            f"{', '.join(sorted(keys)) or 'none'}: see 'templtune templates --target {target}'")
 
 
 def make_tuner(kind: str, task: Any, seed: int | None) -> Any:

@@ -80,6 +80,10 @@ class MeasureResult:
     infra_error : bool
         The failure was the infrastructure's, not the candidate's: its worker was killed from
         outside (SIGKILL/SIGTERM) twice. Such a record does not count as measured on resume.
+    device : str
+        The runtime that timed a GPU candidate (``"emulator"``: CPU timings from the CUDA
+        emulator; ``"pycuda"``, ``"cuda-python"``: a real GPU); empty for CPU candidates and
+        failures. Records write it, so a real GPU can ignore emulated timings.
     """
 
     costs: tuple[float, ...]
@@ -89,6 +93,7 @@ class MeasureResult:
     error_detail: str = ""
     checked: bool = True
     infra_error: bool = False
+    device: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "costs", tuple(self.costs))

@@ -190,6 +190,8 @@ class RunReply:
     error_no: MeasureErrorNo
     costs: tuple[float, ...] = ()
     detail: str = ""
+    #: the CUDA runtime that timed the candidate (empty on the CPU)
+    device: str = ""
 
 
 _RUN: dict[str, RunSetup] = {}
@@ -392,7 +394,17 @@ def run_candidate(req: RunRequest) -> RunReply:
         # a module type without these options (e.g. CUDA): its own defaults
         timer = module.time_evaluator(entry, dev, **kwargs)
     res = timer(*arrays)
-    return RunReply(MeasureErrorNo.NO_ERROR, tuple(float(c) for c in getattr(res, "results", res)))
+    return RunReply(MeasureErrorNo.NO_ERROR, tuple(float(c) for c in getattr(res, "results", res)),
+                    device=_runtime_name(st.device))
+
+
+def _runtime_name(device: str) -> str:
+    """The CUDA runtime this process runs kernels on (``emulator`` without a GPU), else ""."""
+    if device != "cuda":
+        return ""
+    from templtune.runtime.cuda.backend import get_backend
+
+    return str(get_backend().name)
 
 
 def compare(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str:
