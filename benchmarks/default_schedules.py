@@ -19,7 +19,7 @@ import numpy as np
 
 import templtune
 from templtune import te, topi
-from templtune.graph.default_schedule import default_schedule
+from templtune.graph.default_schedules import default_schedule
 from templtune.te.expr import Reduce
 from templtune.te.tensor import ComputeOp
 

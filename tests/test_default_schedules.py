@@ -1,4 +1,4 @@
-"""Default schedules of groups without a template or record (graph/default_schedule.py).
+"""Default schedules of groups without a template or record (graph/default_schedules.py).
 
 Oracles: numpy and topi.testing's references, on shapes whose innermost extents divide the
 vector lanes, divide only a narrower power of two, or nothing (tails); plus the lowered loop IR
@@ -16,8 +16,11 @@ import pytest
 import templtune
 from templtune import graph, te, topi
 from templtune.graph import nn
-from templtune.graph.default_schedule import default_schedule
+from templtune.graph.default_schedules import default_schedule
+from templtune.lower.ir import Buffer, For, ForKind, Load, Ramp, Store
+from templtune.lower.passes import vectorize_loops
 from templtune.target import Target
+from templtune.te.expr import Select, Var, const
 from templtune.topi.testing import adaptive_pool2d_python, pool2d_python, softmax_python
 
 TARGET = Target("llvm")
@@ -197,3 +200,30 @@ def test_network_of_default_groups_matches_numpy() -> None:
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), graph.evaluate(net, params, data=a),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_vectorizer_renders_guarded_select_over_static_buffers() -> None:
+    """A lane-wise padding test (``if_then_else`` with a load) vectorizes when the loads read
+    buffers of constant size (masked loads), and stays serial over a buffer of unknown size."""
+    i, n = Var("i"), Var("n")
+    for shape, kind in (((const(16),), ForKind.VECTORIZED), ((n,), ForKind.SERIAL)):
+        a, b = Buffer("A", shape, "float32"), Buffer("B", (const(16),), "float32")
+        val = Select(i >= 1, Load(a, i - 1), const(-1.0),
+                     guarded=True)
+        out = vectorize_loops(For(i, const(0), const(8), ForKind.VECTORIZED, Store(b, i, val)))
+        if kind is ForKind.SERIAL:
+            assert isinstance(out, For) and out.kind is ForKind.SERIAL
+        else:
+            assert isinstance(out, Store) and isinstance(out.value, Select)
+            assert out.value.guarded and isinstance(out.value.true_value.index, Ramp)
+
+
+def test_padded_window_runs_as_masked_vector_loads() -> None:
+    x = te.placeholder((1, 4, 20, 32), name="x")
+    y = topi.nn.pool2d(x, 3, 2, 1, "max")
+    f = templtune.build(default_schedule([x, y], TARGET), [x, y], target=TARGET)
+    assert "@llvm.masked." in f.get_source("ll")
+    a = _rand(1, 4, 20, 32)
+    out = np.zeros((1, 4, 10, 16), "float32")
+    f(a, out)
+    np.testing.assert_array_equal(out, pool2d_python(a, 3, 2, 1, "max"))

@@ -10,7 +10,7 @@ Per fused group, in order of preference:
    fallback configs; see :mod:`templtune.graph.autotvm_integration`), with constant weights
    transformed once by the strategy's weight transform; the group's element-wise tail runs as
    a second kernel;
-3. a default schedule (:mod:`templtune.graph.default_schedule`): the leading spatial loops
+3. a default schedule (:mod:`templtune.graph.default_schedules`): the leading spatial loops
    fused and parallel, the innermost one vectorized by the target's lanes.
 
 Equal groups share their kernels.
@@ -36,7 +36,7 @@ from templtune.errors import TempltuneError
 from templtune.target import Target
 
 from .autotvm_integration import Candidate, choose, instantiate
-from .default_schedule import default_schedule
+from .default_schedules import default_schedule
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
 from .op import GraphError

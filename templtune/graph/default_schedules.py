@@ -2,8 +2,9 @@
 
 Pooling, softmax, element-wise and layout-transform groups (and any anchor a template cannot
 run) get it: padding read by a long reduction is materialised, other injective producers are
-inlined (except one read by several stages, one of them a reduction: softmax's ``exp``, which
-would otherwise be computed once per reader), the leading spatial loops are fused and parallel,
+inlined (a pooling window's padding test then runs lane-wise, as masked loads), except one
+read by several stages, one of them a reduction (softmax's ``exp``, which would otherwise be
+computed once per reader); the leading spatial loops are fused and parallel,
 and the innermost non-unit spatial loop is split by the target's vector lanes and vectorized
 (when the lanes, or a power-of-two fraction of them of at least ``_MIN_LANES``, divide it: a
 guarded tail would stay serial). A long single-axis reduction (softmax's max and sum over the
@@ -75,10 +76,6 @@ def _readers(s: Any) -> dict[int, list[Any]]:
     return out
 
 
-def _is_pad(op: Any) -> bool:
-    return "pad" in str(getattr(op, "tag", "")).split(",")
-
-
 def _inline(s: Any, out: te.Tensor) -> None:
     readers = _readers(s)
     for stage in s.stages:
@@ -93,23 +90,7 @@ def _inline(s: Any, out: te.Tensor) -> None:
             continue
         if len(users) > 1 and any(_is_reduce(u) for u in users):
             continue
-        # NOTE: padding read by a short window (pooling) is computed per output row inside
-        # the consumer (see _attach_pads): inlined, its bounds test would keep the window's
-        # vector loop serial.
-        if _is_pad(op) and len(users) == 1 and _is_reduce(users[0]):
-            continue
         stage.compute_inline()
-
-
-def _attach_pads(s: Any, stage: Any, vo: Any) -> None:
-    """Compute the padded inputs of ``stage`` at the loop just outside its vector loop."""
-    leaves = list(stage.leaf_iter_vars)
-    pos = leaves.index(vo)
-    at = leaves[pos - 1] if pos > 0 else vo
-    for t in stage.op.input_tensors:
-        pst = s[t]
-        if _is_pad(t.op) and pst.attach_type != "inline":
-            pst.compute_at(stage, at)
 
 
 def _work(op: ComputeOp) -> int:
@@ -177,8 +158,6 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
             for r in red:  # a short window (pooling): one straight run of vector ops
                 stage.unroll(r)
         _parallel(stage, outer, len(outer), threshold)
-        if reduce:
-            _attach_pads(s, stage, vo)
         return
     if reduce and len(axes) > 1:
         # NOTE: the innermost spatial loop goes inside the reduction, so the inner loop
