@@ -177,8 +177,10 @@ def test_elementwise_is_vectorized_and_parallel() -> None:
 
 
 def test_small_work_runs_on_one_thread() -> None:
-    x = te.placeholder((1, 10), name="x")
+    x = te.placeholder((8, 10), name="x")
     assert '"parallel"' not in _ir([x, topi.nn.softmax(x)])
+    a = te.placeholder((1, 64, 56, 56), name="a")
+    assert '"parallel"' in _ir([a, topi.nn.relu(a)])
 
 
 def test_network_of_default_groups_matches_numpy() -> None:

@@ -27,7 +27,7 @@ _MATERIALISE_MIN = 64  # reductions at least this long get their padded input as
 _PARALLEL_WORK = 1 << 15  # fewer output elements x reduction steps run on one thread
 _UNROLL_MAX = 16  # reduction windows up to this long are unrolled
 _MIN_LANES = 4  # narrower vectors are not worth the split
-_RFACTOR_MIN = 64  # reductions at least this long over a non-vectorizable output are factored
+_RFACTOR_MIN = 64  # single-axis reductions at least this long are factored (rfactor)
 
 
 def _extent(iv: Any) -> int:
@@ -115,7 +115,7 @@ def _parallel(stage: Any, axes: list[Any], limit: int, threshold: int) -> None:
     stage.parallel(fused)
 
 
-def _factor(s: Any, stage: Any, caps: Any) -> Any | None:
+def _factor(s: Any, stage: Any, caps: Any, threshold: int) -> Any | None:
     """rfactor a long single-axis reduction into lane-wide partials; returns the rf stage."""
     op = stage.op
     if len(op.reduce_axis) != 1 or _reduce_extent(op) < _RFACTOR_MIN:
@@ -132,7 +132,7 @@ def _factor(s: Any, stage: Any, caps: Any) -> Any | None:
     rst.reorder(*raxes[:-1], *rst.op.reduce_axis, raxes[-1])
     rst.vectorize(raxes[-1])
     if len(raxes) > 1:
-        _parallel(rst, raxes, len(raxes) - 1, _PARALLEL_MIN)
+        _parallel(rst, raxes, len(raxes) - 1, threshold)
     return rst
 
 
@@ -142,7 +142,7 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
     if not axes:
         return
     reduce = _is_reduce(op)
-    if reduce and _factor(s, stage, caps) is not None:
+    if reduce and _factor(s, stage, caps, threshold) is not None:
         return
     k = _vector_axis(axes)
     v = _lanes(caps, op.output(0).dtype, _extent(axes[k])) if k is not None else 0
