@@ -10,8 +10,8 @@ Per fused group, in order of preference:
    fallback configs; see :mod:`templtune.graph.autotvm_integration`), with constant weights
    transformed once by the strategy's weight transform; the group's element-wise tail runs as
    a second kernel;
-3. a default schedule: padding materialised, other injective producers inlined, the innermost
-   spatial loop moved inside the reduction, and the leading spatial loops fused and parallel.
+3. a default schedule (:mod:`templtune.graph.default_schedules`): the leading spatial loops
+   fused and parallel, the innermost one vectorized by the target's lanes.
 
 Equal groups share their kernels.
 """
@@ -34,20 +34,15 @@ from templtune.auto_scheduler.replay import replay_schedule
 from templtune.autotvm.dispatcher import DispatchContext
 from templtune.errors import TempltuneError
 from templtune.target import Target
-from templtune.te.expr import Reduce
-from templtune.te.tensor import ComputeOp
 
 from .autotvm_integration import Candidate, choose, instantiate
+from .default_schedules import default_schedule
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
 from .op import GraphError
 from .transform import PassContext
 
 logger = logging.getLogger("templtune.graph")
-
-_PARALLEL_MIN = 64  # fuse leading loops until this many parallel iterations (or all but one)
-_MATERIALISE_MIN = 64  # reductions at least this long get their padded input as a real buffer
-
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -79,49 +74,6 @@ class CompiledGroup:
     @property
     def kernels(self) -> tuple[Any, ...]:
         return tuple(st.kernel for st in self.steps)
-
-
-def _reduce_extent(op: ComputeOp) -> int:
-    n = 1
-    for r in op.reduce_axis:
-        n *= int(r.dom.extent.value)
-    return n
-
-
-def default_schedule(tensors: list[te.Tensor]) -> Any:
-    """Inline injective producers; fuse and parallelise the outer loops of what remains."""
-    out = tensors[-1]
-    s = te.create_schedule(out.op)
-    feeds_reduction = {id(t.op) for st in s.stages if isinstance(st.op, ComputeOp)
-                       and isinstance(st.op.body[0], Reduce)
-                       and _reduce_extent(st.op) >= _MATERIALISE_MIN for t in st.op.input_tensors}
-    for stage in s.stages:
-        op = stage.op
-        if not isinstance(op, ComputeOp) or op is out.op or isinstance(op.body[0], Reduce):
-            continue
-        # NOTE: padding read by a long reduction stays a stage of its own: inlined, its bounds
-        # test sits in the innermost loop of a convolution (~10x slower on 3x3 convolutions);
-        # a pooling window is short and inlining saves the extra pass (~1.7x).
-        if id(op) not in feeds_reduction:
-            stage.compute_inline()
-    for stage in s.stages:
-        op = stage.op
-        if not isinstance(op, ComputeOp) or stage.attach_type == "inline":
-            continue
-        axes = list(stage.leaf_iter_vars[:len(op.axis)])
-        if isinstance(op.body[0], Reduce) and len(axes) > 1:
-            # NOTE: the innermost spatial loop goes inside the reduction, so the inner loop
-            # updates independent outputs and LLVM can vectorise it (no reassociation needed).
-            stage.reorder(*axes[:-1], *op.reduce_axis, axes[-1])
-        n, extent = 0, 1
-        while n < len(axes) - 1 and extent < _PARALLEL_MIN:
-            extent *= int(op.axis[n].dom.extent.value)
-            n += 1
-        if n == 0:
-            continue
-        fused = stage.fuse(*axes[:n]) if n > 1 else axes[0]
-        stage.parallel(fused)
-    return s
 
 
 def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts: set[int]
@@ -184,7 +136,7 @@ class _Compiler:
             if via_template is not None:
                 return via_template
         make = (lambda: (sch, tensors)) if tuned else (
-            lambda: (default_schedule(tensors), tensors))
+            lambda: (default_schedule(tensors, self.target), tensors))
         k = self.kernel(key + repr(sorted(layouts)), make, group.name)
         inputs: list[Any] = list(group.inputs)
         for pos, lay in layouts.items():
@@ -224,8 +176,8 @@ class _Compiler:
             tail = make_group(group.calls[1:])
             tt = tail.to_tensors()
             tk = ComputeDAG(tt).workload_key()
-            steps.append(Step(self.kernel(tk, lambda: (default_schedule(tt), tt), tail.name),
-                              tail.inputs, group.output))
+            tail_k = self.kernel(tk, lambda: (default_schedule(tt, self.target), tt), tail.name)
+            steps.append(Step(tail_k, tail.inputs, group.output))
         cost = DispatchContext.current.query_cost(self.target, cand.workload)
         return CompiledGroup(group, tuple(steps), key, cost is not None, f"autotvm:{cand.name}")
 

@@ -57,6 +57,28 @@ class _Fail(Exception):
     pass
 
 
+def _speculable(e: PrimExpr, lanes: int) -> bool:
+    """True when a lane-wise guarded branch ``e`` can be rendered with masked loads: its
+    loads read buffers of constant size (at least ``lanes`` elements) and it divides integers
+    by constants only (the LLVM renderer's condition for a vector ``if_then_else``)."""
+    stack: list[Any] = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Load):
+            size = 1
+            for d in n.buffer.shape:
+                if not isinstance(d, IntImm):
+                    return False
+                size *= d.value
+            if size < lanes or n.predicate is not None:
+                return False
+        elif isinstance(n, BinOp) and not dt.is_float(n.dtype) and not isinstance(n.b, IntImm) \
+                and n.op.name in ("DIV", "FLOORDIV", "FLOORMOD", "MOD"):
+            return False
+        stack.extend(c for c in children(n) if isinstance(c, PrimExpr))
+    return True
+
+
 class _Vectorizer:
     def __init__(self, var: Var, lanes: int, simp: Simplifier) -> None:
         self.v, self.n, self.simp = var, lanes, simp
@@ -121,7 +143,8 @@ class _Vectorizer:
         if isinstance(e, Not):
             return Not(self.bcast(self.expr(e.a)), dt.with_lanes("bool", self.n))
         if isinstance(e, Select):
-            if e.guarded and self.uses(e.cond):
+            if e.guarded and self.uses(e.cond) and not (
+                    _speculable(e.true_value, self.n) and _speculable(e.false_value, self.n)):
                 raise _Fail
             return Select(self.bcast(self.expr(e.cond)), self.bcast(self.expr(e.true_value)),
                           self.bcast(self.expr(e.false_value)), e.guarded)
