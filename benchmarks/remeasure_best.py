@@ -65,9 +65,9 @@ def remeasure(summary: dict[str, Any], top: int, repeat: int, timeout: float,
     from sample_efficiency import WORKLOADS, register_x86_templates
 
     from templtune import autotvm
+    from templtune.autotvm.measure import MeasureInput
     from templtune.measure.local_builder import LocalBuilder
     from templtune.measure.local_runner import LocalRunner
-    from templtune.measure.measure import MeasureInput
 
     register_x86_templates()
     wl = summary["workload"].split("/")[0]

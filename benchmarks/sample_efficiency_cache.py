@@ -15,6 +15,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from templtune.autotvm.tuner.index_based import RandomTuner  # noqa: E402
 from templtune.measure.fake import FakeBuilder, FakeRunner  # noqa: E402
 from templtune.measure.measure import (  # noqa: E402
     Builder,
@@ -24,7 +25,6 @@ from templtune.measure.measure import (  # noqa: E402
     Runner,
     measure_option,
 )
-from templtune.autotvm.tuner.index_based import RandomTuner  # noqa: E402
 
 
 class Cache:

@@ -27,9 +27,9 @@ import numpy as np
 
 import templtune
 from templtune import autotvm
+from templtune.autotvm.record import encode, load_from_file
 from templtune.measure.measure import MeasureErrorNo, MeasureResult
 from templtune.measure.worker import _pin_scratch_allocator
-from templtune.autotvm.record import encode, load_from_file
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT / "templates/logs/cpu/x86.log"

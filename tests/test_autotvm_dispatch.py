@@ -19,7 +19,7 @@ from templtune.autotvm.dispatcher import (
     apply_history_best,
     clear_fallback_cache,
 )
-from templtune.measure.measure import MeasureInput, MeasureResult
+from templtune.autotvm.measure import MeasureInput, MeasureResult
 from templtune.errors import TargetError
 from templtune.target import Target
 

@@ -110,7 +110,7 @@ def test_fallback_split():
 
 
 def test_fallback_with_reference_log():
-    from templtune.measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+    from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 
     ref_space = ConfigSpace()
     ref_space.define_split("tile", 64, num_outputs=3)

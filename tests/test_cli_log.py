@@ -12,7 +12,7 @@ import pytest
 
 from templtune import autotvm, te
 from templtune.autotvm import record
-from templtune.measure.measure import MeasureInput, MeasureResult
+from templtune.autotvm.measure import MeasureInput, MeasureResult
 from templtune.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,13 @@ import pytest
 
 from templtune import autotvm, graph, transform
 from templtune.autotvm import record
-from templtune.autotvm.measure import LocalBuilder, LocalRunner, measure_option
-from templtune.measure.measure import MeasureInput, MeasureResult
+from templtune.autotvm.measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureInput,
+    MeasureResult,
+    measure_option,
+)
 from templtune.autotvm.task.task import create
 from templtune.graph import nn
 from templtune.graph.autotvm_integration import candidates, extract_from_program

@@ -11,8 +11,14 @@ import os
 import pytest
 
 from templtune import autotvm, te
-from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
-from templtune.measure.measure import MeasureInput, create_measure_batch
+from templtune.autotvm.measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    create_measure_batch,
+    measure_option,
+)
 
 N = 16
 

@@ -15,8 +15,14 @@ from templtune import te
 from templtune.autotvm import record
 from templtune.autotvm.callback import log_to_file
 from templtune.autotvm.dispatcher import apply_history_best
-from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
-from templtune.measure.measure import MeasureInput, create_measure_batch
+from templtune.autotvm.measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureErrorNo,
+    MeasureInput,
+    create_measure_batch,
+    measure_option,
+)
 from templtune.autotvm.task.task import create, get_config, template
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 from templtune.errors import InstantiationError

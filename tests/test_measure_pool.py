@@ -8,13 +8,8 @@ import time
 
 import pytest
 
-from templtune.measure.measure import (
-    MeasureErrorNo,
-    MeasureInput,
-    MeasureResult,
-    error_result,
-    measure_option,
-)
+from templtune.autotvm.measure import MeasureInput
+from templtune.measure.measure import MeasureErrorNo, MeasureResult, error_result, measure_option
 from templtune.measure.pool import WorkerPool
 
 

@@ -41,10 +41,12 @@ class _FakeModule:
 def test_runner_does_not_warm_up_twice():
     _CALLS.clear()
     a = np.ones(4, "float32")
-    W.load_run_state("tok", [a, a * 2, np.zeros(4, "float32")], [2], [a * 3], "cpu")
+    W.load_run_state(W.LoadRequest("tok", W.RunSetup(
+        (a, a * 2, np.zeros(4, "float32")), (2,), (a * 3,), "", "cpu")))
     art = W._PICKLED + pickle.dumps(_FakeModule())
-    code, costs, _ = W.run_candidate("tok", art, 4, 3, 0.0, False, True, 1e-3, 1e-4, 10.0)
-    assert code == MeasureErrorNo.NO_ERROR and len(costs) == 3
+    reply = W.run_candidate(W.RunRequest("tok", art, True, W.TimingOptions(
+        4, 3, 0.0, False, 1e-3, 1e-4, 10.0)))
+    assert reply.error_no == MeasureErrorNo.NO_ERROR and len(reply.costs) == 3
     assert [c for c, _ in _CALLS] == ["call", "time_evaluator"]
     assert _CALLS[1][1]["warmup"] == 0
     assert _CALLS[1][1]["number"] == 4 and _CALLS[1][1]["repeat"] == 3
@@ -69,13 +71,13 @@ def test_time_evaluator_warmup_option():
 
 @pytest.mark.parametrize("n_ok,n_failed,sleeps", [(3, 0, 1), (1, 2, 1), (0, 3, 0)])
 def test_cooldown_once_per_batch(monkeypatch, n_ok, n_failed, sleeps):
-    import templtune.measure.local_runner as lr
+    import templtune.measure.runner as lr
 
     slept: list[float] = []
     monkeypatch.setattr(lr.time, "sleep", slept.append)
     runner = LocalRunner(cooldown_interval=0.25)
     monkeypatch.setattr(runner, "_run_one",
-                        lambda inp, br: MeasureResult((1e-3,), MeasureErrorNo.NO_ERROR, 0.0, 0.0))
+                        lambda br: MeasureResult((1e-3,), MeasureErrorNo.NO_ERROR, 0.0, 0.0))
     ok = BuildResult(b"x", MeasureErrorNo.NO_ERROR, "", 0.0)
     bad = BuildResult(None, MeasureErrorNo.COMPILE_HOST, "boom", 0.0)
     brs = [ok] * n_ok + [bad] * n_failed

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
-from templtune.measure.measure import MeasureErrorNo, MeasureInput, measure_option
 from templtune import te
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, measure_option
 from templtune.autotvm.task.task import create, get_config, template
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
+from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import pytest
 from templtune import te
 from templtune.autotvm import record
 from templtune.autotvm.callback import Monitor, log_to_file, progress_bar
-from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
-from templtune.measure.measure import measure_option
+from templtune.autotvm.measure import FakeBuilder, FakeRunner, ReplayRunner
 from templtune.autotvm.task.task import create, get_config, template
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
+from templtune.measure.measure import measure_option
 
 
 def _gemm(N, L, M, dtype, filt):

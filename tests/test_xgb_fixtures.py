@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from templtune.measure.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from templtune.autotvm.space import ConfigSpace
 
 TARGET = (3, 12, 5, 9)
@@ -82,10 +82,10 @@ def generate_recorded_log(path: str, n_trial: int = 240, seed: int = 0) -> None:
     """Tune DENSE_SMALL with RandomTuner on the real builder/runner, logging to ``path``."""
     from templtune import autotvm
     from templtune.autotvm.callback import log_to_file
+    from templtune.autotvm.tuner.index_based import RandomTuner
     from templtune.measure.local_builder import LocalBuilder
     from templtune.measure.local_runner import LocalRunner
     from templtune.measure.measure import measure_option
-    from templtune.autotvm.tuner.index_based import RandomTuner
 
     task = autotvm.task.create(DENSE_SMALL, args=DENSE_SMALL_ARGS, target="llvm")
     option = measure_option(LocalBuilder(n_parallel=2),

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from test_xgb_fixtures import SynthTask, records
 
-from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
-from templtune.measure.measure import measure_option
 from templtune.autotvm.tuner.index_based import RandomTuner
 from templtune.autotvm.tuner.model_based_tuner import ModelBasedTuner, submodular_pick
 from templtune.autotvm.tuner.sa_model_optimizer import SimulatedAnnealingOptimizer
 from templtune.autotvm.tuner.sklearn_cost_model import SklearnCostModel
 from templtune.autotvm.tuner.xgboost_tuner import XGBTuner
+from templtune.measure.fake import FakeBuilder, FakeRunner, ReplayRunner
+from templtune.measure.measure import measure_option
 
 
 def _option(task, n_parallel=16):

@@ -13,10 +13,10 @@ from test_xgb_fixtures import SynthTask
 import templtune
 from templtune import autotvm
 from templtune.autotvm.feature.extract import FeatureExtractor
-from templtune.measure.fake import FakeBuilder, FakeRunner
-from templtune.measure.measure import measure_option
 from templtune.autotvm.tuner.sa_model_optimizer import SimulatedAnnealingOptimizer
 from templtune.autotvm.tuner.xgboost_tuner import XGBTuner
+from templtune.measure.fake import FakeBuilder, FakeRunner
+from templtune.measure.measure import measure_option
 from templtune.topi import testing as ref
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -20,8 +20,8 @@ Deviations from TVM's auto_scheduler (deliberate, or not done yet):
   pre-transforms the weights once with ``RewrittenLayout.transform``); tasks are still measured
   as option 1, since the runner feeds weights in their original layout
   (:mod:`templtune.auto_scheduler.layout_rewrite`).
-* Failed measurements cost ``1e10`` as in TVM; run timeouts are reported as ``RUN_TIMEOUT``
-  (TVM re-wraps them as ``RUNTIME_DEVICE``).
+* Failed measurements are logged with cost ``1e10`` as in TVM; run timeouts are reported as
+  ``RUN_TIMEOUT`` (TVM re-wraps them as ``RUNTIME_DEVICE``).
 """
 
 from .compute_dag import ComputeDAG
@@ -35,6 +35,7 @@ from .measure import (
     MeasureInput,
     MeasureResult,
     ProgramMeasurer,
+    RPCRunner,
 )
 from .measure_record import (
     RecordReader,
@@ -59,7 +60,8 @@ __all__ = [
     "ApplyHistoryBest", "ComputeDAG", "EmptyPolicy", "HardwareParams", "Iterator",
     "LocalBuilder", "LocalRPCMeasureContext", "LocalRunner", "LogEstimatedLatency",
     "PrintTableInfo", "TaskScheduler", "MeasureInput", "MeasureResult",
-    "PreloadMeasuredStates", "ProgramMeasurer", "RandomModel", "RecordReader", "RecordToFile",
+    "PreloadMeasuredStates", "ProgramMeasurer", "RPCRunner", "RandomModel", "RecordReader",
+    "RecordToFile",
     "SearchTask", "SketchPolicy", "Stage", "State", "TuningOptions", "XGBModel", "extract_tasks",
     "decode_workload_key", "distill_record_file", "load_best_record", "load_records",
     "make_workload_key", "register_workload", "save_records", "workload_key_to_tensors",

@@ -1,9 +1,9 @@
-"""Measurement of states: builders, runners and the ProgramMeasurer.
+"""Measurement of states: TVM's auto_scheduler names over the shared measurement stack.
 
-Builds go through the AutoTVM measurement machinery's isolated worker pool
-(``templtune.measure.pool.WorkerPool``); runs go through AutoTVM's ``LocalRunner``
-(one restartable measurement process, correctness checked against the naive schedule) via a
-small adapter task, so both systems share one isolation model and one set of error codes.
+States are measured by :mod:`templtune.measure`'s builders and runners (the same isolated worker
+pool, measurement process, correctness check and error codes as AutoTVM); the auto-scheduler
+supplies only :class:`~.measure_worker.StateCandidate`, how a worker rebuilds a state. Any
+:class:`templtune.measure.measure.Runner` works here, the Ray ``RPCRunner`` included.
 """
 
 from __future__ import annotations
@@ -11,18 +11,36 @@ from __future__ import annotations
 import logging
 import pickle
 import sys
-import time
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from templtune.measure.measure import MeasureErrorNo
+from templtune.measure import local_builder as _builder
+from templtune.measure import local_runner as _runner
+from templtune.measure import measure as _m
+from templtune.measure import rpc as _rpc
 
 from .loop_state import State
+from .measure_worker import StateCandidate
 
 logger = logging.getLogger("templtune.auto_scheduler")
 
 #: Cost of a failed measurement in auto_scheduler records (TVM's MAX_FLOAT placeholder).
-MAX_FLOAT = 1e10
+MAX_FLOAT = _m.AUTO_SCHEDULER_ERROR_COST
+
+#: The shared build result (fields ``artifact, error_no, error_detail`` (``error_msg``),
+#: ``time_cost``, argument info).
+BuildResult = _m.BuildResult
+
+_BLOBS: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
+
+
+def _dag_blob(task: Any) -> bytes:
+    blob = _BLOBS.get(task)
+    if blob is None:
+        blob = _BLOBS[task] = pickle.dumps(task.compute_dag)
+    return blob
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,179 +50,103 @@ class MeasureInput:
     task: Any
     state: State
 
-
-@dataclass(frozen=True, slots=True)
-class MeasureResult:
-    """``costs`` in seconds (``[1e10]`` on failure), error code and message, wall time."""
-
-    costs: tuple[float, ...]
-    error_no: int
-    error_msg: str
-    all_cost: float
-    timestamp: float
-
-    @property
-    def mean_cost(self) -> float:
-        return float(sum(self.costs) / len(self.costs)) if self.costs else MAX_FLOAT
+    def candidate(self) -> StateCandidate:
+        """The candidate a measurement worker rebuilds."""
+        task = self.task
+        # NOTE: measured as INSERT_TRANSFORM_STAGE even for option 2: the runner feeds the
+        # weights in their original layout.
+        return StateCandidate(_dag_blob(task), tuple(s.encode() for s in self.state.transform_steps),
+                              str(task.target), str(task.workload_key), bool(task.is_gpu),
+                              min(1, int(getattr(task, "layout_rewrite_option", 0) or 0)))
 
 
-@dataclass(frozen=True, slots=True)
-class BuildResult:
-    artifact: bytes | None
-    error_no: int
-    error_msg: str
-    time_cost: float
+class MeasureResult(_m.MeasureResult):
+    """The shared measure result with TVM auto_scheduler's constructor order
+    ``(costs, error_no, error_msg, all_cost, timestamp)``."""
+
+    __slots__ = ()
+
+    def __init__(self, costs: Sequence[float], error_no: int, error_msg: str = "",
+                 all_cost: float = 0.0, timestamp: float = 0.0, checked: bool = True,
+                 infra_error: bool = False) -> None:
+        super().__init__(tuple(costs), _m.MeasureErrorNo(int(error_no)), all_cost, timestamp,
+                         error_msg, checked, infra_error)
 
 
-class _Cfg:
-    """What AutoTVM's runner needs of a config: an index for its messages."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def valid(self) -> bool:
-        return True
-
-
-class _Space:
-    range_length = 1
-
-    def is_index_valid(self, i: int) -> bool:
-        return i == 0
-
-    def get(self, i: int) -> _Cfg:
-        return _Cfg(i)
+def _marks(verbose: int, results: Sequence[Any], ok: str, prefix: str) -> None:
+    if verbose < 1:
+        return
+    for r in results:
+        code = int(r.error_no)
+        if code == 0:
+            sys.stdout.write(ok)
+        elif code in (_m.MeasureErrorNo.BUILD_TIMEOUT, _m.MeasureErrorNo.RUN_TIMEOUT):
+            sys.stdout.write(prefix + "T")
+        else:
+            sys.stdout.write(prefix + "E")
 
 
-class RunnerTask:
-    """Adapter exposing a SearchTask as the task AutoTVM's LocalRunner sets up: its arguments
-    come from the naive schedule (the init state)."""
-
-    def __init__(self, task: Any) -> None:
-        self.name = f"auto_scheduler:{task.workload_key}"
-        self.args = ()
-        self.target = task.target
-        self.target_host = task.target_host
-        self.dag = task.compute_dag
-        self.config_space = _Space()
-
-    def instantiate(self, config: Any) -> tuple[Any, list[Any]]:
-        return self.dag.apply_steps_from_state(self.dag.get_init_state())
-
-
-class LocalBuilder:
+class LocalBuilder(_builder.LocalBuilder):
     """Build states in ``n_parallel`` isolated worker processes (timeout each)."""
 
     def __init__(self, timeout: float = 15, n_parallel: int | None = None,
                  build_func: str = "default") -> None:
-        import os
+        super().__init__(timeout=timeout, n_parallel=n_parallel)
 
-        self.timeout = timeout
-        self.n_parallel = int(n_parallel or os.cpu_count() or 1)
-        self._pool: Any = None
-
-    def build(self, inputs: list[MeasureInput], verbose: int = 1) -> list[BuildResult]:
-        from templtune.measure.pool import WorkerPool
-
-        from .measure_worker import build_state
-
-        if not inputs:
-            return []
+    def _get_pool(self) -> Any:
         if self._pool is None:
-            self._pool = WorkerPool(self.n_parallel, preload=(
-                "templtune", "templtune.auto_scheduler.measure_worker"))
-        blobs: dict[int, bytes] = {}
-        jobs = []
-        for inp in inputs:
-            b = blobs.get(id(inp.task))
-            if b is None:
-                b = blobs[id(inp.task)] = pickle.dumps(inp.task.compute_dag)
-            jobs.append((b, [s.encode() for s in inp.state.transform_steps],
-                         str(inp.task.target), inp.task.is_gpu,
-                         # NOTE: measured as INSERT_TRANSFORM_STAGE even for option 2: the
-                         # runner feeds the weights in their original layout.
-                         min(1, int(getattr(inp.task, "layout_rewrite_option", 0) or 0))))
-        outs = self._pool.map(build_state, jobs, timeout=self.timeout)
-        res = []
-        for out in outs:
-            if out.status == "ok":
-                code, art, detail, sec = out.value
-                res.append(BuildResult(art, code, detail, sec))
-                mark = "." if code == 0 else ".E"
-            elif out.status == "timeout":
-                res.append(BuildResult(None, int(MeasureErrorNo.BUILD_TIMEOUT),
-                                       f"build timed out after {self.timeout} s", self.timeout))
-                mark = ".T"
-            else:
-                res.append(BuildResult(None, int(MeasureErrorNo.COMPILE_HOST),
-                                       f"{out.status}: {out.error_type} {out.message}",
-                                       out.seconds))
-                mark = ".E"
-            if verbose >= 1:
-                sys.stdout.write(mark)
+            self._pool = _builder.WorkerPool(self.n_parallel, preload=(
+                *_builder.BUILD_PRELOAD, "templtune.auto_scheduler.measure_worker"))
+        return self._pool
+
+    def build(self, measure_inputs: Sequence[Any], verbose: int = 1) -> list[BuildResult]:
+        res = super().build(measure_inputs, verbose)
+        _marks(verbose, res, ".", ".")
         return res
 
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
 
-
-class LocalRunner:
-    """Run built states one at a time in a restartable measurement process (AutoTVM's
-    ``LocalRunner`` underneath; outputs are checked against the naive schedule)."""
+class LocalRunner(_runner.LocalRunner):
+    """Run built states one at a time in a restartable measurement process; outputs are
+    checked against the naive schedule (TVM auto_scheduler's defaults)."""
 
     def __init__(self, timeout: float = 10, number: int = 3, repeat: int = 1,
                  min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
                  enable_cpu_cache_flush: bool = False, device: int = 0,
                  check_correctness: bool = True) -> None:
-        from templtune.measure.local_runner import LocalRunner as _AtvmRunner
-
         if enable_cpu_cache_flush:
             number, min_repeat_ms = 1, 0
-        self.timeout = timeout
-        self._runner = _AtvmRunner(timeout=timeout, number=number, repeat=repeat,
-                                   min_repeat_ms=min_repeat_ms,
-                                   cooldown_interval=cooldown_interval,
-                                   enable_cpu_cache_flush=enable_cpu_cache_flush,
-                                   check_correctness=check_correctness)
-        self._task_key: str | None = None
-        self._rtask: RunnerTask | None = None
+        super().__init__(timeout=timeout, number=number, repeat=repeat,
+                         min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
+                         enable_cpu_cache_flush=enable_cpu_cache_flush,
+                         check_correctness=check_correctness)
 
-    def run(self, inputs: list[MeasureInput], build_results: list[BuildResult],
-            verbose: int = 1) -> list[MeasureResult]:
-        from templtune.measure.measure import BuildResult as _BR
-        from templtune.measure.measure import MeasureInput as _MI
+    def run(self, measure_inputs: Sequence[Any], build_results: Sequence[BuildResult],
+            verbose: int = 1) -> list[_m.MeasureResult]:
+        res = super().run(measure_inputs, build_results, verbose)
+        _marks(verbose, res, "*", "*")
+        return res
 
-        out = []
-        for k, (inp, br) in enumerate(zip(inputs, build_results)):
-            now = time.time()
-            if br.error_no != 0:
-                out.append(MeasureResult((MAX_FLOAT,), br.error_no, br.error_msg, br.time_cost,
-                                         now))
-                continue
-            key = f"{inp.task.workload_key}|{inp.task.target}"
-            if key != self._task_key:
-                self._rtask = RunnerTask(inp.task)
-                self._runner.set_task(self._rtask)
-                self._task_key = key
-            r = self._runner.run([_MI(inp.task.target, self._rtask, _Cfg(k))],
-                                 [_BR(br.artifact, MeasureErrorNo.NO_ERROR, "", br.time_cost)])[0]
-            if int(r.error_no) == 0:
-                out.append(MeasureResult(tuple(r.costs), 0, "", r.all_cost, r.timestamp))
-                mark = "*"
-            else:
-                out.append(MeasureResult((MAX_FLOAT,), int(r.error_no), r.error_detail[:2000],
-                                         r.all_cost, r.timestamp))
-                mark = "*T" if int(r.error_no) == MeasureErrorNo.RUN_TIMEOUT else "*E"
-            if verbose >= 1:
-                sys.stdout.write(mark)
-        return out
 
-    def close(self) -> None:
-        self._runner.close()
+class RPCRunner(_rpc.RPCRunner):
+    """Measure states on Ray nodes advertising the resource ``key`` (TVM auto_scheduler's
+    ``RPCRunner`` arguments; see :class:`templtune.measure.rpc.RPCRunner`)."""
+
+    def __init__(self, key: str, host: str | None = None, port: int | None = None,
+                 priority: int = 1, n_parallel: int = 1, timeout: float = 10, number: int = 3,
+                 repeat: int = 1, min_repeat_ms: float = 100, cooldown_interval: float = 0.0,
+                 enable_cpu_cache_flush: bool = False, device: int = 0) -> None:
+        if enable_cpu_cache_flush:
+            number, min_repeat_ms = 1, 0
+        super().__init__(key, host, port, priority=priority, timeout=timeout,
+                         n_parallel=n_parallel, number=number, repeat=repeat,
+                         min_repeat_ms=min_repeat_ms, cooldown_interval=cooldown_interval,
+                         enable_cpu_cache_flush=enable_cpu_cache_flush)
+
+    def run(self, measure_inputs: Sequence[Any], build_results: Sequence[BuildResult],
+            verbose: int = 1) -> list[_m.MeasureResult]:
+        res = super().run(measure_inputs, build_results, verbose)
+        _marks(verbose, res, "*", "*")
+        return res
 
 
 class LocalRPCMeasureContext:

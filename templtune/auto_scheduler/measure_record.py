@@ -48,16 +48,24 @@ def _task_json(task: Any) -> list:
 def dump_record_to_string(inp: MeasureInput, res: MeasureResult) -> str:
     """One JSON line (no newline)."""
     steps = [s.encode() for s in inp.state.transform_steps]
-    rec = {"i": [_task_json(inp.task), [[], steps]],
-           "r": [list(res.costs), int(res.error_no), float(res.all_cost), int(res.timestamp)],
-           "v": AUTO_SCHEDULER_LOG_VERSION}
+    costs = list(res.costs) if int(res.error_no) == 0 else [MAX_FLOAT]
+    rec: dict[str, Any] = {"i": [_task_json(inp.task), [[], steps]],
+                           "r": [costs, int(res.error_no), float(res.all_cost),
+                                 int(res.timestamp)],
+                           "v": AUTO_SCHEDULER_LOG_VERSION}
+    # NOTE: templtune keys, written only when set (TVM's reader rejects unknown keys): the
+    # outputs were not compared with a reference; the failure was the infrastructure's.
+    if not getattr(res, "checked", True):
+        rec["checked"] = False
+    if getattr(res, "infra_error", False):
+        rec["infra_error"] = True
     return json.dumps(rec)
 
 
 def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     """Parse one line; accepts v0.1 ``[key, target]`` and v0.5 task arrays."""
     rec = json.loads(line)
-    unknown = set(rec) - {"i", "r", "v"}
+    unknown = set(rec) - {"i", "r", "v", "checked", "infra_error"}
     if unknown:
         raise ValueError(f"unknown keys {sorted(unknown)} in auto_scheduler record")
     t = rec["i"][0]
@@ -66,7 +74,8 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
                       int(t[4]) if len(t) > 4 else 0, tuple(t[5]) if len(t) > 5 else ())
     steps = tuple(decode_step(s) for s in rec["i"][1][1])
     r = rec["r"]
-    res = MeasureResult(tuple(float(c) for c in r[0]), int(r[1]), "", float(r[2]), float(r[3]))
+    res = MeasureResult(tuple(float(c) for c in r[0]), int(r[1]), "", float(r[2]), float(r[3]),
+                        rec.get("checked", True) is not False, rec.get("infra_error") is True)
     return MeasureInput(task, RecordState(steps)), res
 
 

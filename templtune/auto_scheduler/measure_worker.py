@@ -1,11 +1,16 @@
-"""Functions run inside build worker processes (kept import-light and picklable)."""
+"""The auto-scheduler's candidate: how a measurement worker rebuilds a state (import-light)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import pickle
-import time
-import traceback
+from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any
+
+from templtune.errors import InstantiationError
+from templtune.measure.candidate import Candidate, Instance
 
 _DAGS: dict[bytes, Any] = {}
 
@@ -19,38 +24,46 @@ def _dag(blob: bytes) -> Any:
     return dag
 
 
-def build_state(dag_blob: bytes, steps: list, target: str, is_gpu: bool,
-                layout_rewrite: int = 0) -> tuple:
-    """Replay ``steps`` (record JSON) on the DAG and build (re-laying the layout-free
-    placeholders when ``layout_rewrite``, the task's option, is set). Returns
-    ``(error_no, artifact, detail, seconds)``; never raises for a bad candidate."""
-    from templtune.errors import CodegenError
-    from templtune.measure.measure import MeasureErrorNo
+@dataclass(frozen=True, slots=True)
+class StateCandidate(Candidate):
+    """A state of a SearchTask: its pickled DAG and its transform steps (record JSON), built for
+    ``target`` (re-laying the layout-free placeholders when ``layout_rewrite``, the task's
+    option, is set)."""
 
-    t0 = time.perf_counter()
-    try:
-        from .transform_step import decode_step
+    dag_blob: bytes
+    steps: tuple[Any, ...]
+    target_str: str
+    workload_key: str
+    is_gpu: bool = False
+    layout_rewrite: int = 0
 
-        dag = _dag(dag_blob)
-        state = dag.replay([decode_step(s) for s in steps])
-        sch, args = dag.apply_steps_from_state(state, layout_rewrite=layout_rewrite,
-                                               is_gpu=is_gpu)
-    except Exception as exc:  # noqa: BLE001 - a bad state is data, not a crash
-        return (int(MeasureErrorNo.INSTANTIATION_ERROR), None,
-                f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}",
-                time.perf_counter() - t0)
-    try:
-        import templtune
-        from templtune.measure.worker import export_module
+    def instantiate(self) -> Instance:
+        try:
+            from .transform_step import decode_step
 
-        module = templtune.build(sch, args, target=target)
-        # NOTE: export_module pickles a CUDA module (no .export()), keeping its IR for the
-        # emulator backend
-        return (0, export_module(module), "", time.perf_counter() - t0)
-    except CodegenError as exc:
-        code = MeasureErrorNo.COMPILE_DEVICE if is_gpu else MeasureErrorNo.COMPILE_HOST
-        return (int(code), None, f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
-    except Exception as exc:  # noqa: BLE001
-        return (int(MeasureErrorNo.COMPILE_HOST), None,
-                f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}",
-                time.perf_counter() - t0)
+            dag = _dag(self.dag_blob)
+            state = dag.replay([decode_step(s) for s in self.steps])
+            sch, args = dag.apply_steps_from_state(state, layout_rewrite=self.layout_rewrite,
+                                                   is_gpu=self.is_gpu)
+        except Exception as exc:  # noqa: BLE001 - a bad state is data, not a crash
+            raise InstantiationError(f"cannot replay the state: {type(exc).__name__}: "
+                                     f"{exc}") from exc
+        return Instance(sch, list(args), self.target_str)
+
+    def reference_args(self) -> list[Any]:
+        # NOTE: the naive schedule of the DAG (its init state) computes the reference.
+        dag = _dag(self.dag_blob)
+        return list(dag.apply_steps_from_state(dag.get_init_state())[1])
+
+    @property
+    def target(self) -> str:
+        return self.target_str
+
+    @property
+    def task_key(self) -> Hashable:
+        return (self.workload_key, self.target_str)
+
+    @property
+    def label(self) -> str:
+        h = hashlib.sha1(json.dumps(self.steps, default=str).encode()).hexdigest()[:8]
+        return f"state {h}"

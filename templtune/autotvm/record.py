@@ -26,6 +26,8 @@ from typing import IO, Any
 
 from templtune.autotvm.space import ConfigEntity
 from templtune.autotvm.task.target_compat import as_target
+from templtune.autotvm.task.task import serialize_args
+from templtune.measure.measure import AUTOTVM_ERROR_COST
 
 logger = logging.getLogger("templtune.autotvm.record")
 
@@ -33,7 +35,7 @@ __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_
            "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload"]
 
 AUTOTVM_LOG_VERSION = 0.2
-ERROR_COST = 1e9
+ERROR_COST = AUTOTVM_ERROR_COST
 _MAX_DETAIL = 1024
 
 Record = tuple[Any, Any]
@@ -46,11 +48,12 @@ def _version() -> str:
 
 
 def _json_arg(x: Any) -> Any:
-    if isinstance(x, (list, tuple)):
+    """JSON form of :func:`serialize_args`'s output (symbolic vars as their names)."""
+    if isinstance(x, tuple):
         return [_json_arg(a) for a in x]
     if x is None or isinstance(x, (str, bool, int, float)):
         return x
-    return str(x)  # symbolic vars and the like
+    return str(x)
 
 
 def encode(inp: Any, result: Any, protocol: str = "json") -> str:
@@ -60,7 +63,7 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
     err = int(result.error_no)
     costs = [ERROR_COST] if err != 0 else [float(c) for c in result.costs]
     row: dict[str, Any] = {
-        "input": [str(inp.target), inp.task.name, _json_arg(inp.task.args),
+        "input": [str(inp.target), inp.task.name, _json_arg(serialize_args(inp.task.args)),
                   dict(getattr(inp.task, "kwargs", {}) or {})],
         "config": inp.config.to_json_dict(),
         "result": [costs, err, float(result.all_cost), float(result.timestamp)],
@@ -70,13 +73,11 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
     detail = getattr(result, "error_detail", "")
     if err != 0 and detail:
         row["error_detail"] = str(detail)[:_MAX_DETAIL]
+    if not getattr(result, "checked", True):
+        row["checked"] = False
+    if getattr(result, "infra_error", False):
+        row["infra_error"] = True
     return json.dumps(row)
-
-
-def _to_tuple(x: Any) -> Any:
-    if isinstance(x, list):
-        return tuple(_to_tuple(a) for a in x)
-    return x
 
 
 def decode(row: str, protocol: str = "json") -> Record | None:
@@ -89,7 +90,7 @@ def decode(row: str, protocol: str = "json") -> Record | None:
 
 
 def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
-    from templtune.measure.measure import MeasureInput, MeasureResult
+    from templtune.autotvm.measure import MeasureInput, MeasureResult
     from templtune.autotvm.task.task import Task
 
     if protocol != "json":
@@ -103,11 +104,12 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
     if "-target" in tgt_str:
         logger.warning("'-target' in a logged target string is deprecated; read as '-mtriple'")
         tgt_str = tgt_str.replace("-target", "-mtriple")
-    task = Task(str(name), _to_tuple(args))
+    task = Task(str(name), serialize_args(args))
     config = ConfigEntity.from_json_dict(obj["config"])
     costs, error_no, all_cost, timestamp = obj["result"]
     res = MeasureResult(tuple(float(c) for c in costs), int(error_no), float(all_cost),
-                        float(timestamp), str(obj.get("error_detail", "")))
+                        float(timestamp), str(obj.get("error_detail", "")),
+                        obj.get("checked", True) is not False, obj.get("infra_error") is True)
     config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
     # NOTE: target strings repeat on every line; parse each once per loader.
     target = targets.get(tgt_str)

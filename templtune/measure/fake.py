@@ -15,8 +15,8 @@ import numpy as np
 from .measure import (
     Builder,
     BuildResult,
+    Measurable,
     MeasureErrorNo,
-    MeasureInput,
     MeasureResult,
     Runner,
     error_result,
@@ -35,7 +35,7 @@ class FakeBuilder(Builder):
     def __init__(self, n_parallel: int = 4, timeout: float = 10) -> None:
         super().__init__(timeout=timeout, n_parallel=n_parallel)
 
-    def build(self, measure_inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+    def build(self, measure_inputs: Sequence[Measurable], verbose: int = 0) -> list[BuildResult]:
         return [BuildResult(None, MeasureErrorNo.NO_ERROR, "", 0.0) for _ in measure_inputs]
 
 
@@ -55,11 +55,11 @@ class _IndexRunner(Runner):
 
     measured: list[int]
 
-    def run(self, measure_inputs: Sequence[MeasureInput],
-            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+    def run(self, measure_inputs: Sequence[Any], build_results: Sequence[BuildResult],
+            verbose: int = 0) -> list[MeasureResult]:
         out = []
         for inp, br in zip(measure_inputs, build_results):
-            idx = int(inp.config.index)
+            idx = int(inp.config.index)  # NOTE: AutoTVM inputs (the doubles index configs)
             self.measured.append(idx)
             now = time.time()
             if not br.ok:
@@ -110,19 +110,19 @@ class ReplayRunner(_IndexRunner):
 
     Parameters
     ----------
-    records : path or iterable of (MeasureInput, MeasureResult)
+    records : iterable of (autotvm MeasureInput, MeasureResult)
         The recorded measurements; looked up by config index (last record wins).
+        ``templtune.autotvm.measure.ReplayRunner`` also takes a log path.
     missing : MeasureErrorNo
         Error code returned for a config not in the records.
     """
 
-    def __init__(self, records: str | Iterable[tuple[MeasureInput, MeasureResult]],
+    def __init__(self, records: Iterable[tuple[Any, MeasureResult]],
                  missing: MeasureErrorNo = MeasureErrorNo.UNKNOWN_ERROR) -> None:
         super().__init__(timeout=10, n_parallel=1)
         if isinstance(records, str):
-            from templtune.autotvm.record import load_from_file
-
-            records = load_from_file(records)
+            raise TypeError("ReplayRunner takes records; use templtune.autotvm.measure."
+                            "ReplayRunner to replay a log file")
         self.table: dict[int, MeasureResult] = {int(inp.config.index): res for inp, res in records}
         self.missing = missing
         self.measured: list[int] = []

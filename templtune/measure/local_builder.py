@@ -6,9 +6,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput
-from .pool import PoolOwner, WorkerPool
-from .worker import BUILD_PRELOAD, TaskRef, build_candidate, task_ref
+from .measure import Builder, BuildResult, Measurable, MeasureErrorNo
+from .pool import CallStatus, Outcome, PoolOwner, WorkerPool
+from .worker import BUILD_PRELOAD, BuildReply, BuildRequest, build_candidate
 
 logger = logging.getLogger("templtune.measure")
 
@@ -16,13 +16,14 @@ logger = logging.getLogger("templtune.measure")
 class LocalBuilder(PoolOwner, Builder):
     """Build candidates on this machine, ``n_parallel`` at a time, in persistent workers.
 
-    Each candidate is instantiated under the task's target and built with ``templtune.build``; the
-    exported module bytes go to the runner. Workers re-create the task from its template name and
-    arguments (cached per worker), so only a small task reference and a config index cross the
-    process boundary. A candidate that runs past ``timeout`` kills (and later replaces) only its
-    worker and is recorded as ``BUILD_TIMEOUT``; a worker that crashes is recorded as
-    ``COMPILE_HOST`` (AutoTVM reports a dead build worker as ``RUNTIME_DEVICE``; templtune maps it
-    to the stage that actually failed).
+    Each input's candidate (``inp.candidate()``) is rebuilt in a worker and built with
+    ``templtune.build``; the exported module bytes and the argument info go to the runner. Only
+    the small candidate crosses the process boundary (workers cache what it refers to). A
+    candidate that runs past ``timeout`` kills (and later replaces) only its worker and is
+    recorded as ``BUILD_TIMEOUT``; a worker that crashes is recorded as ``COMPILE_HOST``
+    (AutoTVM reports a dead build worker as ``RUNTIME_DEVICE``; templtune maps it to the stage
+    that actually failed). A worker killed from outside (SIGKILL/SIGTERM) is retried once; a
+    second such death is recorded with ``infra_error``.
 
     Parameters
     ----------
@@ -38,50 +39,45 @@ class LocalBuilder(PoolOwner, Builder):
                  build_kwargs: dict | None = None) -> None:
         super().__init__(timeout=timeout, n_parallel=n_parallel, build_kwargs=build_kwargs)
         self._pool: WorkerPool | None = None
-        self._ref: TaskRef | None = None
 
     def set_task(self, task: Any, build_kwargs: dict | None = None) -> None:
         super().set_task(task, build_kwargs)
-        self._ref = task_ref(task)
         # NOTE: start the workers' interpreters now (in the background, alongside the runner's).
         self._get_pool().spawn()
 
     def _get_pool(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(self.n_parallel,
-                                    preload=BUILD_PRELOAD)
+            self._pool = WorkerPool(self.n_parallel, preload=BUILD_PRELOAD)
         return self._pool
 
-    def build(self, measure_inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+    def build(self, measure_inputs: Sequence[Measurable], verbose: int = 0) -> list[BuildResult]:
         if not measure_inputs:
             return []
-        if self._ref is None:
-            raise RuntimeError("LocalBuilder.build called before set_task")
-        refs = [self._ref if inp.task is self.task else task_ref(inp.task)
-                for inp in measure_inputs]
-        from templtune.autotvm.env import snapshot
-
-        env = snapshot()
-        jobs = [(ref, int(inp.config.index), self.build_kwargs, env)
-                for ref, inp in zip(refs, measure_inputs)]
+        cands = [inp.candidate() for inp in measure_inputs]
+        jobs = [(BuildRequest(c, self.build_kwargs),) for c in cands]
         outcomes = self._get_pool().map(build_candidate, jobs, timeout=self.timeout)
-        results = []
-        for inp, out in zip(measure_inputs, outcomes):
-            if out.status == "ok":
-                code, artifact, detail, seconds = out.value
-                results.append(BuildResult(artifact, MeasureErrorNo(code), detail, seconds))
-            elif out.status == "timeout":
-                results.append(BuildResult(
-                    None, MeasureErrorNo.BUILD_TIMEOUT,
-                    f"building config {inp.config.index} timed out after {self.timeout} s",
-                    float(self.timeout)))
-            elif out.status == "died":
-                results.append(BuildResult(
-                    None, MeasureErrorNo.COMPILE_HOST,
-                    f"build worker died building config {inp.config.index}: {out.message}",
-                    out.seconds))
-            else:
-                results.append(BuildResult(
-                    None, MeasureErrorNo.COMPILE_HOST,
-                    f"{out.error_type}: {out.message}\n{out.traceback}", out.seconds))
-        return results
+        again = [k for k, out in enumerate(outcomes) if out.killed_externally]
+        if again:
+            logger.warning("LocalBuilder: %d build worker(s) killed from outside (%s); building "
+                           "those candidates again", len(again), outcomes[again[0]].message)
+            retried = self._get_pool().map(build_candidate, [jobs[k] for k in again],
+                                           timeout=self.timeout)
+            for k, out in zip(again, retried):
+                outcomes[k] = out
+        return [self._result(c, out) for c, out in zip(cands, outcomes)]
+
+    def _result(self, cand: Any, out: Outcome) -> BuildResult:
+        if out.status is CallStatus.OK:
+            r: BuildReply = out.value
+            return BuildResult(r.artifact, r.error_no, r.detail, r.seconds, r.arg_info, cand)
+        if out.status is CallStatus.TIMEOUT:
+            return BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT,
+                               f"building {cand.label} timed out after {self.timeout} s",
+                               float(self.timeout), candidate=cand)
+        if out.status is CallStatus.DIED:
+            return BuildResult(None, MeasureErrorNo.COMPILE_HOST,
+                               f"build worker died building {cand.label}: {out.message}",
+                               out.seconds, candidate=cand, infra_error=out.killed_externally)
+        return BuildResult(None, MeasureErrorNo.COMPILE_HOST,
+                           f"{out.error_type}: {out.message}\n{out.traceback}", out.seconds,
+                           candidate=cand)

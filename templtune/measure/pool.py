@@ -10,6 +10,7 @@ workers exit, with what they started, when the parent process exits.
 
 from __future__ import annotations
 
+import enum
 import logging
 import shutil
 import time
@@ -24,21 +25,40 @@ from .procs import kill_session, wait_exit
 logger = logging.getLogger("templtune.measure")
 
 
+class CallStatus(str, enum.Enum):
+    """How a call in a worker ended (members equal their string values)."""
+
+    OK = "ok"            # ``value`` holds the return value
+    ERROR = "error"      # the function raised: ``error_type``, ``message``, ``traceback``
+    TIMEOUT = "timeout"  # it ran past its timeout; the worker was killed
+    DIED = "died"        # the worker exited (``message`` says how, ``signal`` by which signal)
+
+
+#: Signals that kill a worker from outside (an operator, the OOM killer, a batch system): the
+#: candidate did not cause them, so its measurement is retried once.
+EXTERNAL_SIGNALS = (9, 15)  # SIGKILL, SIGTERM
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """The outcome of one call in a worker.
+    """The outcome of one call in a worker (see :class:`CallStatus`)."""
 
-    ``status`` is ``"ok"`` (``value`` holds the return value), ``"error"`` (the function raised:
-    ``error_type``, ``message``, ``traceback`` are set), ``"timeout"`` or ``"died"`` (the worker
-    exited, e.g. by a signal: ``message`` says how).
-    """
-
-    status: str
+    status: CallStatus
     value: Any = None
     error_type: str = ""
     message: str = ""
     traceback: str = ""
     seconds: float = 0.0
+    signal: int = 0  # for DIED: the signal number that killed the worker, 0 if none
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CallStatus.OK
+
+    @property
+    def killed_externally(self) -> bool:
+        """The worker died by SIGKILL/SIGTERM (not by its own crash or our timeout)."""
+        return self.status is CallStatus.DIED and self.signal in EXTERNAL_SIGNALS
 
 
 def _worker_main(conn: Connection, preload: tuple[str, ...]) -> None:
@@ -57,15 +77,17 @@ def _worker_main(conn: Connection, preload: tuple[str, ...]) -> None:
             return
         t0 = time.perf_counter()
         try:
-            out = ("ok", fn(*args), "", "", "")
+            value = fn(*args)
+            out = Outcome(CallStatus.OK, value, seconds=time.perf_counter() - t0)
         except BaseException as exc:  # noqa: BLE001 - everything becomes data for the parent
-            out = ("error", None, type(exc).__name__, str(exc)[:4096],
-                   traceback.format_exc()[-8192:])
+            out = Outcome(CallStatus.ERROR, None, type(exc).__name__, str(exc)[:4096],
+                          traceback.format_exc()[-8192:], time.perf_counter() - t0)
         try:
-            conn.send((*out, time.perf_counter() - t0))
+            conn.send(out)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable return value
-            conn.send(("error", None, type(exc).__name__, f"cannot send the result: {exc}",
-                       traceback.format_exc()[-8192:], time.perf_counter() - t0))
+            conn.send(Outcome(CallStatus.ERROR, None, type(exc).__name__,
+                              f"cannot send the result: {exc}", traceback.format_exc()[-8192:],
+                              time.perf_counter() - t0))
 
 
 def _child_entry(fd: int, parent_pid: int, lifeline_fd: int) -> None:
@@ -177,6 +199,11 @@ class _Worker:
                 pass
             self._lifeline = -1
 
+    def death_signal(self) -> int:
+        """The signal number that ended the worker (0 if it exited or is alive)."""
+        code = self._reap(5)
+        return -code if code is not None and code < 0 else 0
+
     def describe_death(self) -> str:
         code = self._reap(5)
         if code is not None and code < 0:
@@ -267,7 +294,7 @@ class WorkerPool:
                     w.kill()
                     self._workers[k] = None
             raise
-        return [r if r is not None else Outcome("died", message="lost") for r in results]
+        return [r if r is not None else Outcome(CallStatus.DIED, message="lost") for r in results]
 
     def _loop(self, fn: Callable, arg_list: Sequence[tuple], timeout: float | None,
               prepare: Callable[[int], None] | None, results: list[Outcome | None],
@@ -320,7 +347,8 @@ class WorkerPool:
                         assert w is not None
                         w.kill()
                         self._workers[k] = None
-                        results[job] = Outcome("timeout", message=f"timed out after {timeout} s",
+                        results[job] = Outcome(CallStatus.TIMEOUT,
+                                               message=f"timed out after {timeout} s",
                                                seconds=now - start)
                         done.add(k)
             for k in done:
@@ -331,13 +359,15 @@ class WorkerPool:
         try:
             if not w.conn.poll():
                 return None  # spurious wake-up
-            status, value, etype, msg, tb, seconds = w.conn.recv()
-            return Outcome(status, value, etype, msg, tb, seconds)
+            out = w.conn.recv()
+            assert isinstance(out, Outcome)
+            return out
         except (EOFError, OSError):
             pass  # the worker is gone: its end of the socket closed
         msg = w.describe_death()
+        sig = w.death_signal()
         w.kill()
-        return Outcome("died", message=msg, seconds=elapsed)
+        return Outcome(CallStatus.DIED, message=msg, seconds=elapsed, signal=sig)
 
     def close(self) -> None:
         """Stop every worker."""

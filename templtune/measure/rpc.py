@@ -18,23 +18,15 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .measure import (
-    BuildResult,
-    MeasureErrorNo,
-    MeasureInput,
-    MeasureResult,
-    Runner,
-    error_result,
-)
-from .worker import TaskRef, task_ref
+from .measure import BuildResult, Measurable, MeasureErrorNo, MeasureResult, error_result
+from .pool import CallStatus, Outcome
+from .runner import CheckingRunner
+from .worker import run_candidate
 
-logger = logging.getLogger("templtune.autotvm.measure")
-
-_SETUP_TIMEOUT = 300.0
+logger = logging.getLogger("templtune.measure")
 
 
 def _import_ray() -> Any:
@@ -48,27 +40,14 @@ def _import_ray() -> Any:
 
 
 class _DeviceWorker:
-    """Body of a measurement actor (wrapped with ``ray.remote`` when the runner starts)."""
+    """Body of a measurement actor (wrapped with ``ray.remote`` when the runner starts): it runs
+    the measurement process's functions of :mod:`.worker` on typed requests."""
 
-    def setup(self, ref: TaskRef, seed: int, ref_input: Any, check: bool) -> dict:
-        from .worker import prepare_run
-
-        return prepare_run(ref, seed, ref_input, check)
-
-    def load(self, token: str, state: dict) -> bool:
-        from .worker import load_run_state
-
-        load_run_state(token, state["inputs"], state["outputs"], state["reference"],
-                       state["device"])
-        return True
-
-    def run(self, token: str, artifact: bytes, *timing: Any) -> tuple:
-        from .worker import run_candidate
-
-        return run_candidate(token, artifact, *timing)
+    def call(self, fn: Callable[[Any], Any], req: Any) -> Any:
+        return fn(req)
 
 
-class RPCRunner(Runner):
+class RPCRunner(CheckingRunner):
     """Time candidates on Ray nodes that advertise the resource ``key``.
 
     Parameters
@@ -96,29 +75,24 @@ class RPCRunner(Runner):
                  number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False,
                  module_loader: Any = None, check_correctness: bool = True, seed: int = 0,
-                 rtol: float = 1e-3, atol: float = 1e-4) -> None:
+                 rtol: float = 1e-3, atol: float = 1e-3) -> None:
         if not key or not isinstance(key, str):
             raise ValueError(f"RPCRunner needs a device key (a Ray resource name), got {key!r}")
         if module_loader is not None:
             raise ValueError("RPCRunner: module_loader is not supported (modules travel as "
                              "object code)")
-        super().__init__(timeout=timeout, n_parallel=n_parallel or 1)
+        super().__init__(timeout=timeout, n_parallel=n_parallel or 1, number=number,
+                         repeat=repeat, min_repeat_ms=min_repeat_ms,
+                         cooldown_interval=cooldown_interval,
+                         enable_cpu_cache_flush=enable_cpu_cache_flush,
+                         check_correctness=check_correctness, seed=seed, rtol=rtol, atol=atol)
         self.ray = _import_ray()
         self.key, self.host, self.port, self.priority = key, host, port, priority
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
-        self.cooldown_interval = cooldown_interval
-        self.enable_cpu_cache_flush = enable_cpu_cache_flush
-        self.check_correctness = check_correctness
-        self.seed, self.rtol, self.atol = seed, rtol, atol
         self._connect()
         self._actor_cls = self.ray.remote(_DeviceWorker).options(resources={key: 1},
                                                                  num_cpus=0)
         self._actors: list[Any] = []
-        self._ref: TaskRef | None = None
-        self._state: Any = None  # object ref of the task's inputs/reference
-        self._token = ""
-        self._setup_error: str | None = None
-        self._loaded: dict[int, str] = {}
+        self._tokens: dict[int, list[str]] = {}  # per slot: buffers its actor holds
 
     # ---- cluster -------------------------------------------------------------------------------
     def _connect(self) -> None:
@@ -144,7 +118,7 @@ class RPCRunner(Runner):
             self._actors.append(None)
         if self._actors[slot] is None:
             self._actors[slot] = self._actor_cls.remote()
-            self._loaded.pop(slot, None)
+            self._tokens.pop(slot, None)
         return self._actors[slot]
 
     def _replace(self, slot: int) -> None:
@@ -155,98 +129,68 @@ class RPCRunner(Runner):
             except Exception:  # noqa: BLE001 - already dead
                 pass
         self._actors[slot] = None
-        self._loaded.pop(slot, None)
+        self._tokens.pop(slot, None)
 
-    # ---- task ----------------------------------------------------------------------------------
-    def set_task(self, task: Any) -> None:
-        super().set_task(task)
-        self._ref = task_ref(task)
-        self._state, self._setup_error, self._token = None, None, ""
-        self._loaded.clear()
+    # ---- transport ---------------------------------------------------------------------------
+    def _where(self) -> str:
+        return f" on {self.key!r}"
 
-    def _ensure_setup(self, slot: int) -> str | None:
-        if self._setup_error is not None:
-            return self._setup_error
+    def _loaded(self, slot: int) -> list[str]:
+        self._actor(slot)
+        return self._tokens.setdefault(slot, [])
+
+    def _call(self, slot: int, fn: Callable[[Any], Any], req: Any,
+              timeout: float | None) -> Outcome:
+        t0 = time.perf_counter()
+        return self._wait(slot, self._actor(slot).call.remote(fn, req), timeout, t0)
+
+    def _wait(self, slot: int, fut: Any, timeout: float | None, t0: float) -> Outcome:
+        """The outcome of the actor call ``fut`` (the actor is replaced if it hung or died)."""
         ray = self.ray
-        if self._state is None:
-            assert self._ref is not None
-            try:
-                state = ray.get(self._actor(slot).setup.remote(
-                    self._ref, self.seed, None, self.check_correctness), timeout=_SETUP_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001 - reported once, as every candidate's error
-                self._replace(slot)
-                self._setup_error = (f"RPCRunner could not set up task {self._ref.name} on "
-                                     f"{self.key!r}: {type(exc).__name__}: {exc}")
-                return self._setup_error
-            self._state = ray.put(state)
-            self._token = uuid.uuid4().hex
-        if self._loaded.get(slot) != self._token:
-            try:
-                ray.get(self._actor(slot).load.remote(self._token, self._state),
-                        timeout=_SETUP_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001
-                self._replace(slot)
-                return f"RPCRunner could not load the task's buffers: {exc}"
-            self._loaded[slot] = self._token
-        return None
+        left = None if timeout is None else max(0.0, timeout - (time.perf_counter() - t0))
+        try:
+            value = ray.get(fut, timeout=left)
+        except ray.exceptions.GetTimeoutError:
+            self._replace(slot)
+            return Outcome(CallStatus.TIMEOUT, message=f"timed out after {timeout} s",
+                           seconds=time.perf_counter() - t0)
+        except ray.exceptions.RayActorError as exc:
+            self._replace(slot)
+            return Outcome(CallStatus.DIED, message=f"the measurement actor died "
+                           f"({type(exc).__name__})", seconds=time.perf_counter() - t0)
+        except ray.exceptions.RayTaskError as exc:
+            return Outcome(CallStatus.ERROR, error_type=type(exc).__name__,
+                           message=f"{exc}"[:2048], seconds=time.perf_counter() - t0)
+        return Outcome(CallStatus.OK, value, seconds=time.perf_counter() - t0)
 
     # ---- running -------------------------------------------------------------------------------
-    def run(self, measure_inputs: Sequence[MeasureInput],
-            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+    def run(self, measure_inputs: Sequence[Measurable], build_results: Sequence[BuildResult],
+            verbose: int = 0) -> list[MeasureResult]:
         results: list[MeasureResult | None] = [None] * len(build_results)
         todo = []
         for k, br in enumerate(build_results):
             if br.ok:
                 todo.append(k)
             else:
-                results[k] = error_result(br.error_no, br.error_detail, br.time_cost, time.time())
-        if todo and self.cooldown_interval > 0:
-            time.sleep(self.cooldown_interval)  # once per batch, as LocalRunner
+                results[k] = self._failed_build(br)
+        if todo:
+            self._cooldown()  # once per batch, as LocalRunner
         for start in range(0, len(todo), self.n_parallel):
             wave = todo[start:start + self.n_parallel]
             pending = {}
             for slot, k in enumerate(wave):
-                problem = self._ensure_setup(slot)
-                if problem is not None:
-                    results[k] = error_result(MeasureErrorNo.RUNTIME_DEVICE, problem,
-                                              build_results[k].time_cost, time.time())
+                br = build_results[k]
+                sig = self._ensure_setup(slot, br)
+                if sig.error:
+                    results[k] = error_result(MeasureErrorNo.RUNTIME_DEVICE, sig.error,
+                                              br.time_cost, time.time(), False)
                     continue
-                check = self.check_correctness
-                fut = self._actor(slot).run.remote(
-                    self._token, build_results[k].artifact, self.number, self.repeat,
-                    self.min_repeat_ms, self.enable_cpu_cache_flush, check, self.rtol, self.atol,
-                    self.timeout)
-                pending[slot] = (k, fut, time.perf_counter())
-            for slot, (k, fut, t0) in pending.items():
-                results[k] = self._collect(slot, measure_inputs[k], build_results[k], fut, t0)
+                fut = self._actor(slot).call.remote(run_candidate, self._request(sig, br))
+                pending[slot] = (k, sig, fut, time.perf_counter())
+            for slot, (k, sig, fut, t0) in pending.items():
+                out = self._wait(slot, fut, self.timeout, t0)
+                results[k] = self._result(build_results[k], sig, out, time.perf_counter() - t0)
         return [r for r in results if r is not None]
-
-    def _collect(self, slot: int, inp: MeasureInput, br: BuildResult, fut: Any,
-                 t0: float) -> MeasureResult:
-        ray = self.ray
-        left = max(0.0, self.timeout - (time.perf_counter() - t0))
-        try:
-            code, costs, detail = ray.get(fut, timeout=left)
-        except ray.exceptions.GetTimeoutError:
-            self._replace(slot)
-            return error_result(MeasureErrorNo.RUN_TIMEOUT,
-                                f"config {inp.config.index}: run timed out after {self.timeout} s "
-                                f"on {self.key!r}", br.time_cost + self.timeout, time.time())
-        except ray.exceptions.RayActorError as exc:
-            self._replace(slot)
-            return error_result(MeasureErrorNo.RUNTIME_DEVICE,
-                                f"config {inp.config.index}: the measurement actor on "
-                                f"{self.key!r} died ({type(exc).__name__})",
-                                br.time_cost + time.perf_counter() - t0, time.time())
-        except ray.exceptions.RayTaskError as exc:
-            return error_result(MeasureErrorNo.RUNTIME_DEVICE, f"{exc}"[:2048],
-                                br.time_cost + time.perf_counter() - t0, time.time())
-        total = br.time_cost + time.perf_counter() - t0
-        if code != MeasureErrorNo.NO_ERROR:
-            return error_result(code, f"config {inp.config.index}: {detail}", total, time.time())
-        if len(costs) > 2:
-            costs = tuple(sorted(costs)[1:-1])  # as LocalRunner/AutoTVM: drop the extremes
-        return MeasureResult(tuple(costs), MeasureErrorNo.NO_ERROR, total, time.time())
 
     def close(self) -> None:
         for slot in range(len(self._actors)):

@@ -1,15 +1,14 @@
 """Functions that run *inside* measurement worker processes (builders and the runner).
 
-Everything crossing the process boundary is small and picklable: a :class:`TaskRef` (how to
-re-create the task), config indices, exported module bytes, numpy arrays once per task, and plain
-tuples back. Per-process caches live here; they are filled inside the worker, never inherited.
+Everything crossing the process boundary is a small frozen dataclass: a request naming a
+:class:`~.candidate.Candidate` (how to rebuild the schedule), exported module bytes, numpy arrays
+once per argument signature, and a typed reply back. Per-process caches live here; they are
+filled inside the worker, never inherited.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -19,58 +18,8 @@ import numpy as np
 
 from templtune.errors import CodegenError, InstantiationError
 
+from .candidate import ArgInfo, Candidate, arg_info, is_device_target
 from .measure import MeasureErrorNo
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRef:
-    """How a worker re-creates a task: unpickle ``pickled`` (the task pickled whole, which keeps
-    its exact config space), or else import ``module`` (which registers the template) and call
-    ``autotvm.task.create(name, args, target, target_host)``."""
-
-    module: str | None
-    name: str
-    args: tuple
-    target: str
-    target_host: str | None = None
-    pickled: bytes | None = None
-
-
-def _template_module(task: Any) -> str | None:
-    try:
-        func = task.func
-    except Exception:  # noqa: BLE001 - unknown template: no module to import
-        return None
-    for attr in ("fcustomized", "fcompute"):
-        f = getattr(func, attr, None)
-        if f is not None:
-            return getattr(f, "__module__", None)
-    return getattr(func, "__module__", None)
-
-
-def task_ref(task: Any) -> TaskRef:
-    """Describe ``task`` so that a worker process can re-create it."""
-    import pickle
-
-    target = getattr(task, "target", None)
-    host = getattr(task, "target_host", None)
-    pickled = None
-    try:
-        pickled = pickle.dumps(task)
-    except Exception:  # noqa: BLE001 - closures/lambdas: re-create by name instead
-        pickled = None
-    return TaskRef(_template_module(task), str(task.name), _plain(task.args),
-                   str(target) if target is not None else "llvm",
-                   str(host) if host is not None else None, pickled)
-
-
-def _plain(x: Any) -> Any:
-    if isinstance(x, list | tuple):
-        return tuple(_plain(v) for v in x)
-    return x
-
-
-_TASKS: dict[TaskRef, Any] = {}
 
 # NOTE: modules a worker imports while it starts (launched early, alongside the other workers), so
 # that the first candidate does not pay for importing the compiler and the runtime.
@@ -79,94 +28,58 @@ BUILD_PRELOAD = ("templtune", "templtune.measure.worker", "templtune.build_modul
 RUN_PRELOAD = BUILD_PRELOAD  # the runner builds the naive-schedule reference too
 
 
-def get_task(ref: TaskRef) -> Any:
-    """The task described by ``ref`` (cached per worker process)."""
-    task = _TASKS.get(ref)
-    if task is not None:
-        return task
-    if ref.pickled is not None:
-        import pickle
+@dataclass(frozen=True, slots=True)
+class BuildRequest:
+    """Build ``candidate`` with ``templtune.build(..., **build_kwargs)``."""
 
-        try:
-            task = pickle.loads(ref.pickled)
-            _TASKS[ref] = task
-            return task
-        except Exception:  # noqa: BLE001 - fall back to re-creating it by name
-            task = None
-    if ref.module:
-        name = ref.module
-        if name == "__main__":
-            # NOTE: spawn workers import the parent's main script as ``__mp_main__``.
-            name = "__mp_main__"
-        if name not in sys.modules:
-            try:
-                importlib.import_module(name)
-            except ImportError:
-                pass
-    error: Exception | None = None
-    try:
-        from templtune.autotvm.task import create
+    candidate: Candidate
+    build_kwargs: dict
 
-        kwargs = {"target_host": ref.target_host} if ref.target_host else {}
-        task = create(ref.name, ref.args, ref.target, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - reported below
-        error = exc
-    if task is None:
-        raise RuntimeError(f"cannot re-create task {ref.name!r} in a measurement worker: "
-                           f"{error}") from error
-    _TASKS[ref] = task
-    return task
+
+@dataclass(frozen=True, slots=True)
+class BuildReply:
+    """A build worker's answer: the exported module and argument info, or an error."""
+
+    error_no: MeasureErrorNo
+    artifact: bytes | None
+    detail: str
+    seconds: float
+    arg_info: tuple[ArgInfo, ...] = ()
 
 
 def _detail(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"
 
 
-def _is_device(target: Any) -> bool:
-    kind = getattr(target, "kind", None)
-    name = getattr(kind, "name", kind)
-    return str(name if name is not None else target).split()[0] in ("cuda", "nvptx", "rocm")
+def build_candidate(req: BuildRequest) -> BuildReply:
+    """Rebuild the candidate's schedule and build it; never raises for a bad candidate.
 
-
-def build_candidate(ref: TaskRef, index: int, build_kwargs: dict, env: Any = None) -> tuple:
-    """Instantiate config ``index`` of the task and build it (under the parent's AutoTVM
-    switches ``env``, a :func:`templtune.autotvm.env.snapshot`).
-
-    Returns ``(error_no, artifact_bytes_or_None, error_detail, seconds)``; never raises for a bad
-    candidate. Error codes are chosen by exception type.
+    Error codes are chosen by exception type: ``InstantiationError`` is
+    ``INSTANTIATION_ERROR``, a ``CodegenError`` is ``COMPILE_DEVICE`` on GPU targets and
+    ``COMPILE_HOST`` otherwise, anything else is ``COMPILE_HOST``.
     """
     t0 = time.perf_counter()
-    target = ref.target
-    if env is not None:
-        from templtune.autotvm.env import restore
-
-        restore(env)
+    target: Any = req.candidate.target
     try:
-        task = get_task(ref)
-        target = task.target
-        try:
-            config = task.config_space.get(index)
-        except IndexError as exc:
-            raise InstantiationError(f"config index {index} is not in the space: {exc}") from exc
         import templtune
 
+        inst = req.candidate.instantiate()
+        target = inst.target
         with _target_scope(target):
-            s, args = task.instantiate(config)
-            if not config.valid():
-                raise InstantiationError("; ".join(str(e) for e in config.errors) or "invalid")
-            module = templtune.build(s, args, target=target, **build_kwargs)
-        artifact = export_module(module)
-        return (int(MeasureErrorNo.NO_ERROR), artifact, "", time.perf_counter() - t0)
+            module = templtune.build(inst.schedule, inst.args, target=target, **req.build_kwargs)
+        return BuildReply(MeasureErrorNo.NO_ERROR, export_module(module), "",
+                          time.perf_counter() - t0, arg_info(inst.args))
     except InstantiationError as exc:
         code = MeasureErrorNo.INSTANTIATION_ERROR
         detail = _detail(exc)
     except CodegenError as exc:
-        code = MeasureErrorNo.COMPILE_DEVICE if _is_device(target) else MeasureErrorNo.COMPILE_HOST
+        code = (MeasureErrorNo.COMPILE_DEVICE if is_device_target(target)
+                else MeasureErrorNo.COMPILE_HOST)
         detail = _detail(exc)
     except Exception as exc:  # noqa: BLE001 - any other failure is a host compile error
         code = MeasureErrorNo.COMPILE_HOST
         detail = _detail(exc)
-    return (int(code), None, detail, time.perf_counter() - t0)
+    return BuildReply(code, None, detail, time.perf_counter() - t0)
 
 
 _PICKLED = b"TEMPLTUNE-PICKLED-MODULE\n"
@@ -220,19 +133,71 @@ class _target_scope:  # noqa: N801 - used like a function
 
 # ---- runner side ------------------------------------------------------------------------------
 
-@dataclass
-class _RunState:
-    inputs: list[np.ndarray]
-    outputs: list[int]              # positions of output buffers in the argument list
-    reference: list[np.ndarray] | None
+@dataclass(frozen=True, slots=True)
+class SetupRequest:
+    """Prepare inputs (and, with ``check``, reference outputs) for one argument signature."""
+
+    candidate: Candidate
+    arg_info: tuple[ArgInfo, ...]
+    seed: int
+    ref_input: tuple[np.ndarray, ...] | None
+    check: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunSetup:
+    """Argument buffers of one signature in the runner process, and their reference outputs.
+
+    ``reference`` is None when it was not computed (checking off, or both the naive build and
+    the numpy evaluator failed: ``note`` says why).
+    """
+
+    inputs: tuple[np.ndarray, ...]
+    outputs: tuple[int, ...]
+    reference: tuple[np.ndarray, ...] | None
+    note: str
     device: str
 
 
-_RUN: dict[str, _RunState] = {}
+@dataclass(frozen=True, slots=True)
+class TimingOptions:
+    """How the runner checks and times a candidate (shared by every runner).
+
+    ``repeat`` rounds of ``number`` calls, each round at least ``min_repeat_ms`` long; ``flush``
+    flushes the CPU cache before each round; outputs pass when ``|got - ref| <= atol +
+    rtol * |ref|`` element-wise; ``timeout`` bounds one candidate's load, check and timing.
+    """
+
+    number: int
+    repeat: int
+    min_repeat_ms: float
+    flush: bool
+    rtol: float
+    atol: float
+    timeout: float | None
 
 
-def _as_int(x: Any) -> int:
-    return int(getattr(x, "value", x))
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """Check (when ``check``) and time the module ``artifact`` on the buffers of ``token``."""
+
+    token: str
+    artifact: bytes
+    check: bool
+    timing: TimingOptions
+
+
+@dataclass(frozen=True, slots=True)
+class RunReply:
+    """A runner worker's answer: seconds per round on success, else an error and its detail."""
+
+    error_no: MeasureErrorNo
+    costs: tuple[float, ...] = ()
+    detail: str = ""
+
+
+_RUN: dict[str, RunSetup] = {}
+_MAX_STATES = 4  # argument signatures kept in the runner process at once
 
 
 def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
@@ -246,76 +211,59 @@ def _random_array(shape: tuple[int, ...], dtype: str, rng: np.random.Generator) 
     return np.zeros(shape, dtype=np_dtype)
 
 
-def prepare_run(ref: TaskRef, seed: int, ref_input: list | None, check: bool) -> dict:
-    """Set up a task in the runner process: argument buffers, random inputs, reference outputs.
+def prepare_run(req: SetupRequest) -> RunSetup:
+    """Set up one argument signature in the runner process: inputs and reference outputs.
 
-    The reference is the task's outputs built with the naive schedule
+    The reference is the candidate's outputs built with the naive schedule
     (``create_schedule([out.op ...])``), falling back to the numpy evaluator.
     """
-    from templtune.te.tensor import PlaceholderOp
-
-    task = get_task(ref)
-    space = task.config_space
-    args = None
-    last: Exception | None = None
-    for index in _first_valid(space, 8):
-        try:
-            with _target_scope(task.target):
-                _, args = task.instantiate(space.get(index))
-            break
-        except Exception as exc:  # noqa: BLE001 - try the next config
-            last = exc
-    if args is None:
-        raise RuntimeError(f"cannot instantiate any config of {ref.name} to get its arguments: "
-                           f"{last}")
-    rng = np.random.default_rng(seed)
-    outputs = [k for k, t in enumerate(args) if not isinstance(t.op, PlaceholderOp)]
-    if ref_input is not None:
-        inputs = [np.array(a, copy=True) for a in ref_input]
+    info = req.arg_info
+    outputs = tuple(k for k, a in enumerate(info) if a.is_output)
+    if req.ref_input is not None:
+        if len(req.ref_input) != len(info) or any(
+                tuple(np.shape(x)) != a.shape for x, a in zip(req.ref_input, info)):
+            raise ValueError("ref_input does not match the candidate's arguments: "
+                             f"{[np.shape(x) for x in req.ref_input]} vs {[a.shape for a in info]}")
+        inputs = [np.array(x, dtype=a.dtype, copy=True) for x, a in zip(req.ref_input, info)]
     else:
-        inputs = []
-        for k, t in enumerate(args):
-            shape = tuple(_as_int(s) for s in t.shape)
-            if k in outputs:
-                inputs.append(np.zeros(shape, dtype=np.dtype(t.dtype)))
-            else:
-                inputs.append(_random_array(shape, t.dtype, rng))
+        rng = np.random.default_rng(req.seed)
+        inputs = [np.zeros(a.shape, dtype=np.dtype(a.dtype)) if a.is_output
+                  else _random_array(a.shape, a.dtype, rng) for a in info]
     reference = None
-    note = ""
-    if check and outputs:
+    note = "correctness not checked (off)"
+    if req.check and outputs:
         try:
-            reference = _reference_by_build(task, args, inputs, outputs)
-            note = "reference: naive schedule"
-        except Exception as exc:  # noqa: BLE001 - fall back to the numpy oracle
+            args = req.candidate.reference_args()
+            if arg_info(args) != info:
+                raise ValueError(f"the reference's arguments {arg_info(args)} differ from the "
+                                 f"candidate's {info}")
+        except Exception as exc:  # noqa: BLE001 - reported in the note, as unchecked
+            args = None
+            note = f"no reference, correctness not checked: {type(exc).__name__}: {exc}"
+        if args is not None:
             try:
-                reference = _reference_by_numpy(args, inputs, outputs)
-                note = f"reference: numpy evaluator (naive build failed: {exc})"
-            except Exception as exc2:  # noqa: BLE001
-                note = f"no reference, correctness not checked: {exc2}"
-    device = "cuda" if _is_device(task.target) else "cpu"
-    return {"inputs": inputs, "outputs": outputs, "reference": reference, "note": note,
-            "device": device}
+                reference = _reference_by_build(req.candidate.target, args, inputs, outputs)
+                note = "reference: naive schedule"
+            except Exception as exc:  # noqa: BLE001 - fall back to the numpy oracle
+                try:
+                    reference = _reference_by_numpy(args, inputs, outputs)
+                    note = f"reference: numpy evaluator (naive build failed: {exc})"
+                except Exception as exc2:  # noqa: BLE001
+                    note = f"no reference, correctness not checked: {exc2}"
+    device = "cuda" if is_device_target(req.candidate.target) else "cpu"
+    return RunSetup(tuple(inputs), outputs, None if reference is None else tuple(reference),
+                    note, device)
 
 
-def _first_valid(space: Any, n: int) -> list[int]:
-    out = []
-    for i in range(space.range_length):
-        if space.is_index_valid(i):
-            out.append(i)
-            if len(out) >= n:
-                break
-    return out
-
-
-def _reference_by_build(task: Any, args: list, inputs: list[np.ndarray],
-                        outputs: list[int]) -> list[np.ndarray]:
+def _reference_by_build(target: str, args: list, inputs: list[np.ndarray],
+                        outputs: tuple[int, ...]) -> list[np.ndarray]:
     import templtune
     from templtune.te import create_schedule
 
     s = create_schedule([args[k].op for k in outputs])
     # NOTE: the naive schedule has no thread binding, so GPU tasks get their reference on the
     # host CPU.
-    target = "llvm" if _is_device(task.target) else task.target
+    target = "llvm" if is_device_target(target) else target
     with _target_scope(templtune.target.Target(str(target))):
         module = templtune.build(s, list(args), target=target)
     arrays = [a.copy() for a in inputs]
@@ -324,7 +272,7 @@ def _reference_by_build(task: Any, args: list, inputs: list[np.ndarray],
 
 
 def _reference_by_numpy(args: list, inputs: list[np.ndarray],
-                        outputs: list[int]) -> list[np.ndarray]:
+                        outputs: tuple[int, ...]) -> list[np.ndarray]:
     from templtune.te.evaluate import evaluate
 
     feeds = {args[k]: inputs[k] for k in range(len(args)) if k not in outputs}
@@ -334,11 +282,19 @@ def _reference_by_numpy(args: list, inputs: list[np.ndarray],
     return [np.asarray(r) for r in res]
 
 
-def load_run_state(token: str, inputs: list, outputs: list[int], reference: list | None,
-                   device: str) -> None:
-    """Install a task's buffers and reference in this runner process."""
-    _RUN.clear()  # NOTE: one task at a time; frees the previous task's buffers
-    _RUN[token] = _RunState(list(inputs), list(outputs), reference, device)
+@dataclass(frozen=True, slots=True)
+class LoadRequest:
+    """Install ``setup`` in the runner process under ``token``."""
+
+    token: str
+    setup: RunSetup
+
+
+def load_run_state(req: LoadRequest) -> None:
+    """Install one signature's buffers and reference in this runner process."""
+    while len(_RUN) >= _MAX_STATES:
+        del _RUN[next(iter(_RUN))]  # NOTE: oldest first; frees that signature's buffers
+    _RUN[req.token] = req.setup
 
 
 def has_run_state(token: str) -> bool:
@@ -371,51 +327,66 @@ def _pin_scratch_allocator() -> bool:
     return ok
 
 
-def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_repeat_ms: float,
-                  flush: bool, check: bool, rtol: float, atol: float,
-                  timeout: float | None = None) -> tuple:
+def _unwritten(ref: np.ndarray) -> np.ndarray:
+    """A fill for an output buffer that differs from ``ref`` in every element, so that a kernel
+    leaving (part of) its output unwritten fails the check: NaN for floats, ``ref + 1``
+    (wrapping) for integers, ``~ref`` for booleans."""
+    if ref.dtype.kind in "fc":
+        return np.full(ref.shape, np.nan, dtype=ref.dtype)
+    if ref.dtype.kind == "b":
+        return ~ref
+    return ref + np.ones((), dtype=ref.dtype)
+
+
+def run_candidate(req: RunRequest) -> RunReply:
     """Load, check and time one built candidate.
 
-    The first call checks the outputs (when ``check``) and serves as a probe: if it shows that
-    the timing rounds cannot finish within ``timeout``, the candidate is reported as
-    ``RUN_TIMEOUT`` at once instead of after waiting for the timeout (templtune shortcut).
-
-    Returns ``(error_no, costs, detail)``.
+    The first call checks the outputs (when ``req.check``; output buffers are filled with
+    values that differ from the reference first) and serves as a probe: if it shows that the
+    timing rounds cannot finish within the timeout, the candidate is reported as ``RUN_TIMEOUT``
+    at once instead of after waiting for the timeout (templtune shortcut).
     """
     import templtune
 
     t_start = time.perf_counter()
     _pin_scratch_allocator()
-    st = _RUN[token]
-    module = load_artifact(artifact)
+    st = _RUN[req.token]
+    opt = req.timing
+    check = req.check and st.reference is not None
+    module = load_artifact(req.artifact)
     dev = templtune.cuda() if st.device == "cuda" else templtune.cpu()
     arrays = [a.copy() for a in st.inputs]
+    if check:
+        assert st.reference is not None
+        with np.errstate(over="ignore"):
+            for pos, ref in zip(st.outputs, st.reference):
+                arrays[pos] = _unwritten(ref)
     t0 = time.perf_counter()
     module(*arrays)
     first = time.perf_counter() - t0
-    if check and st.reference is not None:
+    if check:
+        assert st.reference is not None
         for pos, original in enumerate(st.inputs):
             if pos not in st.outputs and not np.array_equal(arrays[pos], original,
                                                             equal_nan=original.dtype.kind == "f"):
-                return (int(MeasureErrorNo.WRONG_ANSWER), (),
-                        f"the candidate overwrote input buffer {pos}")
+                return RunReply(MeasureErrorNo.WRONG_ANSWER,
+                                detail=f"the candidate overwrote input buffer {pos}")
         for pos, ref in zip(st.outputs, st.reference):
-            got = np.asarray(arrays[pos])
-            if not _close(got, ref, rtol, atol):
-                err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
-                return (int(MeasureErrorNo.WRONG_ANSWER), (),
-                        f"output {pos} differs from the reference (max abs error {err:.3g})")
-    if timeout is not None:
-        predicted = first * (1 + number * repeat) + repeat * min_repeat_ms / 1e3
-        if time.perf_counter() - t_start + predicted > timeout:
-            return (int(MeasureErrorNo.RUN_TIMEOUT), (),
-                    f"one call takes {first:.3g} s: {number}x{repeat} timed calls cannot finish "
-                    f"within the {timeout} s timeout")
-    kwargs: dict[str, Any] = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms}
+            problem = compare(np.asarray(arrays[pos]), ref, opt.rtol, opt.atol)
+            if problem:
+                return RunReply(MeasureErrorNo.WRONG_ANSWER, detail=f"output {pos} {problem}")
+    if opt.timeout is not None:
+        predicted = first * (1 + opt.number * opt.repeat) + opt.repeat * opt.min_repeat_ms / 1e3
+        if time.perf_counter() - t_start + predicted > opt.timeout:
+            return RunReply(MeasureErrorNo.RUN_TIMEOUT, detail=(
+                f"one call takes {first:.3g} s: {opt.number}x{opt.repeat} timed calls cannot "
+                f"finish within the {opt.timeout} s timeout"))
+    kwargs: dict[str, Any] = {"number": opt.number, "repeat": opt.repeat,
+                              "min_repeat_ms": opt.min_repeat_ms}
     # NOTE: the checking/probing call above already ran the kernel on these very arrays (caches,
     # page faults, thread pool warm), so the evaluator's own warm-up call would only repeat it.
     extras: dict[str, Any] = {"warmup": 0}
-    if flush:
+    if opt.flush:
         extras["enable_cpu_cache_flush"] = True
     entry = getattr(module, "entry_name", None) or "default_function"
     try:
@@ -424,14 +395,26 @@ def run_candidate(token: str, artifact: bytes, number: int, repeat: int, min_rep
         # a module type without these options (e.g. CUDA): its own defaults
         timer = module.time_evaluator(entry, dev, **kwargs)
     res = timer(*arrays)
-    costs = tuple(float(c) for c in getattr(res, "results", res))
-    return (int(MeasureErrorNo.NO_ERROR), costs, "")
+    return RunReply(MeasureErrorNo.NO_ERROR, tuple(float(c) for c in getattr(res, "results", res)))
 
 
-def _close(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
+def compare(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> str:
+    """Why ``got`` is not ``ref`` (empty when it is): floats pass element-wise when
+    ``|got - ref| <= atol + rtol * |ref|`` (numpy's rule; NaN only where ``ref`` is NaN), other
+    dtypes must be equal."""
     if got.shape != ref.shape:
-        return False
-    if ref.dtype.kind == "f":
-        scale = float(np.max(np.abs(ref))) if ref.size else 1.0
-        return bool(np.allclose(got, ref, rtol=rtol, atol=atol * max(1.0, scale), equal_nan=True))
-    return bool(np.array_equal(got, ref))
+        return f"has shape {got.shape}, the reference {ref.shape}"
+    if ref.dtype.kind in "fc":
+        ok = np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        ok = got == ref
+    bad = int(ok.size - np.count_nonzero(ok))
+    if not bad:
+        return ""
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        err = np.where(ok, 0.0, np.abs(g - r))
+    worst = np.unravel_index(int(np.nanargmax(np.where(np.isnan(err), np.inf, err))), ok.shape)
+    return (f"differs from the reference in {bad} of {ok.size} elements (e.g. at {worst}: "
+            f"{got[worst]!r} vs {ref[worst]!r}; tolerance {atol} + {rtol} * |ref|)")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from templtune.measure.measure import MeasureInput, MeasureResult
+from ..measure import MeasureInput, MeasureResult
 from .index_based import RandomIndexSampler, space_is_valid
 from .tuner import Tuner
 

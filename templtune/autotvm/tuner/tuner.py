@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from templtune.measure.measure import MeasureInput, MeasureResult, create_measure_batch
+from templtune.autotvm.measure import MeasureInput, MeasureResult, create_measure_batch
+from templtune.autotvm.task.task import serialize_args
 
 logger = logging.getLogger("templtune.tuner")
 
@@ -160,8 +161,10 @@ class Tuner(abc.ABC):
         if resume_log is not None and os.path.exists(resume_log):
             from ..record import load_from_file
 
+            # NOTE: a failure of the infrastructure (a worker killed from outside) says nothing
+            # about its config, which is measured again.
             history = [(inp, res) for inp, res in load_from_file(str(resume_log))
-                       if self._same_task(inp)]
+                       if self._same_task(inp) and not getattr(res, "infra_error", False)]
             self.load_history(history, min_seed_records=len(history) + 1)
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
@@ -254,7 +257,8 @@ class Tuner(abc.ABC):
         if task is self.task:
             return True
         return (getattr(task, "name", None) == getattr(self.task, "name", None)
-                and _norm(getattr(task, "args", None)) == _norm(getattr(self.task, "args", None)))
+                and serialize_args(getattr(task, "args", ()))
+                == serialize_args(getattr(self.task, "args", ())))
 
 
 def _report_all_failed(errors: list[str], callbacks: Sequence[Callback]) -> None:
@@ -279,10 +283,3 @@ def _check_count(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value}")
-
-
-def _norm(x: Any) -> Any:
-    """Lists to tuples, recursively (records decode JSON arrays as tuples)."""
-    if isinstance(x, (list, tuple)):
-        return tuple(_norm(v) for v in x)
-    return x

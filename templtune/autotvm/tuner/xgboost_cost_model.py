@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..feature.extract import FeatureExtractor
-from templtune.measure.measure import MeasureInput, MeasureResult
+from ..measure import MeasureInput, MeasureResult
 from .metric import average_recall
 from .model_based_tuner import CostModel
 
