@@ -1,9 +1,11 @@
 """Measurement data types, the Builder/Runner seams, ``measure_option`` and the measure batch.
 
-A measurement of one configuration goes through two stages: a :class:`Builder` turns
-:class:`MeasureInput` objects into :class:`BuildResult` objects (exported module bytes, or a
-structured error), and a :class:`Runner` turns those into :class:`MeasureResult` objects. Failures
-never raise into the tuner loop; they come back as data with a :class:`MeasureErrorNo` code.
+A measurement of one candidate goes through two stages: a :class:`Builder` turns measure inputs
+(anything with a ``candidate()`` method returning a :class:`~.candidate.Candidate`: AutoTVM's
+``(target, task, config)``, the auto-scheduler's ``(task, state)``) into :class:`BuildResult`
+objects (exported module bytes and argument info, or a structured error), and a :class:`Runner`
+turns those into :class:`MeasureResult` objects. Failures never raise into the tuner loop; they
+come back as data with a :class:`MeasureErrorNo` code.
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ import abc
 import enum
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .candidate import ArgInfo, Candidate
 
 logger = logging.getLogger("templtune.measure")
 
-#: Cost written for failed measurements. ``mean(costs)`` of a failure is this large number, so a
-#: failed record always ranks last (AutoTVM writes the same value to its logs).
+#: Cost of a failed measurement: ``mean(costs)`` of a failure is this large number, so a failed
+#: record always ranks last. AutoTVM writes the same value to its logs.
 MEASURE_ERROR_COST = 1e9
+#: The failure cost in each record format (TVM's numbers): AutoTVM logs ``[1e9]``, the
+#: auto-scheduler logs ``[MAX_FLOAT]`` = ``[1e10]``.
+AUTOTVM_ERROR_COST = MEASURE_ERROR_COST
+AUTO_SCHEDULER_ERROR_COST = 1e10
 
 
 class MeasureErrorNo(enum.IntEnum):
@@ -39,27 +47,12 @@ class MeasureErrorNo(enum.IntEnum):
         return f"MeasureErrorNo.{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class MeasureInput:
-    """What to measure: a target, a task and one configuration of the task's space.
+class Measurable(Protocol):
+    """What builders and runners measure: an input that says how to rebuild its candidate."""
 
-    Parameters
-    ----------
-    target : templtune.target.Target or str
-        The target the candidate is built for.
-    task : templtune.autotvm.task.Task
-        The tuning task.
-    config : ConfigEntity
-        One point of ``task.config_space``.
-    """
-
-    target: Any
-    task: Any
-    config: Any
-
-    def __iter__(self):
-        # NOTE: AutoTVM's MeasureInput is a namedtuple; unpacking keeps tutorials working.
-        return iter((self.target, self.task, self.config))
+    def candidate(self) -> Candidate:
+        """The picklable description a worker process rebuilds the schedule from."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +74,12 @@ class MeasureResult:
         ``time.time()`` when the measurement finished.
     error_detail : str
         On failure: exception type name, message and traceback text; empty on success.
+    checked : bool
+        Whether the outputs were compared with a reference (False when the runner could not
+        compute one, or checking is off); records write ``"checked": false``.
+    infra_error : bool
+        The failure was the infrastructure's, not the candidate's: its worker was killed from
+        outside (SIGKILL/SIGTERM) twice. Such a record does not count as measured on resume.
     """
 
     costs: tuple[float, ...]
@@ -88,6 +87,8 @@ class MeasureResult:
     all_cost: float
     timestamp: float
     error_detail: str = ""
+    checked: bool = True
+    infra_error: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "costs", tuple(self.costs))
@@ -109,6 +110,11 @@ class MeasureResult:
         return self.error_no == MeasureErrorNo.NO_ERROR
 
     @property
+    def error_msg(self) -> str:
+        """The auto-scheduler's name of :attr:`error_detail`."""
+        return self.error_detail
+
+    @property
     def mean_cost(self) -> float:
         """Mean of ``costs`` (``MEASURE_ERROR_COST`` for failures)."""
         if not self.costs:
@@ -117,11 +123,12 @@ class MeasureResult:
 
 
 def error_result(
-    error_no: MeasureErrorNo | int, detail: str, all_cost: float, timestamp: float
+    error_no: MeasureErrorNo | int, detail: str, all_cost: float, timestamp: float,
+    checked: bool = True, infra_error: bool = False,
 ) -> MeasureResult:
     """A failed :class:`MeasureResult` with the conventional error cost."""
     return MeasureResult((MEASURE_ERROR_COST,), MeasureErrorNo(int(error_no)), float(all_cost),
-                         float(timestamp), detail)
+                         float(timestamp), detail, checked, infra_error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,19 +145,30 @@ class BuildResult:
         Exception type name, message and traceback text on failure.
     time_cost : float
         Seconds spent building.
-    extra : dict
-        Builder-specific data passed to the runner (small and picklable).
+    arg_info : tuple of ArgInfo
+        Shape, dtype and role of each argument of the built function (from this build).
+    candidate : Candidate or None
+        What was built; the runner rebuilds the reference computation from it.
+    infra_error : bool
+        The build worker was killed from outside twice (see :class:`MeasureResult`).
     """
 
     artifact: bytes | None
     error_no: MeasureErrorNo
     error_detail: str
     time_cost: float
-    extra: dict = field(default_factory=dict)
+    arg_info: tuple[ArgInfo, ...] = ()
+    candidate: Candidate | None = None
+    infra_error: bool = False
 
     @property
     def ok(self) -> bool:
         return self.error_no == MeasureErrorNo.NO_ERROR
+
+    @property
+    def error_msg(self) -> str:
+        """The auto-scheduler's name of :attr:`error_detail`."""
+        return self.error_detail
 
 
 class Builder(abc.ABC):
@@ -171,6 +189,10 @@ class Builder(abc.ABC):
                  build_kwargs: dict | None = None) -> None:
         import os
 
+        from .validate import check_count, check_number
+
+        check_number(type(self).__name__, "timeout", timeout, positive=True)
+        check_count(type(self).__name__, "n_parallel", n_parallel, allow_none=True)
         self.timeout = timeout
         self.n_parallel = int(n_parallel or os.cpu_count() or 1)
         self.build_kwargs = dict(build_kwargs or {})
@@ -187,7 +209,7 @@ class Builder(abc.ABC):
         self.build_kwargs = merged
 
     @abc.abstractmethod
-    def build(self, measure_inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+    def build(self, measure_inputs: Sequence[Measurable], verbose: int = 0) -> list[BuildResult]:
         """Build every input; never raises for a bad candidate."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -206,6 +228,10 @@ class Runner(abc.ABC):
     """
 
     def __init__(self, timeout: float = 5, n_parallel: int | None = None) -> None:
+        from .validate import check_count, check_number
+
+        check_number(type(self).__name__, "timeout", timeout, positive=True)
+        check_count(type(self).__name__, "n_parallel", n_parallel, allow_none=True)
         self.timeout = timeout
         self.n_parallel = n_parallel or 1
         self.task: Any = None
@@ -220,8 +246,8 @@ class Runner(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def run(self, measure_inputs: Sequence[MeasureInput],
-            build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+    def run(self, measure_inputs: Sequence[Measurable], build_results: Sequence[BuildResult],
+            verbose: int = 0) -> list[MeasureResult]:
         """Run and time every built candidate; never raises for a bad candidate."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -283,7 +309,7 @@ class MeasureBatch:
         self.build_time = 0.0
         self.run_time = 0.0
 
-    def __call__(self, measure_inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    def __call__(self, measure_inputs: Sequence[Measurable]) -> list[MeasureResult]:
         import time
 
         t0 = time.perf_counter()
@@ -301,7 +327,7 @@ class MeasureBatch:
         self.runner.close()
 
 
-def create_measure_batch(task: Any, option: dict) -> Callable[[Sequence[MeasureInput]],
+def create_measure_batch(task: Any, option: dict) -> Callable[[Sequence[Measurable]],
                                                                list[MeasureResult]]:
     """Return a callable measuring a list of inputs of ``task`` with ``option``'s builder/runner.
 
