@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from templtune import te
 from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, measure_option
+from templtune.autotvm.task.task import create, get_config, template
 from templtune.autotvm.tuner import GATuner, GridSearchTuner, RandomTuner
 from templtune.autotvm.tuner.registry import load_tuners
 from templtune.measure.fake import FakeBuilder, FakeRunner, seeded_cost
@@ -225,18 +227,46 @@ def test_errors_are_counted_not_best():
         assert (res.error_no == MeasureErrorNo.RUNTIME_DEVICE) == (inp.config.index % 2 == 0)
 
 
-def test_all_errors_written_to_file(tmp_path, monkeypatch, caplog):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+@template("test_tuner_fake/vadd")
+def _vadd(n):
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    get_config().define_split("t", B.op.axis[0], num_outputs=2)
+    return s, [A, B]
+
+
+def _real_task():
+    """A real template's task (records of it can be written to a log)."""
+    return create("test_tuner_fake/vadd", (64,), "llvm")
+
+
+@pytest.mark.parametrize("with_log", [False, True])
+def test_all_errors_reported_without_stray_temp_files(tmp_path, monkeypatch, caplog, with_log):
+    """An all-failed run leaves nothing in the temp directory: the first error is in the
+    warning, and the full list beside the user's record log when there is one."""
+    from templtune.autotvm.callback import log_to_file
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     import tempfile
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     opt = measure_option(FakeBuilder(), FakeRunner(error_fn=lambda i: MeasureErrorNo.COMPILE_HOST))
-    t = GridSearchTuner(make_task())
+    log = tmp_path / "t.log"
+    t = GridSearchTuner(_real_task())
     with caplog.at_level("WARNING", logger="autotvm"):
-        t.tune(n_trial=5, measure_option=opt)
+        t.tune(n_trial=5, measure_option=opt,
+               callbacks=[log_to_file(str(log))] if with_log else [])
     assert t.best_config is None and t.best_flops == 0
-    files = list(tmp_path.glob("templtune_tuning_errors_*.log"))
-    assert len(files) == 1 and "fake error" in files[0].read_text()
+    assert list(tmp.iterdir()) == []
+    assert "every trial failed" in caplog.text and "fake error for config 0" in caplog.text
+    errors = tmp_path / "t.log.errors.txt"
+    assert errors.exists() == with_log
+    if with_log:
+        assert str(errors) in caplog.text
+        assert errors.read_text().count("fake error") == 5
 
 
 def test_update_before_callbacks():

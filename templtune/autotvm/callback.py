@@ -22,6 +22,7 @@ def log_to_file(file_out: str | os.PathLike | IO[str], protocol: str = "json"):
     For a path, the file is opened in append mode once per batch, one line is written per record,
     and the batch is flushed and ``fsync``-ed before the callback returns, so a killed tuning run
     loses no completed batch. For an open file object, lines are written and flushed.
+    :meth:`Tuner.tune` checks that the path can be written before it measures anything.
 
     Parameters
     ----------
@@ -48,8 +49,26 @@ def log_to_file(file_out: str | os.PathLike | IO[str], protocol: str = "json"):
         # run leaves only whole lines, and every finished batch is on disk.
         append_records(file_out, zip(inputs, results))
 
+    def _prepare() -> None:
+        if isinstance(file_out, str):
+            _check_writable(file_out)
+
     _callback.file_out = file_out  # type: ignore[attr-defined]
+    _callback.prepare = _prepare  # type: ignore[attr-defined]  # Tuner.tune calls it first
     return _callback
+
+
+def _check_writable(path: str) -> None:
+    """Raise ``ValueError`` naming ``path`` unless records can be appended to it (the file is
+    created, empty, if missing)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ValueError(f"log_to_file: the directory of {path!r} does not exist ({parent})")
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"log_to_file: cannot write records to {path!r}: {exc}") from None
 
 
 def log_to_database(db: Any):

@@ -194,6 +194,10 @@ class Builder(abc.ABC):
                  build_kwargs: dict | None = None) -> None:
         import os
 
+        from .validate import check_count, check_number
+
+        check_number(type(self).__name__, "timeout", timeout, positive=True)
+        check_count(type(self).__name__, "n_parallel", n_parallel, allow_none=True)
         self.timeout = timeout
         self.n_parallel = int(n_parallel or os.cpu_count() or 1)
         self.build_kwargs = dict(build_kwargs or {})
@@ -229,6 +233,10 @@ class Runner(abc.ABC):
     """
 
     def __init__(self, timeout: float = 5, n_parallel: int | None = None) -> None:
+        from .validate import check_count, check_number
+
+        check_number(type(self).__name__, "timeout", timeout, positive=True)
+        check_count(type(self).__name__, "n_parallel", n_parallel, allow_none=True)
         self.timeout = timeout
         self.n_parallel = n_parallel or 1
         self.task: Any = None

@@ -3,20 +3,24 @@
 Unlike ``concurrent.futures.ProcessPoolExecutor``, a call that runs past its timeout kills only the
 worker running it (which is replaced on next use), and a worker that dies (segfault) reports
 ``died`` for its call instead of breaking the whole pool. Workers are fresh interpreters: they
-import templtune once and stay warm; nothing of the parent's mutable state is inherited, and they
-exit when the parent dies.
+import templtune once and stay warm; nothing of the parent's mutable state is inherited. Killing
+a worker (timeout, death, close) also kills every process it started (see :mod:`.procs`), and
+workers exit, with what they started, when the parent process exits.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from .procs import kill_session, wait_exit
 
 logger = logging.getLogger("templtune.measure")
 
@@ -86,35 +90,19 @@ def _worker_main(conn: Connection, preload: tuple[str, ...]) -> None:
                               time.perf_counter() - t0))
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Make sure a worker never outlives the tuning process (e.g. one killed by SIGKILL)."""
-    import ctypes
-    import os
-    import signal
-    import threading
-
-    try:  # Linux: the kernel kills us when the parent dies
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - other systems: rely on the watchdog below
-        pass
-
-    def watchdog() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(1)
-            time.sleep(1.0)
-
-    threading.Thread(target=watchdog, daemon=True, name="templtune-watchdog").start()
-
-
-def _child_entry(fd: int, parent_pid: int) -> None:
+def _child_entry(fd: int, parent_pid: int, lifeline_fd: int) -> None:
     """Entry point of a worker process (started by :class:`_Worker`)."""
     import sys
+
+    from .procs import watch_parent
 
     conn = Connection(fd)
     path, preload = conn.recv()
     sys.path[:] = path
-    _die_with_parent(parent_pid)
+    # NOTE: not PR_SET_PDEATHSIG: it fires when the *thread* that started the worker exits (a
+    # short-lived thread running tune() would take the warm workers with it), and it would kill
+    # the worker before the worker could end its session's other processes.
+    watch_parent(parent_pid, lifeline_fd)
     _worker_main(conn, preload)
 
 
@@ -124,25 +112,41 @@ def _child_entry(fd: int, parent_pid: int) -> None:
 # because tasks are pickled with cloudpickle (by value).
 _BOOT = ("import sys; sys.path[:0] = {path!r}; "
          "from templtune.measure.pool import _child_entry; "
-         "_child_entry(int(sys.argv[1]), int(sys.argv[2]))")
+         "_child_entry(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))")
 
 
 class _Worker:
+    """One worker process. It leads its own session (so a timeout or :meth:`kill` ends what it
+    started too), has its own ``TMPDIR`` (removed with it, so files of a killed build do not
+    leak) and a lifeline pipe whose write end only this object holds."""
+
     def __init__(self, preload: tuple[str, ...]) -> None:
         import os
         import socket
         import subprocess
         import sys
+        import tempfile
 
         import templtune
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(templtune.__file__)))
         ours, theirs = socket.socketpair()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT.format(path=[root]), str(theirs.fileno()),
-             str(os.getpid())],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
-        theirs.close()
+        life_r, self._lifeline = os.pipe()
+        self.tmpdir = tempfile.mkdtemp(prefix="templtune_worker_")
+        env = dict(os.environ, TMPDIR=self.tmpdir, TEMPLTUNE_WORKER_TMPDIR=self.tmpdir)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT.format(path=[root]), str(theirs.fileno()),
+                 str(os.getpid()), str(life_r)],
+                pass_fds=(theirs.fileno(), life_r), stdin=subprocess.DEVNULL, close_fds=True,
+                start_new_session=True, env=env)
+        except BaseException:
+            os.close(self._lifeline)
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            raise
+        finally:
+            os.close(life_r)
+            theirs.close()
         self.conn = Connection(ours.detach())
         self.conn.send((list(sys.path), preload))
         self.ready = False
@@ -160,30 +164,48 @@ class _Worker:
         return self.ready
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        # NOTE: never reap here: until its session is killed, the pid must keep naming it
+        return self.proc.returncode is None and not wait_exit(self.proc.pid, 0)
+
+    def _reap(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` s for the worker to exit; once it has, kill what is left of
+        its session, then collect its exit code (None while it still runs)."""
+        if self.proc.returncode is None and wait_exit(self.proc.pid, timeout):
+            kill_session(self.proc.pid)
+            self.proc.wait()
+        return self.proc.returncode
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(5)
-        except Exception:  # noqa: BLE001 - a zombie we cannot reap now
-            pass
+        """Kill the worker and every process of its session; remove its ``TMPDIR``."""
+        import os
+
+        if self.proc.returncode is None:
+            kill_session(self.proc.pid)
+            self._reap(5)
         self.conn.close()
+        if self._lifeline >= 0:
+            os.close(self._lifeline)
+            self._lifeline = -1
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def __del__(self) -> None:
+        # NOTE: closing the lifeline makes an abandoned worker end itself (and its session)
+        import os
+
+        if getattr(self, "_lifeline", -1) >= 0:
+            try:
+                os.close(self._lifeline)
+            except OSError:
+                pass
+            self._lifeline = -1
 
     def death_signal(self) -> int:
         """The signal number that ended the worker (0 if it exited or is alive)."""
-        try:
-            code = self.proc.wait(5)
-        except Exception:  # noqa: BLE001
-            return 0
+        code = self._reap(5)
         return -code if code is not None and code < 0 else 0
 
     def describe_death(self) -> str:
-        try:
-            code = self.proc.wait(5)
-        except Exception:  # noqa: BLE001
-            code = None
+        code = self._reap(5)
         if code is not None and code < 0:
             import signal
 
@@ -225,7 +247,10 @@ class WorkerPool:
         background; the first call to use a worker waits for its start-up handshake)."""
         ids = list(workers) if workers is not None else list(range(self.n_workers))
         for k in ids:
-            if self._workers[k] is None or not self._workers[k].alive():
+            w = self._workers[k]
+            if w is None or not w.alive():
+                if w is not None:
+                    w.kill()
                 self._workers[k] = _Worker(self.preload)
 
     def start(self, workers: Sequence[int] | None = None) -> None:

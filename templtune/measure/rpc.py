@@ -29,6 +29,51 @@ from .worker import run_candidate
 logger = logging.getLogger("templtune.measure")
 
 
+class _PlacementError(RuntimeError):
+    """A measurement actor could not be placed on a device in time."""
+
+
+def _check_reachable(addr: str, timeout: float) -> None:
+    """Raise ``ConnectionError`` unless ``addr`` (``[ray://]host[:port]``) accepts a TCP
+    connection within ``timeout`` s: Ray itself retries an unreachable address for minutes."""
+    import socket
+
+    hostport = addr.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        host, port = hostport, "6379"
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"RPCRunner: cannot reach the Ray cluster at {addr} within "
+                              f"{timeout:g} s: {exc}") from None
+
+
+def _init_within(ray: Any, addr: str, timeout: float) -> None:
+    """``ray.init(address=addr)``, raising ``ConnectionError`` when it has not returned within
+    ``timeout`` s. NOTE: Ray retries an endpoint that accepts TCP but does not answer for
+    minutes and cannot be interrupted, so the call runs in a daemon thread that is abandoned."""
+    import threading
+
+    failure: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            ray.init(address=addr, log_to_driver=False, configure_logging=False)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            failure.append(exc)
+
+    t = threading.Thread(target=connect, daemon=True, name="templtune-ray-connect")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise ConnectionError(f"RPCRunner: the Ray cluster at {addr} did not answer within "
+                              f"{timeout:g} s")
+    if failure:
+        raise ConnectionError(f"RPCRunner: cannot connect to the Ray cluster at {addr}: "
+                              f"{type(failure[0]).__name__}: {failure[0]}") from failure[0]
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -45,6 +90,9 @@ class _DeviceWorker:
 
     def call(self, fn: Callable[[Any], Any], req: Any) -> Any:
         return fn(req)
+
+    def ready(self) -> bool:
+        return True
 
 
 class RPCRunner(CheckingRunner):
@@ -68,6 +116,14 @@ class RPCRunner(CheckingRunner):
         As :class:`LocalRunner`.
     check_correctness, seed, rtol, atol
         As :class:`LocalRunner`.
+    connect_timeout : float
+        Seconds to wait for the cluster at ``host:port`` to answer (templtune extension); an
+        unreachable address raises ``ConnectionError`` after it.
+    placement_timeout : float
+        Seconds a new measurement actor may wait for a free device (templtune extension). Each
+        batch uses at most as many actors as the cluster has ``key`` devices; an actor that
+        cannot be placed in time (its node died, the devices are taken) is dropped for the
+        batch and its candidates run on the remaining devices.
     """
 
     def __init__(self, key: str, host: str | None = None, port: int | None = None,
@@ -75,7 +131,13 @@ class RPCRunner(CheckingRunner):
                  number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  cooldown_interval: float = 0.1, enable_cpu_cache_flush: bool = False,
                  module_loader: Any = None, check_correctness: bool = True, seed: int = 0,
-                 rtol: float = 1e-3, atol: float = 1e-3) -> None:
+                 rtol: float = 1e-3, atol: float = 1e-3, connect_timeout: float = 30,
+                 placement_timeout: float = 30) -> None:
+        from .validate import check_number
+
+        check_number("RPCRunner", "connect_timeout", connect_timeout, positive=True)
+        check_number("RPCRunner", "placement_timeout", placement_timeout, positive=True)
+        self.connect_timeout, self.placement_timeout = connect_timeout, placement_timeout
         if not key or not isinstance(key, str):
             raise ValueError(f"RPCRunner needs a device key (a Ray resource name), got {key!r}")
         if module_loader is not None:
@@ -99,12 +161,16 @@ class RPCRunner(CheckingRunner):
         ray = self.ray
         if not ray.is_initialized():
             if self.host is None:
+                # NOTE: a local instance listens on the loopback interface only (Ray has no
+                # authentication; see the README on securing a real cluster)
                 ray.init(resources={self.key: self.n_parallel}, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False)
+                         log_to_driver=False, configure_logging=False,
+                         _node_ip_address="127.0.0.1")
             else:
                 addr = f"{self.host}:{self.port}" if self.port else self.host
-                ray.init(address=addr, log_to_driver=False, configure_logging=False)
-        have = ray.cluster_resources().get(self.key, 0)
+                _check_reachable(addr, self.connect_timeout)
+                _init_within(ray, addr, self.connect_timeout)
+        have = self._devices()
         if have < 1:
             raise RuntimeError(f"no Ray node advertises the device key {self.key!r}; start device "
                                f"nodes with: ray start --address=HEAD:6379 "
@@ -113,11 +179,29 @@ class RPCRunner(CheckingRunner):
             logger.warning("RPCRunner: %d parallel slots requested but only %g %r devices; "
                            "actors will wait for each other", self.n_parallel, have, self.key)
 
+    def _devices(self) -> int:
+        """Devices advertising ``key`` on the cluster's live nodes (asked every batch)."""
+        return int(self.ray.cluster_resources().get(self.key, 0))
+
     def _actor(self, slot: int) -> Any:
         while len(self._actors) <= slot:
             self._actors.append(None)
         if self._actors[slot] is None:
-            self._actors[slot] = self._actor_cls.remote()
+            actor = self._actor_cls.remote()
+            # NOTE: an actor that cannot be placed would make every call on it wait; find out
+            # within placement_timeout instead.
+            try:
+                self.ray.get(actor.ready.remote(), timeout=self.placement_timeout)
+            except Exception as exc:  # noqa: BLE001 - GetTimeoutError, or the node died
+                try:
+                    self.ray.kill(actor)
+                except Exception:  # noqa: BLE001
+                    pass
+                raise _PlacementError(
+                    f"no {self.key!r} device took a measurement actor within "
+                    f"{self.placement_timeout:g} s ({type(exc).__name__}); "
+                    f"{self._devices()} such devices are alive") from None
+            self._actors[slot] = actor
             self._tokens.pop(slot, None)
         return self._actors[slot]
 
@@ -175,11 +259,26 @@ class RPCRunner(CheckingRunner):
                 results[k] = self._failed_build(br)
         if todo:
             self._cooldown()  # once per batch, as LocalRunner
-        for start in range(0, len(todo), self.n_parallel):
-            wave = todo[start:start + self.n_parallel]
+        # NOTE: as many actors as there are devices now (a device node may have died, or
+        # n_parallel may exceed the devices); a slot whose actor cannot be placed is dropped.
+        slots = list(range(max(1, min(self.n_parallel, self._devices()))))
+        for slot in range(len(slots), len(self._actors)):
+            self._replace(slot)
+        while todo:
+            wave, todo = todo[:len(slots)], todo[len(slots):]
             pending = {}
-            for slot, k in enumerate(wave):
+            for slot, k in zip(list(slots), wave):
                 br = build_results[k]
+                try:
+                    self._actor(slot)
+                except _PlacementError as exc:
+                    slots.remove(slot)
+                    if slots:
+                        todo.insert(0, k)
+                    else:
+                        results[k] = error_result(MeasureErrorNo.RUNTIME_DEVICE, str(exc),
+                                                  br.time_cost, time.time(), False)
+                    continue
                 sig = self._ensure_setup(slot, br)
                 if sig.error:
                     results[k] = error_result(MeasureErrorNo.RUNTIME_DEVICE, sig.error,
@@ -190,6 +289,12 @@ class RPCRunner(CheckingRunner):
             for slot, (k, sig, fut, t0) in pending.items():
                 out = self._wait(slot, fut, self.timeout, t0)
                 results[k] = self._result(build_results[k], sig, out, time.perf_counter() - t0)
+            if not slots:  # no device left for the rest of this batch
+                for k in todo:
+                    results[k] = error_result(
+                        MeasureErrorNo.RUNTIME_DEVICE, f"no {self.key!r} device could take a "
+                        "measurement actor", build_results[k].time_cost, time.time(), False)
+                break
         return [r for r in results if r is not None]
 
     def close(self) -> None:

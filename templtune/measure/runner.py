@@ -21,6 +21,7 @@ import numpy as np
 from .candidate import ArgInfo, Candidate
 from .measure import BuildResult, Measurable, MeasureErrorNo, MeasureResult, Runner, error_result
 from .pool import CallStatus, Outcome
+from .validate import check_count, check_number
 from .worker import (
     _MAX_STATES,
     LoadRequest,
@@ -59,6 +60,13 @@ class CheckingRunner(Runner):
                  enable_cpu_cache_flush: bool = False, check_correctness: bool = True,
                  seed: int = 0, rtol: float = 1e-3, atol: float = 1e-3) -> None:
         super().__init__(timeout=timeout, n_parallel=n_parallel)
+        owner = type(self).__name__
+        check_count(owner, "number", number)
+        check_count(owner, "repeat", repeat)
+        for name, value in (("min_repeat_ms", min_repeat_ms),
+                            ("cooldown_interval", cooldown_interval), ("rtol", rtol),
+                            ("atol", atol)):
+            check_number(owner, name, value)
         self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
         self.cooldown_interval = cooldown_interval
         self.enable_cpu_cache_flush = enable_cpu_cache_flush

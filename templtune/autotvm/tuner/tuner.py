@@ -10,7 +10,6 @@ from __future__ import annotations
 import abc
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -152,6 +151,15 @@ class Tuner(abc.ABC):
             for no limit (templtune extension).
         """
         scale = si_scale(si_prefix)
+        _check_count("n_trial", n_trial)
+        if early_stopping is not None:
+            _check_count("early_stopping", early_stopping)
+        for callback in callbacks:
+            # NOTE: e.g. log_to_file checks that its file can be written: failing after the first
+            # batch was measured would lose that batch.
+            prepare = getattr(callback, "prepare", None)
+            if callable(prepare):
+                prepare()
         t_start = time.perf_counter()
         i = 0
         if resume_log is not None and os.path.exists(resume_log):
@@ -235,10 +243,7 @@ class Tuner(abc.ABC):
                                "build_s": build, "run_s": run,
                                "overhead_s": max(0.0, total - build - run)}
         if i > resumed and n_errors == i - resumed and errors:
-            fd, path = tempfile.mkstemp(prefix="templtune_tuning_errors_", suffix=".log")
-            with os.fdopen(fd, "w") as f:
-                f.write("\n\n".join(errors))
-            logger.warning("every trial failed; the errors were written to %s", path)
+            _report_all_failed(errors, callbacks)
 
     # ---- helpers ------------------------------------------------------------------------------
     def _flops(self, res: MeasureResult) -> float:
@@ -302,3 +307,26 @@ def _canonical_target(t: Any) -> str:
     except Exception:  # noqa: BLE001 - an unparsable target matches only itself
         return " ".join(str(t).split())
 
+
+def _report_all_failed(errors: list[str], callbacks: Sequence[Callback]) -> None:
+    """Warn that every trial failed, with the first error; the full list goes beside the user's
+    record log (``<log>.errors.txt``) when there is one, never to a stray temporary file."""
+    logs = [cb.file_out for cb in callbacks if isinstance(getattr(cb, "file_out", None), str)]
+    where = ""
+    if logs:
+        path = logs[0] + ".errors.txt"
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n\n".join(errors) + "\n")
+            where = f"; all {len(errors)} errors were written to {path}"
+        except OSError as exc:
+            where = f"; cannot write them to {path}: {exc}"
+    logger.warning("every trial failed%s. The first error:\n%s", where, errors[0][-2000:])
+
+
+def _check_count(name: str, value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is a non-negative integer (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value}")

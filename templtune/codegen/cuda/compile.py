@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -50,6 +51,31 @@ def cache_dir() -> Path:
     return Path(env) if env is not None else Path.home() / ".cache" / "templtune" / "cuda"
 
 
+def _run_nvcc(cmd: list[str]) -> tuple[int, str, str]:
+    """Run nvcc in its own process group, so that a timeout kills cicc and ptxas with it (they
+    would otherwise outlive nvcc); returns (exit code, stdout, stderr)."""
+    import signal
+
+    # NOTE: a new group, not a new session: a measurement worker kills its whole session
+    # when it is killed, nvcc's group included.
+    group: dict = ({"process_group": 0} if sys.version_info >= (3, 11)
+                   else {"preexec_fn": os.setpgrp})
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, **group)
+    try:
+        stdout, stderr = proc.communicate(timeout=NVCC_TIMEOUT_S)
+    except BaseException as exc:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise CodegenError(f"nvcc timed out after {NVCC_TIMEOUT_S:.0f} s") from exc
+        raise
+    return proc.returncode, stdout, stderr
+
+
 def compile_cuda(source: str, arch: str = "sm_90", fmt: str = "cubin",
                  options: tuple[str, ...] = (), use_cache: bool = True) -> bytes:
     """Compile ``source`` with nvcc and return the cubin (``fmt="cubin"``) or PTX bytes.
@@ -75,13 +101,10 @@ def compile_cuda(source: str, arch: str = "sm_90", fmt: str = "cubin",
         out = Path(tmp) / f"kernel.{fmt}"
         src.write_text(source)
         cmd = [nvcc, f"--{fmt}", arch_flag, "-O3", *options, "-o", str(out), str(src)]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
-        except subprocess.TimeoutExpired as exc:
-            raise CodegenError(f"nvcc timed out after {NVCC_TIMEOUT_S:.0f} s") from exc
-        if res.returncode != 0:
-            msg = (res.stderr or res.stdout).strip()
-            raise CodegenError(f"nvcc failed (exit {res.returncode}):\n{msg}\nCUDA source:\n"
+        code, stdout, stderr = _run_nvcc(cmd)
+        if code != 0:
+            msg = (stderr or stdout).strip()
+            raise CodegenError(f"nvcc failed (exit {code}):\n{msg}\nCUDA source:\n"
                                f"{source}")
         data = out.read_bytes()
     if use_cache:
