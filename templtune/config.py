@@ -32,8 +32,8 @@ from typing import Any
 
 from templtune.errors import TempltuneError
 
-__all__ = ["KNOBS", "ConfigError", "Knob", "KnobType", "cuda_emulated", "get", "markdown_table",
-           "scope"]
+__all__ = ["KNOBS", "ConfigError", "Knob", "KnobType", "child_environment", "cuda_emulated", "get",
+           "markdown_table", "scope"]
 
 log = logging.getLogger("templtune.config")
 
@@ -116,6 +116,9 @@ KNOBS: tuple[Knob, ...] = (
          "or `cc` from `PATH`)."),
     Knob("XDG_CACHE_HOME", _P, None,
          "Base of templtune's cache folder (`$XDG_CACHE_HOME/templtune`; default `~/.cache`)."),
+    Knob("TEMPLTUNE_WORKER_TMPDIR", _P, None,
+         "Set by the worker pool for each worker: its temporary folder, removed with it (not a "
+         "user setting)."),
     Knob("TEMPLTUNE_HYP_SCALE", _I, 1,
          "Tests: multiplies the number of hypothesis examples of the simplifier tests.",
          minimum=1),
@@ -242,6 +245,12 @@ def scope(**overrides: Any) -> Iterator[None]:
 def cuda_emulated() -> bool:
     """Whether CUDA modules run on the CPU emulator (``TEMPLTUNE_CUDA_BACKEND=emulator``)."""
     return bool(get("TEMPLTUNE_CUDA_BACKEND") == "emulator")
+
+
+def child_environment(**overrides: str) -> dict[str, str]:
+    """The environment of a child process: this one's, with ``overrides`` (the one place the
+    environment is copied, so the knob table stays the only reader)."""
+    return dict(os.environ, **overrides)
 
 
 def markdown_table() -> str:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from templtune import config
+
 from .procs import kill_session, wait_exit
 
 logger = logging.getLogger("templtune.measure")
@@ -133,7 +135,7 @@ class _Worker:
         ours, theirs = socket.socketpair()
         life_r, self._lifeline = os.pipe()
         self.tmpdir = tempfile.mkdtemp(prefix="templtune_worker_")
-        env = dict(os.environ, TMPDIR=self.tmpdir, TEMPLTUNE_WORKER_TMPDIR=self.tmpdir)
+        env = config.child_environment(TMPDIR=self.tmpdir, TEMPLTUNE_WORKER_TMPDIR=self.tmpdir)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT.format(path=[root]), str(theirs.fileno()),

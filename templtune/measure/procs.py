@@ -87,8 +87,10 @@ def _end_session() -> None:
     me = os.getpid()
     if os.getsid(0) == me:
         kill_session(me, spare=me)
-    tmp = os.environ.get("TEMPLTUNE_WORKER_TMPDIR")
-    if tmp:
+    from templtune import config
+
+    tmp = config.get("TEMPLTUNE_WORKER_TMPDIR")
+    if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)
     try:
         if os.getpgid(0) == me:
