@@ -14,6 +14,7 @@ import numpy as np
 
 from templtune import te, topi
 from templtune.topi import testing as ref
+from templtune.topi.utils import get_const_int
 
 from .ir import Attrs, Call, Expr, TensorType
 
@@ -133,11 +134,11 @@ def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
 
 
 def _depthwise_nhwc(x: te.Tensor, w: te.Tensor, a: dict[str, Any]) -> te.Tensor:
-    kh, kw = int(w.shape[0]), int(w.shape[1])
+    kh, kw = get_const_int(w.shape[0]), get_const_int(w.shape[1])
     pt, pl, pb, pr = a["padding"]
     sh, sw = a["strides"]
     xp = topi.nn.pad(x, (0, pt, pl, 0), (0, pb, pr, 0), name="PaddedInput")
-    n, h, wd, c = (int(s) for s in x.shape)
+    n, h, wd, c = (get_const_int(s) for s in x.shape)
     oh, ow = _out(h, kh, pt, pb, sh), _out(wd, kw, pl, pr, sw)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")

@@ -227,6 +227,12 @@ class WorkerPool:
         Number of workers (started lazily, on first use, and replaced when they die or hang).
     """
 
+    def _live(self, k: int) -> _Worker:
+        """Worker ``k``, which a caller holding a job of it knows exists."""
+        w = self._workers[k]
+        assert w is not None
+        return w
+
     def __init__(self, n_workers: int, preload: Sequence[str] = ()) -> None:
         self.n_workers = max(1, int(n_workers))
         self.preload = tuple(preload)
@@ -324,8 +330,7 @@ class WorkerPool:
                 wait_for = max(0.0, min(start + timeout for _, start in running.values()) - now)
             handles: dict[Any, int] = {}
             for k in running:
-                w = self._workers[k]
-                assert w is not None
+                w = self._live(k)
                 handles[w.conn] = k
             ready = wait(list(handles), timeout=wait_for)
             done: set[int] = set()
@@ -334,8 +339,7 @@ class WorkerPool:
                 if k in done:
                     continue
                 job, start = running[k]
-                w = self._workers[k]
-                assert w is not None
+                w = self._live(k)
                 outcome = self._receive(w, time.perf_counter() - start)
                 if outcome is None:
                     continue
@@ -345,8 +349,7 @@ class WorkerPool:
                 now = time.perf_counter()
                 for k, (job, start) in running.items():
                     if k not in done and now - start >= timeout:
-                        w = self._workers[k]
-                        assert w is not None
+                        w = self._live(k)
                         w.kill()
                         self._workers[k] = None
                         results[job] = Outcome(CallStatus.TIMEOUT,

@@ -311,7 +311,8 @@ def _canonical_target(t: Any) -> str:
 def _report_all_failed(errors: list[str], callbacks: Sequence[Callback]) -> None:
     """Warn that every trial failed, with the first error; the full list goes beside the user's
     record log (``<log>.errors.txt``) when there is one, never to a stray temporary file."""
-    logs = [cb.file_out for cb in callbacks if isinstance(getattr(cb, "file_out", None), str)]
+    logs = [str(getattr(cb, "file_out", "")) for cb in callbacks
+            if isinstance(getattr(cb, "file_out", None), str)]
     where = ""
     if logs:
         path = logs[0] + ".errors.txt"
