@@ -252,6 +252,10 @@ def _same_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     return t[0].shape
 
 
+def _broadcast_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(t[0].shape, t[1].shape))
+
+
 def _flatten_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     return (t[0].shape[0], int(np.prod(t[0].shape[1:])))
 
@@ -260,7 +264,7 @@ _register("nn.bias_add", INJECTIVE, _bias_infer,
           lambda x, a: topi.nn.bias_add(x[0], x[1], axis=a["axis"]), _bias_ref)
 _register("nn.relu", INJECTIVE, lambda t, a: t[0].shape, lambda x, a: topi.nn.relu(x[0]),
           lambda x, a: np.maximum(x[0], 0))
-_register("add", INJECTIVE, _same_infer, lambda x, a: topi.add(x[0], x[1]),
+_register("add", INJECTIVE, _broadcast_infer, lambda x, a: topi.add(x[0], x[1]),
           lambda x, a: x[0] + x[1])
 _register("nn.batch_flatten", INJECTIVE, _flatten_infer,
           lambda x, a: topi.nn.batch_flatten(x[0]), lambda x, a: x[0].reshape(x[0].shape[0], -1))
