@@ -12,8 +12,6 @@ from ..ir import Call, Expr, Var
 from ..op import GraphError, make_call
 from ..ops.elemwise import binary, unary
 
-_INT_MAX = 2 ** 62
-
 
 def _same_pads(a: dict[str, Any], size: tuple[int, ...], k: tuple[int, ...],
                s: tuple[int, ...]) -> list[int]:
@@ -241,7 +239,10 @@ class OnnxOps:
         op_Gemm,
         op_MatMul,
         op_Pad,
+        op_ReduceMax,
         op_ReduceMean,
+        op_ReduceMin,
+        op_ReduceSum,
         op_Reshape,
         op_Resize,
         op_Slice,

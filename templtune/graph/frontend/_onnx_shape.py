@@ -13,8 +13,6 @@ from ..ir import Call, Expr
 from ..op import make_call
 from ..ops.elemwise import binary
 
-_INT_MAX = 2 ** 62
-
 
 def _reshape(x: Expr, shape: tuple[int, ...]) -> Expr:
     shape = tuple(int(d) for d in shape)
@@ -228,7 +226,14 @@ def op_Softmax(self: Any, node: Any, a: dict[str, Any]) -> Expr:
     return nn.softmax(x, axis=axis)
 
 
-def op_ReduceMean(self: Any, node: Any, a: dict[str, Any]) -> Expr:
+def _reduction(kind: str) -> Any:
+    def handler(self: Any, node: Any, a: dict[str, Any]) -> Expr:
+        return _reduce(self, node, a, kind)
+
+    return handler
+
+
+def _reduce(self: Any, node: Any, a: dict[str, Any], kind: str) -> Expr:
     x = self.x(node)
     nd = len(x.shape)
     axes = _axes(self, node, a)
@@ -238,9 +243,16 @@ def op_ReduceMean(self: Any, node: Any, a: dict[str, Any]) -> Expr:
         axes = list(range(nd))
     axes = sorted({d % nd for d in axes})
     keep = bool(a.get("keepdims", 1))
-    if nd == 4 and axes == [2, 3] and keep:
-        return nn.global_avg_pool2d(x)
-    return make_call("mean", [x], axis=tuple(axes), keepdims=keep)
+    if nd == 4 and axes == [2, 3] and keep and kind in ("mean", "max"):
+        return (nn.global_avg_pool2d(x) if kind == "mean"
+                else make_call("nn.global_max_pool2d", [x]))
+    return make_call(kind, [x], axis=tuple(axes), keepdims=keep)
+
+
+op_ReduceMean = _reduction("mean")
+op_ReduceSum = _reduction("sum")
+op_ReduceMax = _reduction("max")
+op_ReduceMin = _reduction("min")
 
 
 def op_Resize(self: Any, node: Any, a: dict[str, Any]) -> Call:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..ir import Call, Expr, Function, Var
+from ..ir import Call, Expr, Function, Var, topo_order
 from ..op import GraphError
 from ._onnx_ops import OnnxOps
 
@@ -166,15 +166,9 @@ class _Importer(OnnxOps):
         body = self.env.get(self.g.output[0].name)
         if not isinstance(body, Call):
             raise GraphError("the model's output is not computed by any operator")
-        used = {id(v) for c in body_calls(body) for v in c.args}
+        used = {id(v) for c in topo_order(body) for v in c.args}
         params = {v.name: self.params[v.name] for v in self.vars if id(v) in used}
         return Function((*inputs, *(v for v in self.vars if v.name in params)), body), params
-
-
-def body_calls(body: Call) -> list[Call]:
-    from ..ir import topo_order
-
-    return topo_order(body)
 
 
 def from_onnx(model: Any, shape: dict[str, Any] | None = None, dtype: str = "float32",

@@ -1,6 +1,6 @@
 """Data-movement and normalisation operators of imported models: ``reshape``, ``transpose``,
-``concatenate``, ``strided_slice``, ``nn.pad``, ``image.resize2d`` (injective), ``mean`` and
-``nn.global_max_pool2d`` (reductions), ``nn.layer_norm`` (stands alone, like softmax)."""
+``concatenate``, ``strided_slice``, ``nn.pad``, ``image.resize2d`` (injective), ``sum``,
+``mean``, ``max``, ``min`` and ``nn.global_max_pool2d`` (reductions), ``nn.layer_norm`` (stands alone, like softmax)."""
 
 from __future__ import annotations
 
@@ -205,32 +205,44 @@ def _mean_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
                  if a["keepdims"] or k not in axes)
 
 
-def _mean_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
-    data = x[0]
-    axes = sorted(a["axis"])
-    shape = _mean_infer([TensorType(tuple(int(s) for s in data.shape))], a)
-    count = math.prod(int(data.shape[k]) for k in axes)
-    rs = [te.reduce_axis((0, data.shape[k]), name=f"k{k}") for k in axes]
+def _reduce(kind: str) -> tuple[Any, Any]:
+    """te compute and numpy reference of the reduction ``kind`` (sum, max, min, mean)."""
+    reducer = {"sum": te.sum, "mean": te.sum, "max": te.max, "min": te.min}[kind]
 
-    def idx(i: tuple[Any, ...]) -> tuple[Any, ...]:
-        out, it, rit = [], iter(i), iter(rs)
-        for k in range(len(data.shape)):
-            if k in axes:
-                out.append(next(rit))
-                if a["keepdims"]:
-                    next(it)
-            else:
-                out.append(next(it))
-        return tuple(out)
+    def compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+        data = x[0]
+        axes = sorted(a["axis"])
+        shape = _mean_infer([TensorType(tuple(int(s) for s in data.shape))], a)
+        rs = [te.reduce_axis((0, data.shape[k]), name=f"k{k}") for k in axes]
 
-    total = te.compute(shape, lambda *i: te.sum(data[idx(i)], axis=rs), name="T_sum")
-    return te.compute(shape, lambda *i: total[i] / te.const(float(count), data.dtype),
-                      name="T_mean", tag="elemwise")
+        def idx(i: tuple[Any, ...]) -> tuple[Any, ...]:
+            out, it, rit = [], iter(i), iter(rs)
+            for k in range(len(data.shape)):
+                if k in axes:
+                    out.append(next(rit))
+                    if a["keepdims"]:
+                        next(it)
+                else:
+                    out.append(next(it))
+            return tuple(out)
+
+        total = te.compute(shape, lambda *i: reducer(data[idx(i)], axis=rs), name=f"T_{kind}")
+        if kind != "mean":
+            return total
+        count = te.const(float(math.prod(int(data.shape[k]) for k in axes)), data.dtype)
+        return te.compute(shape, lambda *i: total[i] / count, name="T_mean", tag="elemwise")
+
+    fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind]
+
+    def reference(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+        kw = {"dtype": np.float64} if kind in ("sum", "mean") else {}
+        return fn(x[0], axis=tuple(a["axis"]), keepdims=a["keepdims"], **kw).astype(x[0].dtype)
+
+    return compute, reference
 
 
-register_op("mean", ANCHOR, _mean_infer, _mean_compute,
-            lambda x, a: x[0].mean(axis=tuple(a["axis"]), keepdims=a["keepdims"],
-                                   dtype=np.float64).astype(x[0].dtype))
+for _kind in ("sum", "mean", "max", "min"):
+    register_op(_kind, ANCHOR, _mean_infer, *_reduce(_kind))
 register_op("nn.global_max_pool2d", ANCHOR,
             lambda t, a: (*t[0].shape[:2], 1, 1),
             lambda x, a: topi.nn.global_pool2d(x[0], "max", layout="NCHW"),
