@@ -116,6 +116,7 @@ def test_attention_ops_layernorm_batched_matmul_folded_shapes() -> None:
         helper.make_node("Transpose", ["q2"], ["q"], perm=[0, 2, 1, 3]),
         helper.make_node("Transpose", ["q"], ["kt"], perm=[0, 1, 3, 2]),
         helper.make_node("MatMul", ["q", "kt"], ["s0"]),  # both operands activations
+        helper.make_node("Constant", [], ["sc"], value_float=float(np.sqrt(d // h))),
         helper.make_node("Div", ["s0", "sc"], ["s1"]),
         helper.make_node("Softmax", ["s1"], ["s2"], axis=-1),
         helper.make_node("MatMul", ["s2", "q"], ["o0"]),
@@ -134,7 +135,7 @@ def test_attention_ops_layernorm_batched_matmul_folded_shapes() -> None:
     ]
     inits = [_c("lg", RNG.uniform(0.5, 1.5, d)), _w("lb", (d,)), _w("wq", (d, d)), _w("bq", (d,)),
              _c("i0", 0, "int64"), _c("ax0", [0], "int64"), _c("rest", [-1, h, d // h], "int64"),
-             _c("sc", np.sqrt(d // h)), _c("flat", [0, 0, d], "int64"), _c("two", 2.0),
+             _c("flat", [0, 0, d], "int64"), _c("two", 2.0),
              _c("st", [1, 2], "int64"), _c("en", [5, 100], "int64"), _c("axs", [1, -1], "int64"),
              _c("i1", [0, 2], "int64"), _c("ax1", [1], "int64"), _w("cst", (3, 2, 2))]
     x = RNG.standard_normal((3, 5, d)).astype("float32")

@@ -92,8 +92,7 @@ class _Importer(OnnxOps):
         missing: dict[str, list[str]] = {}
         for node in self.g.node:
             ins = [i for i in node.input if i]
-            if node.op_type == "Constant" or node.op_type in _SHAPE_OPS or all(
-                    i in const for i in ins):
+            if node.op_type in _SHAPE_OPS or all(i in const for i in ins):
                 const.update(node.output)
             elif not hasattr(self, f"op_{node.op_type}") or node.domain not in ("", "ai.onnx"):
                 missing.setdefault(node.op_type, []).append(node.name or node.output[0])
@@ -106,14 +105,8 @@ class _Importer(OnnxOps):
                              f"importer does not support: {', '.join(parts)}")
 
     def _fold(self, node: Any, a: dict[str, Any]) -> None:
-        from onnx import numpy_helper
         from onnx.reference import ReferenceEvaluator
 
-        if node.op_type == "Constant":
-            if "value" not in a:
-                raise GraphError(f"Constant {node.name!r}: only the 'value' form is supported")
-            self.consts[node.output[0]] = numpy_helper.to_array(a["value"])
-            return
         if node.op_type in _SHAPE_OPS:
             name = node.input[0]
             shp = self.consts[name].shape if name in self.consts else self.env[name].shape
@@ -153,8 +146,7 @@ class _Importer(OnnxOps):
         for node in self.g.node:
             a = _attrs(node)
             ins = [i for i in node.input if i]
-            if node.op_type == "Constant" or node.op_type in _SHAPE_OPS or all(
-                    i in self.consts for i in ins):
+            if node.op_type in _SHAPE_OPS or all(i in self.consts for i in ins):
                 self._fold(node, a)
                 continue
             out = getattr(self, f"op_{node.op_type}")(node, a)
