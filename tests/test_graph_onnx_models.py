@@ -64,7 +64,8 @@ def _against_reference(model: onnx.ModelProto, x: np.ndarray) -> graph.Function:
 
 def test_cnn_ops_grouped_conv_pools_resize_split_gemm_variants() -> None:
     nodes = [
-        helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "wd"], ["d0"], group=4, pads=[1, 1, 1, 1]),  # 2 per channel
+        helper.make_node("Conv", ["d0", "w0", "b0"], ["c0"], group=2, pads=[1, 1, 1, 1]),
         helper.make_node("Sigmoid", ["c0"], ["s0"]),
         helper.make_node("BatchNormalization", ["s0", "g", "be", "mu", "var"], ["n0"]),
         helper.make_node("HardSwish", ["n0"], ["h0"]),
@@ -87,7 +88,7 @@ def test_cnn_ops_grouped_conv_pools_resize_split_gemm_variants() -> None:
         helper.make_node("Gemm", ["z", "wt", "ct"], ["z2"], transA=1, transB=1),
         helper.make_node("LeakyRelu", ["z2"], ["y"], alpha=0.1),
     ]
-    inits = [_w("w0", (6, 2, 3, 3)), _w("b0", (6,)),
+    inits = [_w("wd", (8, 1, 3, 3)), _w("w0", (6, 4, 3, 3)), _w("b0", (6,)),
              _c("g", RNG.uniform(0.5, 1.5, 6)), _w("be", (6,)), _w("mu", (6,)),
              _c("var", RNG.uniform(0.5, 2.0, 6)),
              _c("pads", [0, 0, 1, 0, 0, 0, 0, 2], "int64"), _c("pv", 0.25),
@@ -97,7 +98,7 @@ def test_cnn_ops_grouped_conv_pools_resize_split_gemm_variants() -> None:
     x = RNG.standard_normal((1, 4, 10, 10)).astype("float32")
     mod = _against_reference(_model(nodes, inits, (1, 4, 10, 10)), x)
     ops = [c.op for c in mod.calls()]
-    assert ops.count("nn.conv2d") == 2 and "concatenate" in ops  # one conv per group
+    assert ops.count("nn.conv2d") == 6 and "concatenate" in ops  # one conv per group
     assert {"image.resize2d", "nn.pad", "nn.global_max_pool2d", "strided_slice"} <= set(ops)
 
 
