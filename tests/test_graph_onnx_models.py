@@ -145,6 +145,18 @@ def test_attention_ops_layernorm_batched_matmul_folded_shapes() -> None:
     assert ops.count("nn.batch_matmul") == 2 and "nn.layer_norm" in ops and "erf" in ops
 
 
+def test_concat_of_many_inputs_builds() -> None:
+    """DenseNet-style: one Concat of 24 inputs (each a Relu of a channel slice)."""
+    n = 24
+    nodes = [helper.make_node("Split", ["x"], [f"s{k}" for k in range(n)], axis=1,
+                              num_outputs=n)]
+    nodes += [helper.make_node("Relu", [f"s{k}"], [f"r{k}"]) for k in range(n)]
+    nodes += [helper.make_node("Concat", [f"r{k}" for k in reversed(range(n))], ["y"], axis=1)]
+    x = RNG.standard_normal((1, n, 3, 3)).astype("float32")
+    mod = _against_reference(_model(nodes, [], (1, n, 3, 3), opset=18), x)
+    assert [c.op for c in mod.calls()].count("concatenate") == 1
+
+
 # ---- PyTorch exports -----------------------------------------------------------------------------
 def _torchvision() -> types.ModuleType:
     pytest.importorskip("torch")

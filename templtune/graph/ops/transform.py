@@ -55,16 +55,18 @@ def _concat_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     ax = a["axis"]
     sizes = [int(t.shape[ax]) for t in x]
     shape = tuple(x[0].shape[:ax]) + (sum(sizes),) + tuple(x[0].shape[ax + 1:])
+    offsets = [sum(sizes[:k]) for k in range(len(x) + 1)]
+
+    def pick(i: tuple[Any, ...], lo: int, hi: int) -> PrimExpr:
+        # NOTE: a balanced tree of guarded selects: code generation of nested guarded selects
+        # grows exponentially with their depth, and DenseNet concatenates dozens of inputs.
+        if hi - lo == 1:
+            return x[lo][i[:ax] + (i[ax] - offsets[lo],) + i[ax + 1:]]
+        mid = (lo + hi) // 2
+        return te.if_then_else(i[ax] < offsets[mid], pick(i, lo, mid), pick(i, mid, hi))
 
     def f(*i: Any) -> PrimExpr:
-        # NOTE: a chain of guarded selects, the last input the default (no read past an edge).
-        off = sum(sizes[:-1])
-        out: PrimExpr = x[-1][i[:ax] + (i[ax] - off,) + i[ax + 1:]]
-        for k in range(len(x) - 2, -1, -1):
-            off -= sizes[k]
-            out = te.if_then_else(i[ax] < off + sizes[k],
-                                  x[k][i[:ax] + (i[ax] - off,) + i[ax + 1:]], out)
-        return out
+        return pick(tuple(i), 0, len(x))
 
     return te.compute(shape, f, name="T_concat", tag="injective")
 
