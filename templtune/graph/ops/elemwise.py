@@ -13,8 +13,8 @@ import numpy as np
 from templtune import te, topi
 from templtune.te.expr import PrimExpr
 
-from ..ir import Call, Expr, TensorType
-from ..op import INJECTIVE, make_call, register_op
+from ..ir import Call, Expr
+from ..op import INJECTIVE, broadcast_infer, make_call, register_op
 
 __all__ = ["unary", "binary", "UNARY", "BINARY"]
 
@@ -86,10 +86,6 @@ def unary(op: str, data: Expr, **attrs: Any) -> Call:
     return make_call(op, [data], **attrs)
 
 
-def _broadcast_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
-    return tuple(np.broadcast_shapes(t[0].shape, t[1].shape))
-
-
 def _power(x: te.Tensor, y: te.Tensor) -> te.Tensor:
     from templtune.te.broadcast import _binary
 
@@ -117,6 +113,6 @@ for _name in UNARY:
     register_op(_name, INJECTIVE, lambda t, a: t[0].shape, _unary_compute(_name),
                 _unary_reference(_name))
 for _name, (_te, _np) in BINARY.items():
-    register_op(_name, INJECTIVE, _broadcast_infer,
+    register_op(_name, INJECTIVE, broadcast_infer,
                 (lambda f: lambda x, a: f(x[0], x[1]))(_te),
                 (lambda f: lambda x, a: f(x[0], x[1]))(_np))
