@@ -90,7 +90,8 @@ def test_tune_a_small_onnx_model(capsys, tmp_path):
 
 
 @pytest.mark.slow
-def test_tune_resnet50_exported_from_torchvision(capsys, tmp_path):
+@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2", "efficientnet_b0"])
+def test_tune_torchvision_export(capsys, tmp_path, name):
     """The issue's command on a torchvision export, with one trial per task."""
     from test_graph_onnx_models import _torchvision
 
@@ -101,20 +102,19 @@ def test_tune_resnet50_exported_from_torchvision(capsys, tmp_path):
 
     torch.manual_seed(0)
     buf = io.BytesIO()
-    with torch.no_grad():
-        torch.onnx.export(tv.models.resnet50(weights=None).eval(), (torch.randn(1, 3, 32, 32),),
-                          buf, opset_version=17, dynamo=False, input_names=["data"],
-                          dynamic_axes={"data": {0: "batch"}})
-    path = tmp_path / "resnet50.onnx"
+    model = getattr(tv.models, name)(weights=None).eval()
+    torch.onnx.export(model, (torch.randn(1, 3, 32, 32),), buf, opset_version=17, dynamo=False,
+                      input_names=["data"], dynamic_axes={"data": {0: "batch"}})
+    path = tmp_path / f"{name}.onnx"
     path.write_bytes(buf.getvalue())
     mod, params = graph.frontend.from_onnx(str(path), shape={"data": (1, 3, 32, 32)})
     n_tasks = len(auto_scheduler.extract_tasks(mod, params, "llvm")[0])
-    log = str(tmp_path / "r50.json")
+    log = str(tmp_path / "tune.json")
     rc, out, _ = run(capsys, "tune-network", str(path), "--input-shape", "data:1,3,32,32",
                      "--trials", str(n_tasks), "--per-round", "1", "--model", "random",
                      "--log", log, "--timing-repeat", "1", "--timing-ms", "1", "--no-progress")
     assert rc == 0, out
-    assert f"resnet50.onnx: {n_tasks} tasks" in out and f"tuned {n_tasks} trials" in out
+    assert f"{name}.onnx: {n_tasks} tasks" in out and f"tuned {n_tasks} trials" in out
     with open(log) as f:
         assert sum(1 for _ in f) >= n_tasks
     assert "(0 from tuning records)" not in out

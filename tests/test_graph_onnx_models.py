@@ -67,7 +67,8 @@ def test_cnn_ops_grouped_conv_pools_resize_split_gemm_variants() -> None:
         helper.make_node("Conv", ["x", "wd"], ["d0"], group=4, pads=[1, 1, 1, 1]),  # 2 per channel
         helper.make_node("Conv", ["d0", "w0", "b0"], ["c0"], group=2, pads=[1, 1, 1, 1]),
         helper.make_node("Sigmoid", ["c0"], ["s0"]),
-        helper.make_node("BatchNormalization", ["s0", "g", "be", "mu", "var"], ["n0"]),
+        helper.make_node("Pow", ["s0", "p15"], ["s1"]),
+        helper.make_node("BatchNormalization", ["s1", "g", "be", "mu", "var"], ["n0"]),
         helper.make_node("HardSwish", ["n0"], ["h0"]),
         helper.make_node("MaxPool", ["h0"], ["p0"], kernel_shape=[3, 3], strides=[2, 2],
                          ceil_mode=1),
@@ -91,7 +92,7 @@ def test_cnn_ops_grouped_conv_pools_resize_split_gemm_variants() -> None:
     inits = [_w("wd", (8, 1, 3, 3)), _w("w0", (6, 4, 3, 3)), _w("b0", (6,)),
              _c("g", RNG.uniform(0.5, 1.5, 6)), _w("be", (6,)), _w("mu", (6,)),
              _c("var", RNG.uniform(0.5, 2.0, 6)),
-             _c("pads", [0, 0, 1, 0, 0, 0, 0, 2], "int64"), _c("pv", 0.25),
+             _c("p15", 1.5), _c("pads", [0, 0, 1, 0, 0, 0, 0, 2], "int64"), _c("pv", 0.25),
              _c("sizes", [1, 6, 7, 5], "int64"), _c("scales", [1, 1, 2, 2]),
              _c("split", [3, 3], "int64"), _w("row", (1, 10)), _w("wg", (3, 5)),
              _w("cg", (1, 5)), _w("wt", (3, 1)), _w("ct", (3,))]
@@ -99,7 +100,8 @@ def test_cnn_ops_grouped_conv_pools_resize_split_gemm_variants() -> None:
     mod = _against_reference(_model(nodes, inits, (1, 4, 10, 10)), x)
     ops = [c.op for c in mod.calls()]
     assert ops.count("nn.conv2d") == 6 and "concatenate" in ops  # one conv per group
-    assert {"image.resize2d", "nn.pad", "nn.global_max_pool2d", "strided_slice"} <= set(ops)
+    assert {"image.resize2d", "nn.pad", "nn.global_max_pool2d", "strided_slice",
+            "power"} <= set(ops)
 
 
 def test_attention_ops_layernorm_batched_matmul_folded_shapes() -> None:

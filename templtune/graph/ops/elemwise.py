@@ -87,9 +87,15 @@ def unary(op: str, data: Expr, **attrs: Any) -> Call:
 
 
 def _power(x: te.Tensor, y: te.Tensor) -> te.Tensor:
-    from templtune.te.broadcast import _binary
+    shape = tuple(int(d) for d in topi.broadcast.broadcast_shape(x.shape, y.shape))
 
-    return _binary(x, y, te.power, "T_power")
+    def at(t: te.Tensor, i: tuple[Any, ...]) -> PrimExpr:
+        off = len(shape) - len(t.shape)
+        return t[tuple(0 if int(d) == 1 and shape[off + k] != 1 else i[off + k]
+                       for k, d in enumerate(t.shape))]
+
+    return te.compute(shape, lambda *i: te.power(at(x, i), at(y, i)), name="T_power",
+                      tag="broadcast")
 
 
 #: op name -> (te broadcast compute, numpy reference)
