@@ -32,20 +32,49 @@ def _same_pads(a: dict[str, Any], size: tuple[int, ...], k: tuple[int, ...],
 
 
 class OnnxOps:
-    """Handlers: each takes ``(node, attrs)`` and returns the value (or values) of the node."""
+    """Handlers: each takes ``(node, attrs)`` and returns the value (or values) of the node;
+    the importer's state (``env``, ``consts``, ``params`` ...) is set by its subclass."""
 
     dtype: str
     opset: int
+    env: dict[str, Expr]
     consts: dict[str, np.ndarray]
     params: dict[str, np.ndarray]
     vars: list[Var]
     uses: dict[str, int]
+    const_vars: dict[str, Var]
 
-    # provided by the importer
-    def const(self, name: str, node: Any) -> np.ndarray: ...
-    def param(self, name: str, value: np.ndarray) -> Var: ...
-    def x(self, node: Any, k: int = 0) -> Expr: ...
-    def has(self, node: Any, k: int) -> bool: ...
+    # ---- values ------------------------------------------------------------------------------
+    def const(self, name: str, node: Any) -> np.ndarray:
+        if name not in self.consts:
+            raise GraphError(f"{node.op_type} {node.name!r}: input {name!r} must be a constant "
+                             f"(initializer)")
+        return self.consts[name]
+
+    def param(self, name: str, value: np.ndarray) -> Var:
+        key = name.replace("/", "_").replace(".", "_").replace(":", "_") or "const"
+        while key in self.params:
+            key += "_"
+        arr = np.ascontiguousarray(np.asarray(value).astype(self.dtype))
+        v = nn.var(key, arr.shape, self.dtype)
+        self.params[key] = arr
+        self.vars.append(v)
+        return v
+
+    def x(self, node: Any, k: int = 0) -> Expr:
+        """Input ``k`` of ``node`` as a network value (a constant becomes a parameter, once)."""
+        name = node.input[k]
+        if name in self.env:
+            return self.env[name]
+        if name in self.consts:
+            if name not in self.const_vars:
+                value = self.consts[name]
+                self.const_vars[name] = self.param(name, value.reshape(value.shape or (1,)))
+            return self.const_vars[name]
+        raise GraphError(f"{node.op_type} {node.name!r}: unknown input {name!r}")
+
+    def has(self, node: Any, k: int) -> bool:
+        return len(node.input) > k and bool(node.input[k])
 
     def fail(self, node: Any, why: str) -> GraphError:
         return GraphError(f"{node.op_type} {node.name!r}: {why}")

@@ -52,38 +52,6 @@ class _Importer(OnnxOps):
         self.uses: dict[str, int] = {}
         self.const_vars: dict[str, Var] = {}
 
-    # ---- values ------------------------------------------------------------------------------
-    def const(self, name: str, node: Any) -> np.ndarray:
-        if name not in self.consts:
-            raise GraphError(f"{node.op_type} {node.name!r}: input {name!r} must be a constant "
-                             f"(initializer)")
-        return self.consts[name]
-
-    def param(self, name: str, value: np.ndarray) -> Var:
-        key = name.replace("/", "_").replace(".", "_").replace(":", "_") or "const"
-        while key in self.params:
-            key += "_"
-        arr = np.ascontiguousarray(np.asarray(value).astype(self.dtype))
-        v = nn.var(key, arr.shape, self.dtype)
-        self.params[key] = arr
-        self.vars.append(v)
-        return v
-
-    def x(self, node: Any, k: int = 0) -> Expr:
-        """Input ``k`` of ``node`` as a network value (a constant becomes a parameter, once)."""
-        name = node.input[k]
-        if name in self.env:
-            return self.env[name]
-        if name in self.consts:
-            if name not in self.const_vars:
-                value = self.consts[name]
-                self.const_vars[name] = self.param(name, value.reshape(value.shape or (1,)))
-            return self.const_vars[name]
-        raise GraphError(f"{node.op_type} {node.name!r}: unknown input {name!r}")
-
-    def has(self, node: Any, k: int) -> bool:
-        return len(node.input) > k and bool(node.input[k])
-
     # ---- driver ------------------------------------------------------------------------------
     def _check_supported(self) -> None:
         """Raise one error naming every operator that neither folds nor has a handler."""
