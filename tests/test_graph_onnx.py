@@ -83,9 +83,15 @@ def test_matmul_with_constant_weight_and_bias_add() -> None:
 
 
 def test_unsupported_operator_and_dynamic_shape_are_named() -> None:
-    nodes = [helper.make_node("Tanh", ["x"], ["y"], name="t0")]
-    with pytest.raises(graph.GraphError, match="ONNX operator Tanh \\(node 't0'\\)"):
+    nodes = [helper.make_node("Round", ["x"], ["r"], name="r0"),
+             helper.make_node("Tanh", ["r"], ["t"], name="t0"),
+             helper.make_node("Round", ["t"], ["s"], name="r1"),
+             helper.make_node("Celu", ["s"], ["y"], name="c0")]
+    with pytest.raises(graph.GraphError) as err:  # one error listing every unsupported op
         relay.frontend.from_onnx(_model(nodes, [], (1, 4), (1, 4)))
+    msg = str(err.value)
+    assert "2 ONNX operator(s)" in msg and "Round (2 nodes, first 'r0')" in msg
+    assert "Celu (node 'c0')" in msg and "Tanh" not in msg
     dyn = _model([helper.make_node("Relu", ["x"], ["y"])], [], ("n", 4), ("n", 4))
     with pytest.raises(graph.GraphError, match="dynamic shape"):
         relay.frontend.from_onnx(dyn)

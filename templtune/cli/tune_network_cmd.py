@@ -1,4 +1,7 @@
-"""``templtune tune-network NAME``: the network-tuning tutorials as one command.
+"""``templtune tune-network NAME|MODEL.onnx``: the network-tuning tutorials as one command.
+
+NAME is a zoo network; an ``.onnx`` file is imported with :func:`graph.frontend.from_onnx`
+(``--input-shape NAME:D0,D1,...`` fixes an input's shape).
 
 ``--method auto_scheduler`` (default) extracts the auto-scheduler tasks of a zoo network and
 tunes them under one trial budget with the task scheduler (resuming from the log when it
@@ -97,26 +100,79 @@ def _print_tasks(tasks: list, weights: list) -> None:
         print(f"{i:>3}  {w:>6}  {t.compute_dag.flop_ct / 1e6:9.2f}  {t.desc}")
 
 
+def parse_input_shapes(specs: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """``--input-shape NAME:D0,D1,...`` (repeatable) as ``{name: shape}``."""
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs or []:
+        name, sep, dims = spec.rpartition(":")
+        if not sep or not name:
+            raise CliError(f"--input-shape takes NAME:D0,D1,... (e.g. data:1,3,224,224), "
+                           f"got {spec!r}")
+        out[name] = parse_int_list(dims)
+    return out
+
+
+def _load_onnx(args: argparse.Namespace) -> tuple[Any, dict, dict[str, tuple[int, ...]]]:
+    """``(network, params, {input name: shape})`` of the ONNX file ``args.network``."""
+    from templtune import graph
+
+    try:
+        import onnx
+    except ImportError:
+        raise CliError("an .onnx network needs the onnx package (pip install onnx)") from None
+    if args.layout != "NCHW":
+        raise CliError("ONNX models are NCHW; --layout NHWC applies to zoo networks only")
+    shapes = parse_input_shapes(args.input_shape)
+    try:
+        model = onnx.load(args.network)
+    except Exception as exc:  # noqa: BLE001 - onnx raises protobuf's own errors
+        raise CliError(f"cannot read ONNX model {args.network!r}: {exc}") from None
+    names = [i.name for i in model.graph.input
+             if i.name not in {t.name for t in model.graph.initializer}]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise CliError(f"--input-shape names {unknown}, but the model's inputs are {names}")
+    try:
+        net, params = graph.frontend.from_onnx(model, shape=shapes)
+    except graph.GraphError as exc:
+        raise CliError(str(exc)) from None
+    return net, params, {v.name: v.shape for v in net.params if v.name not in params}
+
+
 def cmd_tune_network(args: argparse.Namespace) -> int:
     from templtune import auto_scheduler, graph
 
-    image = parse_int_list(args.image_shape)
-    if len(image) != 3:
-        raise CliError(f"--image-shape takes C,H,W, got {args.image_shape!r}")
-    try:
-        shape = image if args.layout == "NCHW" else (image[1], image[2], image[0])
-        net, params, ishape, _ = graph.testing.get_network(args.network, args.batch, args.layout,
-                                                           image_shape=shape)
-    except graph.GraphError as exc:
-        raise CliError(str(exc)) from None
+    is_onnx = args.network.lower().endswith(".onnx")
+    if is_onnx:
+        if not os.path.isfile(args.network):
+            raise CliError(f"ONNX model {args.network!r} does not exist")
+        net, params, inputs = _load_onnx(args)
+        stem = os.path.splitext(os.path.basename(args.network))[0]
+        shape_tag = "_".join("x".join(map(str, s)) for s in inputs.values())
+        label = f"{stem}-{shape_tag}"
+    else:
+        if args.input_shape:
+            raise CliError("--input-shape applies to .onnx models; zoo networks take "
+                           "--image-shape C,H,W and --batch")
+        image = parse_int_list(args.image_shape)
+        if len(image) != 3:
+            raise CliError(f"--image-shape takes C,H,W, got {args.image_shape!r}")
+        try:
+            shape = image if args.layout == "NCHW" else (image[1], image[2], image[0])
+            net, params, ishape, _ = graph.testing.get_network(args.network, args.batch,
+                                                               args.layout, image_shape=shape)
+        except graph.GraphError as exc:
+            raise CliError(str(exc)) from None
+        inputs = {"data": tuple(ishape)}
+        label = f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}"
+    name = os.path.basename(args.network) if is_onnx else args.network
     suffix = ".json" if args.method == "auto_scheduler" else "-autotvm.log"
-    default = os.path.join(
-        "logs", f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}{suffix}")
+    default = os.path.join("logs", f"{label}{suffix}")
     log = os.fspath(check_log_path(args.log or default, create_parent=not args.log))
     if args.method == "autotvm":
-        return _autotvm(args, net, params, ishape, log)
+        return _autotvm(args, net, params, inputs, log, name)
     tasks, weights = auto_scheduler.extract_tasks(net, params, args.target)
-    print(f"{args.network}: {len(tasks)} tasks; log: {log}")
+    print(f"{name}: {len(tasks)} tasks; log: {log}")
     _print_tasks(tasks, weights)
     if args.trials > 0:
         from templtune.cli.report import write_task_table
@@ -150,15 +206,15 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
             lib = graph.build(net, target=args.target, params=params)
     else:
         lib = graph.build(net, target=args.target, params=params)
-    return _check_and_time(args, net, params, ishape, lib, t0)
+    return _check_and_time(args, net, params, inputs, lib, t0)
 
 
-def _autotvm(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
-             log: str) -> int:
+def _autotvm(args: argparse.Namespace, net: object, params: dict,
+             inputs: dict[str, tuple[int, ...]], log: str, name: str) -> int:
     from templtune import autotvm, graph
 
     tasks = autotvm.task.extract_from_program(net, params, args.target)
-    print(f"{args.network}: {len(tasks)} AutoTVM tasks; log: {log}")
+    print(f"{name}: {len(tasks)} AutoTVM tasks; log: {log}")
     for i, t in enumerate(tasks):
         print(f"{i:>3}  {t.flop / 1e6:9.2f} MFLOP  {t.name}{tuple(t.args)}  "
               f"({len(t.config_space)} configs)")
@@ -193,21 +249,23 @@ def _autotvm(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
             lib = graph.build(net, target=args.target, params=params)
     else:  # the packaged reference logs and fallback configs
         lib = graph.build(net, target=args.target, params=params)
-    return _check_and_time(args, net, params, ishape, lib, t0)
+    return _check_and_time(args, net, params, inputs, lib, t0)
 
 
-def _check_and_time(args: argparse.Namespace, net: object, params: dict, ishape: tuple,
-                    lib: object, t0: float) -> int:
+def _check_and_time(args: argparse.Namespace, net: object, params: dict,
+                    inputs: dict[str, tuple[int, ...]], lib: object, t0: float) -> int:
     import templtune
     from templtune import graph
 
     print(f"compiled {len(lib.groups)} groups ({lib.num_tuned} from tuning records) "
           f"in {time.time() - t0:.1f} s")
     module = graph.GraphModule(lib["default"](templtune.cpu()))
-    data = np.random.default_rng(args.seed).uniform(size=ishape).astype("float32")
-    module.set_input("data", data)
+    rng = np.random.default_rng(args.seed)
+    feeds = {k: rng.uniform(size=shape).astype("float32") for k, shape in inputs.items()}
+    for k, value in feeds.items():
+        module.set_input(k, value)
     module.run()
-    expected = graph.evaluate(net, params, data=data)
+    expected = graph.evaluate(net, params, **feeds)
     np.testing.assert_allclose(module.get_output(0).numpy(), expected, rtol=1e-3, atol=1e-5)
     print("check: the compiled network matches numpy")
     ftimer = module.module.time_evaluator("run", templtune.cpu(), repeat=args.timing_repeat,
@@ -219,8 +277,11 @@ def _check_and_time(args: argparse.Namespace, net: object, params: dict, ishape:
 
 @command("tune-network", help="extract, tune, compile and time a zoo network (auto_scheduler)")
 def setup(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("network", help="a zoo network: resnet-N, mobilenet, vgg-N, densenet-N, "
-                        "squeezenet_v1.1 or inception_v3")
+    parser.add_argument("network", help="a zoo network (resnet-N, mobilenet, vgg-N, densenet-N, "
+                        "squeezenet_v1.1, inception_v3) or an ONNX model file (MODEL.onnx)")
+    parser.add_argument("--input-shape", action="append", default=None, metavar="NAME:D0,D1,...",
+                        help="shape of an ONNX model's input (repeatable), e.g. "
+                             "data:1,3,224,224; needed where the model's shape is dynamic")
     parser.add_argument("--batch", type=positive_int, default=1)
     parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
     parser.add_argument("--image-shape", default="3,224,224", help="C,H,W (default 3,224,224)")

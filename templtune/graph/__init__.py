@@ -14,7 +14,9 @@ Tutorial names work after changing imports
 
 Deviations from Relay: networks are static-shaped dataflow graphs of the operators in
 :mod:`templtune.graph.op` (conv2d incl. depthwise, dense, pooling, softmax, bias_add, add, relu,
-batch_flatten) and those with a file of their own in :mod:`templtune.graph.ops` (batch_matmul) with batch-norm folded by the model builders; 3x3 convolutions are not rewritten
+batch_flatten) and :mod:`templtune.graph.ops` (element-wise math, broadcasting arithmetic,
+reshape/transpose/concatenate/slice/pad, resize, reductions, layer norm, batch_matmul) with
+batch-norm folded by the model builders; 3x3 convolutions are not rewritten
 to Winograd inside networks; groups without a tuned record get a simple parallel default schedule
 instead of TOPI's hand-written ones.
 """

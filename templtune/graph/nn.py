@@ -41,7 +41,7 @@ def var(name: str, shape: Any = None, dtype: str = "float32") -> Var:
 
 
 def add(lhs: Expr, rhs: Expr) -> Call:
-    """Element-wise sum of two values of the same shape."""
+    """Element-wise sum of two values (numpy broadcasting)."""
     return make_call("add", [lhs, rhs])
 
 

@@ -247,10 +247,13 @@ def _bias_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
     return x[0] + x[1].reshape(shape)
 
 
-def _same_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
-    if t[0].shape != t[1].shape:
-        raise ValueError(f"shapes differ: {t[0].shape} vs {t[1].shape}")
-    return t[0].shape
+def broadcast_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    """numpy's broadcast of two input shapes (the result type of a binary element-wise op)."""
+    try:
+        return tuple(np.broadcast_shapes(t[0].shape, t[1].shape))
+    except ValueError:
+        raise ValueError(f"shapes differ and do not broadcast: {t[0].shape} vs "
+                         f"{t[1].shape}") from None
 
 
 def _flatten_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
@@ -261,7 +264,7 @@ _register("nn.bias_add", INJECTIVE, _bias_infer,
           lambda x, a: topi.nn.bias_add(x[0], x[1], axis=a["axis"]), _bias_ref)
 _register("nn.relu", INJECTIVE, lambda t, a: t[0].shape, lambda x, a: topi.nn.relu(x[0]),
           lambda x, a: np.maximum(x[0], 0))
-_register("add", INJECTIVE, _same_infer, lambda x, a: topi.add(x[0], x[1]),
+_register("add", INJECTIVE, broadcast_infer, lambda x, a: topi.add(x[0], x[1]),
           lambda x, a: x[0] + x[1])
 _register("nn.batch_flatten", INJECTIVE, _flatten_infer,
           lambda x, a: topi.nn.batch_flatten(x[0]), lambda x, a: x[0].reshape(x[0].shape[0], -1))

@@ -1,10 +1,14 @@
 """Import ONNX models (``relay.frontend.from_onnx``) into the network IR.
 
-Covered: the operators of image classifiers — Conv (incl. depthwise), BatchNormalization (folded
-into the preceding Conv, as an inference compiler does), Relu, Clip, Add, MaxPool, AveragePool,
-GlobalAveragePool, Flatten / Reshape to 2-D, Gemm, MatMul with a constant weight, Softmax,
-Identity and Dropout. Initializers become parameters. Anything else is a :class:`GraphError`
-that names the operator and the node.
+Covered: the operators that torchvision's classifiers (ResNet, MobileNetV2/V3, EfficientNet,
+SqueezeNet, DenseNet) and small vision transformers export at opset 17 — convolutions (grouped,
+depthwise), BatchNormalization (folded into the preceding Conv where it alone reads it), the
+pools (``ceil_mode``, ``count_include_pad``), Gemm/MatMul (batched), broadcasting arithmetic,
+activations (Sigmoid, HardSwish, Erf ...), Reshape/Transpose/Concat/Slice/Split/Gather/Pad,
+Resize, ReduceMean, LayerNormalization and Softmax (see :mod:`._onnx_ops`). Initializers become
+parameters. Nodes whose inputs are all constant (shape arithmetic: Shape, Gather, Concat ...)
+are evaluated at import time with ``onnx.reference``. A model with operators outside this set
+fails with one :class:`GraphError` that lists every one of them.
 """
 
 from __future__ import annotations
@@ -14,52 +18,76 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..ir import Call, Expr, Function, Var
+from ..ir import Call, Expr, Function, Var, topo_order
 from ..op import GraphError
+from ._onnx_ops import OnnxOps
+
+__all__ = ["from_onnx"]
+
+# Shape needs only its input's (static) shape, so it folds even on an activation.
+_SHAPE_OPS = ("Shape", "Size")
 
 
 def _attrs(node: Any) -> dict[str, Any]:
     import onnx
 
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
 
 
-def _padding(node: Any, a: dict[str, Any], what: str) -> tuple[int, int, int, int]:
-    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-        raise GraphError(f"{what} {node.name!r}: auto_pad={a['auto_pad']!r} is not supported "
-                         f"(export with explicit pads)")
-    p = list(a.get("pads", [0, 0, 0, 0]))
-    if len(p) != 4:
-        raise GraphError(f"{what} {node.name!r}: only 2-D pads are supported, got {p}")
-    return (p[0], p[1], p[2], p[3])  # ONNX: h_begin, w_begin, h_end, w_end
-
-
-class _Importer:
+class _Importer(OnnxOps):
     def __init__(self, model: Any, shape: dict[str, Any] | None, dtype: str) -> None:
         self.g = model.graph
         self.dtype = dtype
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                          17)
         self.shape = dict(shape or {})
         self.env: dict[str, Expr] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.params: dict[str, np.ndarray] = {}
         self.vars: list[Var] = []
         self.uses: dict[str, int] = {}
+        self.const_vars: dict[str, Var] = {}
 
-    def const(self, name: str, node: Any) -> np.ndarray:
-        if name not in self.consts:
-            raise GraphError(f"{node.op_type} {node.name!r}: input {name!r} must be a constant "
-                             f"(initializer)")
-        return self.consts[name]
+    # ---- driver ------------------------------------------------------------------------------
+    def _check_supported(self) -> None:
+        """Raise one error naming every operator that neither folds nor has a handler."""
+        known = set(self.consts) | {i.name for i in self.g.input}
+        const = set(self.consts)
+        missing: dict[str, list[str]] = {}
+        for node in self.g.node:
+            ins = [i for i in node.input if i]
+            if node.op_type in _SHAPE_OPS or all(i in const for i in ins):
+                const.update(node.output)
+            elif not hasattr(self, f"op_{node.op_type}") or node.domain not in ("", "ai.onnx"):
+                missing.setdefault(node.op_type, []).append(node.name or node.output[0])
+            known.update(node.output)
+        if missing:
+            parts = [f"{op} (node {names[0]!r})" if len(names) == 1 else
+                     f"{op} ({len(names)} nodes, first {names[0]!r})"
+                     for op, names in missing.items()]
+            raise GraphError(f"the model uses {len(missing)} ONNX operator(s) that the templtune "
+                             f"importer does not support: {', '.join(parts)}")
 
-    def param(self, name: str, value: np.ndarray) -> Var:
-        key = name.replace("/", "_").replace(".", "_").replace(":", "_")
-        while key in self.params:
-            key += "_"
-        arr = np.ascontiguousarray(value.astype(self.dtype))
-        v = nn.var(key, arr.shape, self.dtype)
-        self.params[key] = arr
-        self.vars.append(v)
-        return v
+    def _fold(self, node: Any, a: dict[str, Any]) -> None:
+        from onnx.reference import ReferenceEvaluator
+
+        if node.op_type in _SHAPE_OPS:
+            name = node.input[0]
+            shp = self.consts[name].shape if name in self.consts else self.env[name].shape
+            if node.op_type == "Size":
+                self.consts[node.output[0]] = np.array(int(np.prod(shp)), np.int64)
+                return
+            start, end = a.get("start", 0), a.get("end", None)
+            self.consts[node.output[0]] = np.array(shp, np.int64)[start:end]
+            return
+        feeds = {i: self.consts[i] for i in node.input if i}
+        outs = ReferenceEvaluator(node, opsets={"": self.opset}).run(None, feeds)
+        for name, v in zip(node.output, outs):
+            self.consts[name] = np.asarray(v)
 
     def run(self) -> tuple[Function, dict[str, np.ndarray]]:
         from onnx import numpy_helper
@@ -67,10 +95,9 @@ class _Importer:
         for init in self.g.initializer:
             self.consts[init.name] = numpy_helper.to_array(init)
         for node in self.g.node:
-            if node.op_type == "Constant":
-                self.consts[node.output[0]] = numpy_helper.to_array(_attrs(node)["value"])
             for i in node.input:
                 self.uses[i] = self.uses.get(i, 0) + 1
+        self._check_supported()
         inputs = []
         for inp in self.g.input:
             if inp.name in self.consts:
@@ -85,141 +112,23 @@ class _Importer:
             self.env[inp.name] = v
             inputs.append(v)
         for node in self.g.node:
-            if node.op_type == "Constant":
+            a = _attrs(node)
+            ins = [i for i in node.input if i]
+            if node.op_type in _SHAPE_OPS or all(i in self.consts for i in ins):
+                self._fold(node, a)
                 continue
-            handler = getattr(self, f"op_{node.op_type}", None)
-            if handler is None:
-                raise GraphError(f"ONNX operator {node.op_type} (node {node.name!r}) is not "
-                                 f"supported by the templtune importer")
-            self.env[node.output[0]] = handler(node, _attrs(node))
+            out = getattr(self, f"op_{node.op_type}")(node, a)
+            for name, v in zip(node.output, out if isinstance(out, list) else [out]):
+                self.env[name] = v
         if len(self.g.output) != 1:
             raise GraphError(f"only single-output models are supported "
                              f"({len(self.g.output)} outputs)")
-        body = self.env[self.g.output[0].name]
+        body = self.env.get(self.g.output[0].name)
         if not isinstance(body, Call):
             raise GraphError("the model's output is not computed by any operator")
-        return Function((*inputs, *self.vars), body), self.params
-
-    def x(self, node: Any, k: int = 0) -> Expr:
-        name = node.input[k]
-        if name not in self.env:
-            if name in self.consts:
-                raise GraphError(f"{node.op_type} {node.name!r}: constant input {name!r} where "
-                                 f"an activation is expected")
-            raise GraphError(f"{node.op_type} {node.name!r}: unknown input {name!r}")
-        return self.env[name]
-
-    # ---- operators -----------------------------------------------------------------------------
-    def op_Conv(self, node: Any, a: dict[str, Any]) -> Call:
-        w = self.const(node.input[1], node)
-        if len(w.shape) != 4 or any(d != 1 for d in a.get("dilations", [1, 1])):
-            raise GraphError(f"Conv {node.name!r}: only 2-D, dilation-1 convolutions")
-        group = int(a.get("group", 1))
-        data = self.x(node)
-        y = nn.conv2d(data, self.param(node.input[1], w), strides=tuple(a.get("strides", (1, 1))),
-                      padding=_padding(node, a, "Conv"), groups=group)
-        if len(node.input) > 2 and node.input[2]:
-            y = nn.bias_add(y, self.param(node.input[2], self.const(node.input[2], node)))
-        return y
-
-    def op_BatchNormalization(self, node: Any, a: dict[str, Any]) -> Call:
-        src = self.x(node)
-        scale, shift, mean, var = (self.const(n, node) for n in node.input[1:5])
-        s = scale / np.sqrt(var + float(a.get("epsilon", 1e-5)))
-        conv, bias = src, None
-        if isinstance(src, Call) and src.op == "nn.bias_add":
-            conv, bias = src.args[0], src.args[1]
-        if not (isinstance(conv, Call) and conv.op == "nn.conv2d"
-                and self.uses.get(node.input[0], 0) == 1):
-            raise GraphError(f"BatchNormalization {node.name!r} must follow a Conv whose output "
-                             f"it alone uses (it is folded into the Conv)")
-        wvar = conv.args[1]
-        assert isinstance(wvar, Var)
-        self.params[wvar.name] = (self.params[wvar.name] * s[:, None, None, None]).astype(
-            self.dtype)
-        b0: Any = 0.0
-        if isinstance(bias, Var):  # the Conv's own bias is folded too: drop its parameter
-            b0 = self.params.pop(bias.name)
-            self.vars = [v for v in self.vars if v is not bias]
-        b = self.param(f"{node.name or node.output[0]}_folded_bias", (b0 - mean) * s + shift)
-        return nn.bias_add(conv, b)
-
-    def op_Relu(self, node: Any, a: dict[str, Any]) -> Call:
-        return nn.relu(self.x(node))
-
-    def op_Clip(self, node: Any, a: dict[str, Any]) -> Call:
-        lo, hi = a.get("min", -np.inf), a.get("max", np.inf)
-        if len(node.input) > 1 and node.input[1]:
-            lo = float(self.const(node.input[1], node))
-        if len(node.input) > 2 and node.input[2]:
-            hi = float(self.const(node.input[2], node))
-        return nn.clip(self.x(node), lo, hi)
-
-    def op_Add(self, node: Any, a: dict[str, Any]) -> Call:
-        if node.input[1] in self.consts:  # x + bias vector (e.g. after MatMul)
-            b = self.const(node.input[1], node).reshape(-1)
-            return nn.bias_add(self.x(node), self.param(node.input[1], b), axis=-1)
-        return nn.add(self.x(node, 0), self.x(node, 1))
-
-    def _pool(self, node: Any, a: dict[str, Any], kind: str) -> Call:
-        if a.get("ceil_mode", 0):
-            raise GraphError(f"{node.op_type} {node.name!r}: ceil_mode is not supported")
-        if kind == "avg" and a.get("count_include_pad", 0) and any(_padding(node, a, "pool")):
-            raise GraphError(f"AveragePool {node.name!r}: count_include_pad=1 with padding is "
-                             f"not supported")
-        f = nn.max_pool2d if kind == "max" else nn.avg_pool2d
-        return f(self.x(node), tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))),
-                 _padding(node, a, node.op_type))
-
-    def op_MaxPool(self, node: Any, a: dict[str, Any]) -> Call:
-        return self._pool(node, a, "max")
-
-    def op_AveragePool(self, node: Any, a: dict[str, Any]) -> Call:
-        return self._pool(node, a, "avg")
-
-    def op_GlobalAveragePool(self, node: Any, a: dict[str, Any]) -> Call:
-        return nn.global_avg_pool2d(self.x(node))
-
-    def op_Flatten(self, node: Any, a: dict[str, Any]) -> Call:
-        if int(a.get("axis", 1)) != 1:
-            raise GraphError(f"Flatten {node.name!r}: only axis=1 is supported")
-        return nn.batch_flatten(self.x(node))
-
-    def op_Reshape(self, node: Any, a: dict[str, Any]) -> Call:
-        x = self.x(node)
-        target = [int(d) for d in self.const(node.input[1], node)]
-        if len(target) == 2 and target[0] in (x.shape[0], 0, -1) and \
-                target[1] in (-1, int(np.prod(x.shape[1:]))):
-            return nn.batch_flatten(x)
-        raise GraphError(f"Reshape {node.name!r}: only flattening to (batch, -1) is supported, "
-                         f"got {target}")
-
-    def op_Gemm(self, node: Any, a: dict[str, Any]) -> Call:
-        if a.get("transA", 0) or float(a.get("alpha", 1.0)) != 1.0 \
-                or float(a.get("beta", 1.0)) != 1.0:
-            raise GraphError(f"Gemm {node.name!r}: only alpha=beta=1 and transA=0 are supported")
-        w = self.const(node.input[1], node)
-        w = w if a.get("transB", 0) else w.T
-        y = nn.dense(self.x(node), self.param(node.input[1], w))
-        if len(node.input) > 2 and node.input[2]:
-            b = self.const(node.input[2], node).reshape(-1)
-            y = nn.bias_add(y, self.param(node.input[2], np.broadcast_to(b, (w.shape[0],))),
-                            axis=-1)
-        return y
-
-    def op_MatMul(self, node: Any, a: dict[str, Any]) -> Call:
-        w = self.const(node.input[1], node)
-        if w.ndim != 2:
-            raise GraphError(f"MatMul {node.name!r}: the weight must be a 2-D constant")
-        return nn.dense(self.x(node), self.param(node.input[1], w.T))
-
-    def op_Softmax(self, node: Any, a: dict[str, Any]) -> Call:
-        return nn.softmax(self.x(node), axis=int(a.get("axis", -1)))
-
-    def op_Identity(self, node: Any, a: dict[str, Any]) -> Expr:
-        return self.x(node)
-
-    op_Dropout = op_Identity
+        used = {id(v) for c in topo_order(body) for v in c.args}
+        params = {v.name: self.params[v.name] for v in self.vars if id(v) in used}
+        return Function((*inputs, *(v for v in self.vars if v.name in params)), body), params
 
 
 def from_onnx(model: Any, shape: dict[str, Any] | None = None, dtype: str = "float32",
@@ -234,6 +143,12 @@ def from_onnx(model: Any, shape: dict[str, Any] | None = None, dtype: str = "flo
         Input name -> shape, for inputs whose shape is dynamic in the model.
     dtype : str
         Type of the inputs and parameters (float32).
+
+    Raises
+    ------
+    GraphError
+        Listing every unsupported operator of the model, or naming the node that cannot be
+        converted (an unsupported attribute, a dynamic shape).
     """
     try:
         import onnx
