@@ -22,7 +22,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,10 @@ from templtune.cli.tune_cmd import (
     tune_task,
     tuner_names,
 )
+
+if TYPE_CHECKING:
+    from templtune.graph.build import GraphExecutorFactoryModule
+    from templtune.graph.ir import Function
 
 
 class _NetworkProgress:
@@ -209,7 +213,7 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     return _check_and_time(args, net, params, inputs, lib, t0)
 
 
-def _autotvm(args: argparse.Namespace, net: object, params: dict,
+def _autotvm(args: argparse.Namespace, net: Function, params: dict,
              inputs: dict[str, tuple[int, ...]], log: str, name: str) -> int:
     from templtune import autotvm, graph
 
@@ -252,8 +256,8 @@ def _autotvm(args: argparse.Namespace, net: object, params: dict,
     return _check_and_time(args, net, params, inputs, lib, t0)
 
 
-def _check_and_time(args: argparse.Namespace, net: object, params: dict,
-                    inputs: dict[str, tuple[int, ...]], lib: object, t0: float) -> int:
+def _check_and_time(args: argparse.Namespace, net: Function, params: dict,
+                    inputs: dict[str, tuple[int, ...]], lib: GraphExecutorFactoryModule, t0: float) -> int:
     import templtune
     from templtune import graph
 

@@ -46,17 +46,22 @@ def _concat_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     shape: list[Any] = list(x[0].shape)
     shape[axis] = sum(sizes)
 
-    def body(*i: Any) -> Any:
-        def read(k: int) -> Any:
-            idx = list(i)
-            idx[axis] = i[axis] - starts[k]
-            return x[k][tuple(idx)]
+    def read(i: tuple[Any, ...], k: int) -> Any:
+        idx = list(i)
+        idx[axis] = i[axis] - starts[k]
+        return x[k][tuple(idx)]
 
-        # NOTE: if_then_else is lazy, so a branch's out-of-range read is never executed
-        expr = read(len(x) - 1)
-        for k in range(len(x) - 2, -1, -1):
-            expr = te.if_then_else(i[axis] < starts[k + 1], read(k), expr)
-        return expr
+    def pick(i: tuple[Any, ...], lo: int, hi: int) -> Any:
+        # NOTE: a balanced tree of lazy selects (a branch's out-of-range read never runs): code
+        # generation of nested guarded selects grows exponentially with their depth, and
+        # DenseNet concatenates dozens of inputs.
+        if hi - lo == 1:
+            return read(i, lo)
+        mid = (lo + hi) // 2
+        return te.if_then_else(i[axis] < starts[mid], pick(i, lo, mid), pick(i, mid, hi))
+
+    def body(*i: Any) -> Any:
+        return pick(tuple(i), 0, len(x))
 
     return te.compute(tuple(shape), body, name="T_concat", tag="injective")
 

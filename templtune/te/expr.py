@@ -96,6 +96,11 @@ class PrimExpr:
     def __invert__(self) -> PrimExpr:
         return Not(self)
 
+    def __int__(self) -> int:
+        # NOTE: only constants convert (IntImm overrides this); declared here so that int() of
+        # an expression type-checks and fails with a message naming the expression.
+        raise TypeError(f"{self} is not a constant integer")
+
     # NOTE: as in TVM, ``a == b`` builds an EQ node (so ``te.if_then_else(i == j, ...)`` works),
     # while its truth value is identity (or value equality of two constants), so expressions
     # still behave as dict keys and in ``x in list`` tests.

@@ -95,7 +95,7 @@ class OnnxOps:
                           groups=group)
         else:  # NOTE: grouped (or channel-multiplying): one convolution per group, concatenated
             cg, og = c // group, w.shape[0] // group
-            parts = [nn.conv2d(self._slice(data, 1, g * cg, (g + 1) * cg),
+            parts: list[Expr] = [nn.conv2d(self._slice(data, 1, g * cg, (g + 1) * cg),
                                self.param(f"{node.input[1]}_g{g}", w[g * og:(g + 1) * og]),
                                strides=strides, padding=pad) for g in range(group)]
             y = make_call("concatenate", parts, axis=1)
@@ -260,24 +260,29 @@ class OnnxOps:
             raise self.fail(node, "only casts between float types are supported")
         return self.x(node)
 
-    from ._onnx_shape import (  # noqa: E402
-        op_Concat,
-        op_Expand,
-        op_Flatten,
-        op_Gather,
-        op_Gemm,
-        op_MatMul,
-        op_Pad,
-        op_ReduceMax,
-        op_ReduceMean,
-        op_ReduceMin,
-        op_ReduceSum,
-        op_Reshape,
-        op_Resize,
-        op_Slice,
-        op_Softmax,
-        op_Split,
-        op_Squeeze,
-        op_Transpose,
-        op_Unsqueeze,
-    )
+
+# NOTE: the shape and tensor-layout handlers live in their own file; they join the class here.
+from . import _onnx_shape  # noqa: E402
+
+for _name in (
+    "op_Concat",
+    "op_Expand",
+    "op_Flatten",
+    "op_Gather",
+    "op_Gemm",
+    "op_MatMul",
+    "op_Pad",
+    "op_ReduceMax",
+    "op_ReduceMean",
+    "op_ReduceMin",
+    "op_ReduceSum",
+    "op_Reshape",
+    "op_Resize",
+    "op_Slice",
+    "op_Softmax",
+    "op_Split",
+    "op_Squeeze",
+    "op_Transpose",
+    "op_Unsqueeze",
+):
+    setattr(OnnxOps, _name, getattr(_onnx_shape, _name))
