@@ -114,6 +114,17 @@ class LocalBuilder(_builder.LocalBuilder):
         return res
 
 
+def _run_states(runner: Any, run: Any, measure_inputs: Sequence[Any],
+                build_results: Sequence[BuildResult], verbose: int) -> list[_m.MeasureResult]:
+    """What the auto-scheduler's runners add to the shared ones' ``run``: registered task
+    inputs and TVM's progress marks."""
+    if measure_inputs:
+        _feed_task_inputs(runner, measure_inputs[0].task)
+    res = run(measure_inputs, build_results, verbose)
+    _marks(verbose, res, "*", "*")
+    return list(res)
+
+
 class LocalRunner(_runner.LocalRunner):
     """Run built states one at a time in a restartable measurement process; outputs are
     checked against the naive schedule (TVM auto_scheduler's defaults)."""
@@ -131,11 +142,7 @@ class LocalRunner(_runner.LocalRunner):
 
     def run(self, measure_inputs: Sequence[Any], build_results: Sequence[BuildResult],
             verbose: int = 1) -> list[_m.MeasureResult]:
-        if measure_inputs:
-            _feed_task_inputs(self, measure_inputs[0].task)
-        res = super().run(measure_inputs, build_results, verbose)
-        _marks(verbose, res, "*", "*")
-        return res
+        return _run_states(self, super().run, measure_inputs, build_results, verbose)
 
 
 class RPCRunner(_rpc.RPCRunner):
@@ -155,11 +162,7 @@ class RPCRunner(_rpc.RPCRunner):
 
     def run(self, measure_inputs: Sequence[Any], build_results: Sequence[BuildResult],
             verbose: int = 1) -> list[_m.MeasureResult]:
-        if measure_inputs:
-            _feed_task_inputs(self, measure_inputs[0].task)
-        res = super().run(measure_inputs, build_results, verbose)
-        _marks(verbose, res, "*", "*")
-        return res
+        return _run_states(self, super().run, measure_inputs, build_results, verbose)
 
 
 def _feed_task_inputs(runner: Any, task: Any) -> None:

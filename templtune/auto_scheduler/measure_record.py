@@ -139,26 +139,15 @@ def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:
     return MeasureInput(task, RecordState(steps)), res  # type: ignore[arg-type]  # duck-typed state
 
 
-def _ends_torn(filename: str) -> bool:
-    """Whether the file is non-empty and does not end in ``\n`` (a torn last line)."""
-    try:
-        with open(filename, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
-
-
 def save_records(filename: str, inputs: Iterable[MeasureInput],
                  results: Iterable[MeasureResult]) -> None:
     """Append records to ``filename`` (parent directories are created); a file whose last
     line is torn (no final ``\n``) first gets one."""
     d = os.path.dirname(os.path.abspath(filename))
     os.makedirs(d, exist_ok=True)
-    torn = _ends_torn(filename)
+    from templtune.autotvm.record import ends_torn  # one definition for both log formats
+
+    torn = ends_torn(filename)
     with open(filename, "a", encoding="utf-8") as f:
         if torn:
             # NOTE: end a torn last line so the first new record is not glued onto it.
