@@ -35,14 +35,9 @@ class LocalRunner(PoolOwner, CheckingRunner):
     :func:`~.worker._pin_scratch_allocator`; ``TEMPLTUNE_RUNNER_PIN_MALLOC=0`` turns it off), so
     a kernel's per-call scratch buffers are not page-faulted in again on every timed call.
     Kernels run with ``TEMPLTUNE_NUM_THREADS`` threads (default: all cores), as in the tuning
-    process; compare hand timings at the same thread count. Measured on the shared 2-core
-    znver3 box (same configs, runner vs ``time_evaluator`` in the tuning process, alternating,
-    1 thread): the runner agrees with hand timing within the machine's noise (0.87-1.04x,
-    pinned or not, for the Winograd, direct conv2d and dense 1024^3 kernels). The 30-70% gaps
-    seen before are within what one ``number x repeat`` sample shows on the loaded machine
-    (the two repeats of one raw-log record differ by up to 2x) and what a different thread
-    count gives (pre-tuning runs with ``TEMPLTUNE_NUM_THREADS=1``); so re-time the best few
-    configs in interleaved rounds (``logs/rerank.py``) before trusting a ranking.
+    process; compare hand timings at the same thread count. One ``number x repeat`` sample is
+    noisy on a shared machine, so re-time the best few configs in interleaved rounds
+    (``logs/rerank.py``) before trusting a ranking.
 
     Parameters
     ----------
