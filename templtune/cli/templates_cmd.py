@@ -8,6 +8,8 @@ import argparse
 from templtune.autotvm import strategy
 from templtune.cli.main import CliError, command
 
+_DEFAULT_TARGET = "llvm"  # tune's --target default
+
 
 def cmd_templates(args: argparse.Namespace) -> int:
     try:
@@ -19,7 +21,8 @@ def cmd_templates(args: argparse.Namespace) -> int:
         need = len(info.params) if info.n_required < 0 else info.n_required
         params = ",".join(p if i < need else f"[{p}]" for i, p in enumerate(info.params))
         example = ",".join(str(a) for a in info.example)
-        target = "" if info.target == "llvm" else f" --target {info.target}"
+        # NOTE: the example names a target only when the CLI's default one (llvm) does not fit
+        target = "" if info.supports(_DEFAULT_TARGET) else f" --target {info.target}"
         print(f"{name:<26} {info.family:<5} {info.summary}")
         print(f"{'':<26} args: {params}")
         print(f"{'':<26} e.g.  templtune tune --template {name} --args {example}{target}")
