@@ -214,16 +214,11 @@ class TuningOptions:
     def __init__(self, num_measure_trials: int = 0, early_stopping: int | None = None,
                  num_measures_per_round: int = 64, verbose: int = 1, builder: Any = "local",
                  runner: Any = "local", measure_callbacks: Any = None) -> None:
+        from templtune.measure.measure import resolve_local
+
         from .measure import LocalBuilder, LocalRunner
 
-        if isinstance(builder, str):
-            if builder != "local":
-                raise ValueError(f"invalid builder {builder!r}")
-            builder = LocalBuilder()
-        if isinstance(runner, str):
-            if runner != "local":
-                raise ValueError(f"invalid runner {runner!r}")
-            runner = LocalRunner()
+        builder, runner = resolve_local(builder, runner, LocalBuilder, LocalRunner)
         self.num_measure_trials = int(num_measure_trials)
         self.early_stopping = -1 if early_stopping is None else int(early_stopping)
         self.num_measures_per_round = int(num_measures_per_round)

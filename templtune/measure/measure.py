@@ -279,19 +279,32 @@ def measure_option(builder: Builder | str, runner: Runner | str) -> dict:
     ValueError
         For any string other than ``"local"``.
     """
+    from .local_builder import LocalBuilder
+    from .local_runner import LocalRunner
+
+    builder, runner = resolve_local(builder, runner, LocalBuilder, LocalRunner)
+    return {"builder": builder, "runner": runner}
+
+
+def resolve_local(builder: Any, runner: Any, local_builder: Callable[[], Any],
+                  local_runner: Callable[[], Any]) -> tuple[Any, Any]:
+    """``"local"`` replaced by ``local_builder()`` / ``local_runner()`` (each front end passes
+    its own local classes, with its own defaults); instances pass through.
+
+    Raises
+    ------
+    ValueError
+        For any string other than ``"local"``.
+    """
     if isinstance(builder, str):
         if builder != "local":
             raise ValueError(f"invalid builder {builder!r}: use 'local' or a Builder instance")
-        from .local_builder import LocalBuilder
-
-        builder = LocalBuilder()
+        builder = local_builder()
     if isinstance(runner, str):
         if runner != "local":
             raise ValueError(f"invalid runner {runner!r}: use 'local' or a Runner instance")
-        from .local_runner import LocalRunner
-
-        runner = LocalRunner()
-    return {"builder": builder, "runner": runner}
+        runner = local_runner()
+    return builder, runner
 
 
 class MeasureBatch:
