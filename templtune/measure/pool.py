@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import shutil
 import time
 import traceback
@@ -76,7 +77,11 @@ def _worker_main(conn: Connection, preload: tuple[str, ...]) -> None:
         try:
             fn, args = conn.recv()
         except (EOFError, OSError):
-            return
+            # NOTE: not a plain return: the interpreter would exit before the lifeline thread
+            # ends the session, leaving what this worker started running (seen under load)
+            from .procs import end_session
+
+            end_session()
         t0 = time.perf_counter()
         try:
             value = fn(*args)
@@ -123,7 +128,6 @@ class _Worker:
     leak) and a lifeline pipe whose write end only this object holds."""
 
     def __init__(self, preload: tuple[str, ...]) -> None:
-        import os
         import socket
         import subprocess
         import sys
@@ -179,8 +183,6 @@ class _Worker:
 
     def kill(self) -> None:
         """Kill the worker and every process of its session; remove its ``TMPDIR``."""
-        import os
-
         if self.proc.returncode is None:
             kill_session(self.proc.pid)
             self._reap(5)
@@ -191,9 +193,8 @@ class _Worker:
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def __del__(self) -> None:
-        # NOTE: closing the lifeline makes an abandoned worker end itself (and its session)
-        import os
-
+        # NOTE: closing the lifeline makes an abandoned worker end itself (and its session);
+        # os is imported at module level because __del__ may run at interpreter shutdown
         if getattr(self, "_lifeline", -1) >= 0:
             try:
                 os.close(self._lifeline)

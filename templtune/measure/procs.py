@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 
-__all__ = ["kill_session", "session_members", "wait_exit", "watch_parent"]
+__all__ = ["end_session", "kill_session", "session_members", "wait_exit", "watch_parent"]
 
 
 def session_members(sid: int) -> list[int]:
@@ -81,8 +81,8 @@ def wait_exit(pid: int, timeout: float) -> bool:
         delay = min(delay * 2, 0.05)
 
 
-def _end_session() -> None:
-    """In a worker whose parent is gone: kill the rest of the session, remove the worker's
+def end_session() -> None:
+    """In a worker whose parent is gone (or closed its pipe): kill the rest of the session, remove the worker's
     temporary directory, then kill the worker's own group (itself included)."""
     me = os.getpid()
     if os.getsid(0) == me:
@@ -113,12 +113,12 @@ def watch_parent(parent_pid: int, lifeline_fd: int) -> None:
                 pass
         except OSError:
             pass
-        _end_session()
+        end_session()
 
     def watchdog() -> None:
         while os.getppid() == parent_pid:
             time.sleep(1.0)
-        _end_session()
+        end_session()
 
     threading.Thread(target=lifeline, daemon=True, name="templtune-lifeline").start()
     threading.Thread(target=watchdog, daemon=True, name="templtune-watchdog").start()

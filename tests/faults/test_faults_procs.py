@@ -246,3 +246,30 @@ def test_warm_workers_survive_the_thread_that_started_them(tmp_path):
         builder.close()
         runner.close()
     assert wait_gone(pids) == []
+
+
+def test_a_worker_whose_request_pipe_closes_ends_what_it_started(tmp_path):
+    """The worker's main loop sees EOF before (or without) the lifeline: it must end its
+    session itself, not return and let the interpreter exit past the lifeline thread."""
+    from templtune.measure.pool import _Worker
+
+    pid_file = tmp_path / "orphan.pid"
+    w = _Worker(())
+    try:
+        assert w.wait_ready(120)
+        # a shell that leaves an orphaned ``sleep`` behind: reparented, but still in the session
+        w.conn.send((os.system, (f"sleep 300 & echo $! > {pid_file}",)))
+        assert w.conn.poll(60) and w.conn.recv().ok
+        orphan = int(pid_file.read_text())
+        assert alive(orphan)
+        w.conn.close()  # the lifeline stays open: only the request pipe says "stop"
+        assert wait_gone([orphan]) == [], "a worker's orphan outlived the worker"
+        assert wait_exit_ok(w)
+    finally:
+        w.kill()
+
+
+def wait_exit_ok(w) -> bool:
+    from templtune.measure.procs import wait_exit
+
+    return wait_exit(w.proc.pid, 30)
