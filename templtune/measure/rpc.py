@@ -16,9 +16,11 @@ which is how the tests run it and how one machine can serve several tuning proce
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .measure import BuildResult, Measurable, MeasureErrorNo, MeasureResult, error_result
@@ -82,6 +84,37 @@ def _import_ray() -> Any:
                           "'distributed' extra (pip install 'templtune[distributed]') or use "
                           "LocalRunner") from exc
     return ray
+
+
+#: Ray's switch between "local only" and "may join a cluster" address resolution
+_RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def _loopback_only(ray: Any) -> Iterator[None]:
+    """Start a local Ray instance whose every port listens on 127.0.0.1 only.
+
+    ``_node_ip_address="127.0.0.1"`` alone is not enough: Ray replaces a loopback node address
+    by the host's routable one (``resolve_ip_for_localhost``) unless its cluster mode is off,
+    and its GCS, raylet and worker gRPC servers bind to the wildcard address for any address
+    but 127.0.0.1. Ray reads the switch from the environment at import, so both the variable
+    (for the processes it starts) and the already-imported constant are set for the start-up.
+    """
+    consts: Any = getattr(getattr(ray, "_private", None), "ray_constants", None)
+    saved_env = os.environ.get(_RAY_CLUSTER_ENV)
+    saved_const = getattr(consts, "ENABLE_RAY_CLUSTER", None)
+    os.environ[_RAY_CLUSTER_ENV] = "0"
+    if saved_const is not None:
+        consts.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if saved_env is None:
+            os.environ.pop(_RAY_CLUSTER_ENV, None)
+        else:
+            os.environ[_RAY_CLUSTER_ENV] = saved_env
+        if saved_const is not None:
+            consts.ENABLE_RAY_CLUSTER = saved_const
 
 
 class _DeviceWorker:
@@ -161,11 +194,10 @@ class RPCRunner(CheckingRunner):
         ray = self.ray
         if not ray.is_initialized():
             if self.host is None:
-                # NOTE: a local instance listens on the loopback interface only (Ray has no
-                # authentication; see the README on securing a real cluster)
-                ray.init(resources={self.key: self.n_parallel}, include_dashboard=False,
-                         log_to_driver=False, configure_logging=False,
-                         _node_ip_address="127.0.0.1")
+                with _loopback_only(ray):
+                    ray.init(resources={self.key: self.n_parallel}, include_dashboard=False,
+                             log_to_driver=False, configure_logging=False,
+                             _node_ip_address="127.0.0.1")
             else:
                 addr = f"{self.host}:{self.port}" if self.port else self.host
                 _check_reachable(addr, self.connect_timeout)
