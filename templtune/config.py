@@ -104,6 +104,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("TEMPLTUNE_CUDA_EMULATOR", _S, "llvm",
          "Emulator mode: `llvm` (kernels compiled for the host, fast) or `lockstep` "
          "(race-checking interpreter, slow).", choices=("lockstep", "llvm")),
+    Knob("TEMPLTUNE_CUDA_EMULATOR_TIMEOUT_SCALE", _I, 20,
+         "On the CPU emulator, CUDA candidates' build and run timeouts are multiplied by this: "
+         "the timeouts a user sets are GPU budgets, and emulated kernels run far slower.",
+         minimum=1),
     Knob("TEMPLTUNE_CUDA_CACHE", _P, None,
          "Directory of the nvcc compile cache (default: `~/.cache/templtune/cuda`)."),
     Knob("CUDA_HOME", _P, None, "CUDA toolkit root searched for `nvcc` when it is not on `PATH`."),

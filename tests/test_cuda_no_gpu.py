@@ -234,3 +234,54 @@ def test_cli_tunes_a_cuda_template_on_the_emulator(tmp_path, monkeypatch):
     rows = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(rows) == 2 and all(r["result"][1] == 0 and r["device"] == "emulator"
                                   for r in rows)
+
+
+@autotvm.template("test_no_gpu/vadd_salted")
+def _vadd_salted(n, salt):
+    cfg = autotvm.get_config()
+    cfg.define_knob("tx", [32])
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0 + float(salt), name="B")  # salt: no nvcc cache hit
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=cfg["tx"].val)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    return s, [A, B]
+
+
+def test_emulated_cuda_candidates_get_stretched_timeouts():
+    """A timeout is a GPU budget: on the emulator a CUDA candidate gets ``timeout x scale``
+    (nvcc plus the emulator's host compile, then emulated runs), a CPU candidate gets ``timeout``."""
+    import random
+    import shutil
+
+    from templtune import config
+    from templtune.autotvm.measure import (LocalBuilder, LocalRunner, MeasureErrorNo,
+                                           MeasureInput, create_measure_batch, measure_option)
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    results = {}
+    for scale in (1, 400):
+        task = autotvm.task.create("test_no_gpu/vadd_salted", (256, random.random()), "cuda")
+        # a build (nvcc, then the emulator's compile) takes well over 0.05 s
+        opt = measure_option(LocalBuilder(timeout=0.05, n_parallel=1),
+                             LocalRunner(timeout=0.05, number=1, repeat=1, cooldown_interval=0))
+        with config.scope(TEMPLTUNE_CUDA_EMULATOR_TIMEOUT_SCALE=scale):
+            batch = create_measure_batch(task, opt)
+            try:
+                assert opt["builder"].time_scale == scale == opt["runner"].time_scale
+                results[scale] = batch([MeasureInput(task.target, task,
+                                                     task.config_space.get(0))])[0]
+            finally:
+                batch.close()
+    assert results[1].error_no == MeasureErrorNo.BUILD_TIMEOUT
+    assert "timeout x" not in results[1].error_detail
+    assert results[400].error_no == MeasureErrorNo.NO_ERROR, results[400].error_detail[:500]
+    cpu = autotvm.task.create("test_no_gpu/vadd_salted", (256, 0.5), "llvm")
+    runner = LocalRunner(timeout=3)
+    try:
+        runner.set_task(cpu)
+        assert runner.time_scale == 1 and runner.effective_timeout == 3.0
+    finally:
+        runner.close()

@@ -6,7 +6,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from .measure import Builder, BuildResult, Measurable, MeasureErrorNo
+from .measure import Builder, BuildResult, Measurable, MeasureErrorNo, timeout_scale
+from .measure import scaled_note as _scaled
 from .pool import CallStatus, Outcome, PoolOwner, WorkerPool
 from .worker import BUILD_PRELOAD, BuildReply, BuildRequest, build_candidate
 
@@ -52,6 +53,7 @@ class LocalBuilder(PoolOwner, Builder):
 
     def set_task(self, task: Any, build_kwargs: dict | None = None) -> None:
         super().set_task(task, build_kwargs)
+        self.time_scale = timeout_scale(task)
         # NOTE: start the workers' interpreters now (in the background, alongside the runner's).
         self._get_pool().spawn()
 
@@ -63,15 +65,17 @@ class LocalBuilder(PoolOwner, Builder):
     def build(self, measure_inputs: Sequence[Measurable], verbose: int = 0) -> list[BuildResult]:
         if not measure_inputs:
             return []
+        # NOTE: per batch, not only in set_task: the auto-scheduler's measurer never calls it
+        self.time_scale = timeout_scale(getattr(measure_inputs[0], "task", None))
         cands = [inp.candidate() for inp in measure_inputs]
         jobs = [(BuildRequest(c, self.build_kwargs),) for c in cands]
-        outcomes = self._get_pool().map(build_candidate, jobs, timeout=self.timeout)
+        outcomes = self._get_pool().map(build_candidate, jobs, timeout=self.effective_timeout)
         again = [k for k, out in enumerate(outcomes) if out.killed_externally]
         if again:
             logger.warning("LocalBuilder: %d build worker(s) killed from outside (%s); building "
                            "those candidates again", len(again), outcomes[again[0]].message)
             retried = self._get_pool().map(build_candidate, [jobs[k] for k in again],
-                                           timeout=self.timeout)
+                                           timeout=self.effective_timeout)
             for k, out in zip(again, retried):
                 outcomes[k] = out
         return [self._result(c, out) for c, out in zip(cands, outcomes)]
@@ -82,8 +86,9 @@ class LocalBuilder(PoolOwner, Builder):
             return BuildResult(r.artifact, r.error_no, r.detail, r.seconds, r.arg_info, cand)
         if out.status is CallStatus.TIMEOUT:
             return BuildResult(None, MeasureErrorNo.BUILD_TIMEOUT,
-                               f"building {cand.label} timed out after {self.timeout} s",
-                               float(self.timeout), candidate=cand)
+                               f"building {cand.label} timed out after {self.effective_timeout:g} s"
+                               f"{_scaled(self.time_scale)}", self.effective_timeout,
+                               candidate=cand)
         if out.status is CallStatus.DIED:
             return BuildResult(None, MeasureErrorNo.COMPILE_HOST,
                                f"build worker died building {cand.label}: {out.message}",

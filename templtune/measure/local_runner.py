@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .measure import timeout_scale
 from .pool import Outcome, PoolOwner, WorkerPool
 from .runner import CheckingRunner
 from .worker import RUN_PRELOAD
@@ -83,9 +84,13 @@ class LocalRunner(PoolOwner, CheckingRunner):
 
     def set_task(self, task: Any) -> None:
         super().set_task(task)
+        self.time_scale = self._timeout_scale(task)
         # NOTE: launch the measurement process now, so that its start-up (interpreter and
         # imports) overlaps the first builds instead of following them.
         self._get_pool().spawn()
+
+    def _timeout_scale(self, task: Any) -> int:
+        return timeout_scale(task)
 
     def _get_pool(self) -> WorkerPool:
         if self._pool is None:

@@ -176,6 +176,29 @@ class BuildResult:
         return self.error_detail
 
 
+def timeout_scale(task: Any) -> int:
+    """How much longer than asked a local candidate of ``task`` may take: the
+    ``TEMPLTUNE_CUDA_EMULATOR_TIMEOUT_SCALE`` factor for a GPU task whose modules run on the
+    CPU emulator here, else 1."""
+    from templtune import config
+    from templtune.target import capabilities
+
+    try:
+        gpu = capabilities(getattr(task, "target", None) or "llvm").is_gpu
+    except Exception:  # noqa: BLE001 - a task without a parsable target is measured as asked
+        return 1
+    if not gpu:
+        return 1
+    from templtune.runtime.cuda.backend import emulator_selected
+
+    return int(config.get("TEMPLTUNE_CUDA_EMULATOR_TIMEOUT_SCALE")) if emulator_selected() else 1
+
+
+def scaled_note(scale: int) -> str:
+    """The words a timeout message adds when :func:`timeout_scale` stretched the timeout."""
+    return f" (timeout x {scale} on the CUDA emulator)" if scale > 1 else ""
+
+
 class Builder(abc.ABC):
     """Builds candidates; a seam for LocalBuilder and distributed builders.
 
@@ -202,6 +225,13 @@ class Builder(abc.ABC):
         self.n_parallel = int(n_parallel or os.cpu_count() or 1)
         self.build_kwargs = dict(build_kwargs or {})
         self.task: Any = None
+        #: factor on ``timeout`` for the current task (see :func:`timeout_scale`)
+        self.time_scale = 1
+
+    @property
+    def effective_timeout(self) -> float:
+        """Seconds a candidate of the current task may build for (``timeout x time_scale``)."""
+        return float(self.timeout * self.time_scale)
 
     def set_task(self, task: Any, build_kwargs: dict | None = None) -> None:
         """Prepare for building candidates of ``task``; runner kwargs are overridden by the user's."""
@@ -240,6 +270,13 @@ class Runner(abc.ABC):
         self.timeout = timeout
         self.n_parallel = n_parallel or 1
         self.task: Any = None
+        #: factor on ``timeout`` for the current task (see :func:`timeout_scale`)
+        self.time_scale = 1
+
+    @property
+    def effective_timeout(self) -> float:
+        """Seconds a candidate of the current task may run for (``timeout x time_scale``)."""
+        return float(self.timeout * self.time_scale)
 
     def set_task(self, task: Any) -> Any:
         """Prepare for running candidates of ``task``."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from .candidate import ArgInfo, Candidate
 from .measure import BuildResult, Measurable, MeasureErrorNo, MeasureResult, Runner, error_result
+from .measure import scaled_note as _scaled
 from .pool import CallStatus, Outcome
 from .validate import check_count, check_number
 from .worker import (
@@ -83,7 +84,8 @@ class CheckingRunner(Runner):
     def timing(self) -> TimingOptions:
         """The check and timing settings sent with every candidate."""
         return TimingOptions(self.number, self.repeat, self.min_repeat_ms,
-                             self.enable_cpu_cache_flush, self.rtol, self.atol, self.timeout)
+                             self.enable_cpu_cache_flush, self.rtol, self.atol,
+                             self.effective_timeout)
 
     # ---- ref_input (as TVM) -------------------------------------------------------------------
     @property
@@ -122,6 +124,10 @@ class CheckingRunner(Runner):
 
     def _where(self) -> str:
         return ""
+
+    def _timeout_scale(self, task: Any) -> int:
+        """Factor on ``timeout`` for candidates of ``task`` (1: the device is not emulated)."""
+        return 1
 
     # ---- set-up ---------------------------------------------------------------------------------
     def _prepare(self, slot: int, cand: Candidate, info: tuple[ArgInfo, ...]) -> Signature:
@@ -202,7 +208,8 @@ class CheckingRunner(Runner):
         total = br.time_cost + elapsed
         if out.status is CallStatus.TIMEOUT:
             return error_result(MeasureErrorNo.RUN_TIMEOUT, f"{label}: run timed out after "
-                                f"{self.timeout} s{self._where()}", br.time_cost + self.timeout,
+                                f"{self.effective_timeout:g} s{_scaled(self.time_scale)}{self._where()}",
+                                br.time_cost + self.effective_timeout,
                                 now, sig.checked)
         if out.status is CallStatus.DIED:
             return error_result(MeasureErrorNo.RUNTIME_DEVICE, f"{label}: measurement process "
@@ -234,6 +241,8 @@ class CheckingRunner(Runner):
     def run(self, measure_inputs: Sequence[Measurable], build_results: Sequence[BuildResult],
             verbose: int = 0) -> list[MeasureResult]:
         """Check and time every built candidate, one at a time in the process of slot 0."""
+        if measure_inputs:
+            self.time_scale = self._timeout_scale(getattr(measure_inputs[0], "task", None))
         results = []
         cooled = False
         for br in build_results:
@@ -255,7 +264,8 @@ class CheckingRunner(Runner):
                 return error_result(MeasureErrorNo.RUNTIME_DEVICE, sig.error, br.time_cost,
                                     time.time(), False)
             t0 = time.perf_counter()
-            out = self._call(0, run_candidate, self._request(sig, br), self.timeout)
+            out = self._call(0, run_candidate, self._request(sig, br),
+                             self.effective_timeout)
             if out.killed_externally and attempt == 0:
                 logger.warning("%s: the measurement process was killed from outside (%s) while "
                                "running %s; running it again", type(self).__name__, out.message,
