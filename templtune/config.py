@@ -118,6 +118,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("CXX", _S, None,
          "C compiler that `export_library` links shared libraries with (default: `g++`, `gcc` "
          "or `cc` from `PATH`)."),
+    Knob("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", _S, None,
+         "Ray's own switch; `RPCRunner` sets it to `0` while it starts a local Ray instance, so "
+         "that every Ray port listens on 127.0.0.1 only (not a user setting)."),
     Knob("XDG_CACHE_HOME", _P, None,
          "Base of templtune's cache folder (`$XDG_CACHE_HOME/templtune`; default `~/.cache`)."),
     Knob("TEMPLTUNE_WORKER_TMPDIR", _P, None,
@@ -255,6 +258,29 @@ def child_environment(**overrides: str) -> dict[str, str]:
     """The environment of a child process: this one's, with ``overrides`` (the one place the
     environment is copied, so the knob table stays the only reader)."""
     return dict(os.environ, **overrides)
+
+
+@contextlib.contextmanager
+def process_environment(**values: str) -> Iterator[None]:
+    """Set declared variables in this process's environment for the ``with`` block, for a
+    library that reads them itself and passes them to the processes it starts (restored after).
+
+    Raises
+    ------
+    ConfigError
+        A variable that is not a declared knob.
+    """
+    names = [_knob(k).name for k in values]
+    saved = {n: os.environ.get(n) for n in names}
+    os.environ.update({n: str(v) for n, v in zip(names, values.values())})
+    try:
+        yield
+    finally:
+        for n, old in saved.items():
+            if old is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = old
 
 
 def markdown_table() -> str:

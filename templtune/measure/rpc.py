@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from templtune import config
 
 from .measure import BuildResult, Measurable, MeasureErrorNo, MeasureResult, error_result
 from .pool import CallStatus, Outcome
@@ -86,10 +87,6 @@ def _import_ray() -> Any:
     return ray
 
 
-#: Ray's switch between "local only" and "may join a cluster" address resolution
-_RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
-
-
 @contextlib.contextmanager
 def _loopback_only(ray: Any) -> Iterator[None]:
     """Start a local Ray instance whose every port listens on 127.0.0.1 only.
@@ -101,18 +98,13 @@ def _loopback_only(ray: Any) -> Iterator[None]:
     (for the processes it starts) and the already-imported constant are set for the start-up.
     """
     consts: Any = getattr(getattr(ray, "_private", None), "ray_constants", None)
-    saved_env = os.environ.get(_RAY_CLUSTER_ENV)
     saved_const = getattr(consts, "ENABLE_RAY_CLUSTER", None)
-    os.environ[_RAY_CLUSTER_ENV] = "0"
     if saved_const is not None:
         consts.ENABLE_RAY_CLUSTER = False
     try:
-        yield
+        with config.process_environment(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"):
+            yield
     finally:
-        if saved_env is None:
-            os.environ.pop(_RAY_CLUSTER_ENV, None)
-        else:
-            os.environ[_RAY_CLUSTER_ENV] = saved_env
         if saved_const is not None:
             consts.ENABLE_RAY_CLUSTER = saved_const
 
