@@ -81,8 +81,9 @@ class TaskScheduler:
         self.num_measures_per_round = min(tune_option.num_measures_per_round,
                                           tune_option.num_measure_trials // len(self.tasks))
         if self.num_measures_per_round <= 0:
-            raise ValueError("num_measure_trials is too small: each task needs at least one "
-                             "measurement per round")
+            raise ValueError(f"num_measure_trials={tune_option.num_measure_trials} is too "
+                             f"small: each task needs at least one measurement per round; it "
+                             f"should be at least {len(self.tasks)} for this model")
         if self.load_log_file:
             self._restore_status(self.load_log_file, self.num_measures_per_round)
         if search_policy in ("default", "sketch.xgb"):

@@ -82,3 +82,28 @@ def test_seed_000_auto_scheduling_a_conv_layer_for_gpu(tmp_path) -> None:
     assert "Resume search:" in out
     lines = [x for x in (tmp_path / "conv2d.json").read_text().splitlines() if x.strip()]
     assert len(lines) == 4 + 2  # the first search, then the resumed one, in one log
+
+
+@pytest.mark.slow
+def test_seed_003_auto_scheduling_a_network_for_x86(tmp_path) -> None:
+    proc = run_tutorial("tune_network_x86", tmp_path, timeout=1500)
+    out = proc.stdout
+    n_tasks = out.count("========== Task ")
+    assert n_tasks == 28  # resnet-50 NHWC: 28 distinct subgraphs here (TVM prints 29)
+    assert "| ID | Latency (ms) | Speed (GFLOPS) | Trials |" in out
+    assert "Mean inference time (std dev):" in out
+    lines = (tmp_path / "resnet-50-NHWC-B1-llvm.json").read_text().splitlines()
+    assert len([x for x in lines if x.strip()]) == 28 + 28
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_cuda", ["0", "1"])
+def test_tensor_expression_get_started(tmp_path, run_cuda) -> None:
+    proc = run_tutorial("tensor_expr_get_started", tmp_path, env={"TUTORIAL_RUN_CUDA": run_cuda})
+    out = proc.stdout
+    for name in ("naive", "parallel", "vector", "none", "blocking", "vectorization",
+                 "loop permutation", "array packing", "block caching", "parallelization"):
+        assert f"{name}: " in out, name
+    assert "myadd.so" in out and "myadd.o" in out  # temp.listdir()
+    if run_cuda == "1":
+        assert "-----GPU code-----" in out and "__global__" in out
