@@ -178,6 +178,7 @@ class Module:
                 f"({', '.join(p.name for p in self._params)}), got {len(arrays)}")
         out: list[np.ndarray] = []
         bound: dict[str, int] = {}
+        where: dict[str, tuple[int, str, int]] = {}  # which argument bound each shape variable
         for i, (a, p) in enumerate(zip(arrays, self._params)):
             a = _unwrap(a)
             if not isinstance(a, np.ndarray):
@@ -194,6 +195,14 @@ class Module:
                     ok = got == want
                 elif isinstance(want, str):
                     ok = bound.setdefault(want, got) == got
+                    if ok:
+                        where.setdefault(want, (i, p.name, ax))
+                    else:
+                        j, other, ax0 = where[want]
+                        raise RuntimeCallError(
+                            f"arguments {j} ({other}) and {i} ({p.name}) of {self.entry_name} "
+                            f"disagree on {want}: {other}.shape[{ax0}] = {bound[want]} but "
+                            f"{p.name}.shape[{ax}] = {got}")
                 else:
                     ok = True
                 if not ok:
