@@ -199,6 +199,10 @@ class Module:
                         where.setdefault(want, (i, p.name, ax))
                     else:
                         j, other, ax0 = where[want]
+                        if j == i:
+                            raise RuntimeCallError(
+                                f"argument {i} ({p.name}) of {self.entry_name} has shape "
+                                f"{a.shape}, but its axes {ax0} and {ax} are both {want}")
                         raise RuntimeCallError(
                             f"arguments {j} ({other}) and {i} ({p.name}) of {self.entry_name} "
                             f"disagree on {want}: {other}.shape[{ax0}] = {bound[want]} but "

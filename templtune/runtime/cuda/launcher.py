@@ -135,6 +135,9 @@ def _bind_shape(entry: str, name: str, want: tuple[int | str, ...], got: tuple[i
         if isinstance(w, str):
             if env.setdefault(w, g) != g:
                 other, ax0 = where[w]
+                if other == name:
+                    raise RuntimeCallError(f"argument {name} of {entry} has shape {got}, but its "
+                                           f"axes {ax0} and {ax} are both {w}")
                 raise RuntimeCallError(f"arguments {other} and {name} of {entry} disagree on "
                                        f"{w}: {other}.shape[{ax0}] = {env[w]} but "
                                        f"{name}.shape[{ax}] = {g}")
