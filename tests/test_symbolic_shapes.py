@@ -188,6 +188,59 @@ def test_symbolic_transpose_tiled():
         np.testing.assert_array_equal(y, x.T)
 
 
+def _chain():
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((n, m), lambda i, j: B[i, j] + 1.0, name="C")
+    return A, B, C
+
+
+def _sched_inline(s, A, B, C):
+    s[B].compute_inline()
+    fused = s[C].fuse(*C.op.axis)
+    xo, xi = s[C].split(fused, 8)
+    s[C].parallel(xo)
+    s[C].vectorize(xi)
+
+
+def _sched_root(s, A, B, C):
+    pass  # B gets a heap buffer of n*m elements
+
+
+def _sched_compute_at_tile(s, A, B, C):
+    xo, yo, xi, yi = s[C].tile(*C.op.axis, 4, 8)
+    s[B].compute_at(s[C], yo)
+
+
+def _sched_cache_read_at(s, A, B, C):
+    AL = s.cache_read(A, "local", [B])
+    xo, xi = s[C].split(C.op.axis[0], 4)
+    s[B].compute_at(s[C], xo)
+    s[AL].compute_at(s[C], xo)
+
+
+def _sched_nparts_unroll(s, A, B, C):
+    xo, xi = s[C].split(C.op.axis[1], nparts=4)
+    s[C].unroll(xi)
+
+
+@pytest.mark.parametrize("sched", [_sched_inline, _sched_root, _sched_compute_at_tile,
+                                   _sched_cache_read_at, _sched_nparts_unroll],
+                         ids=lambda f: f.__name__[7:])
+def test_symbolic_producer_consumer_schedules(sched):
+    A, B, C = _chain()
+    s = te.create_schedule(C.op)
+    sched(s, A, B, C)
+    f = tvm.build(s, [A, C], "llvm")
+    rng = np.random.default_rng(4)
+    for shape in ((3, 5), (17, 33), (1, 1), (0, 4), (64, 64)):
+        a = rng.standard_normal(shape).astype("float32")
+        c = np.full(shape, np.nan, "float32")
+        f(a, c)
+        np.testing.assert_allclose(c, a * 2.0 + 1.0, rtol=1e-6)
+
+
 _PROPS = settings(max_examples=12, deadline=None,
                   suppress_health_check=[HealthCheck.too_slow])
 
@@ -378,3 +431,33 @@ def test_cuda_symbolic_thread_extent_is_refused():
 
     with pytest.raises(CodegenError, match="constant extent of the loop bound to threadIdx.x"):
         tvm.build(s, [A, B, C], "cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_symbolic_matmul_shared_memory(monkeypatch):
+    monkeypatch.setenv("TEMPLTUNE_CUDA_BACKEND", "emulator")
+    A, B, C = _matmul()
+    s = te.create_schedule(C.op)
+    AS = s.cache_read(A, "shared", [C])
+    BS = s.cache_read(B, "shared", [C])
+    CL = s.cache_write(C, "local")
+    by, ty = s[C].split(C.op.axis[0], factor=8)
+    bx, tx = s[C].split(C.op.axis[1], factor=8)
+    s[C].reorder(by, bx, ty, tx)
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (ty, "threadIdx.y"),
+                    (tx, "threadIdx.x")):
+        s[C].bind(ax, te.thread_axis(tag))
+    s[CL].compute_at(s[C], tx)
+    ko, ki = s[CL].split(CL.op.reduce_axis[0], factor=4)
+    for S in (AS, BS):
+        s[S].compute_at(s[CL], ko)
+        fo, fi = s[S].split(s[S].fuse(*s[S].op.axis), factor=64)
+        fy, fx = s[S].split(fi, factor=8)
+        s[S].bind(fy, te.thread_axis("threadIdx.y"))
+        s[S].bind(fx, te.thread_axis("threadIdx.x"))
+    f = tvm.build(s, [A, B, C], "cuda")
+    src = f.get_source()
+    assert f.binary is not None
+    # constant tiles in shared memory; the symbolic reduction loop and guards use n, l, m
+    assert "__shared__ float A_shared[32];" in src and "k_outer < ((l + 3) / 4)" in src
+    _run_matmul(f, ((5, 7, 3), (16, 16, 8), (9, 17, 13)))

@@ -206,10 +206,10 @@ class Schedule:
             if not any(self.resolve(t) is tensor for t in r.op.input_tensors):
                 raise ScheduleError(f"stage {r.op.name}: cache_read reader does not read "
                                     f"{tensor.name}")
-        for d in tensor.shape:
-            if const_int(d) is None:
-                raise ScheduleError(f"cache_read of {tensor.name}: shape {d} is not constant")
-        axes = tuple(new_iter_var(f"ax{i}", const_int(d), IterKind.DATA_PAR)
+        # NOTE: a symbolic dimension keeps its expression as the copy's extent
+        axes = tuple(new_iter_var(f"ax{i}", c, IterKind.DATA_PAR) if (c := const_int(d)) is not None
+                     else IterVar(Range(const(0, d.dtype), d), Var(f"ax{i}", d.dtype),
+                                  IterKind.DATA_PAR)
                      for i, d in enumerate(tensor.shape))
         body = TensorLoad(tensor, tuple(a.var for a in axes))
         cache_op = ComputeOp(f"{tensor.name}.{scope}", "", (), axes, (), (body,))
