@@ -461,3 +461,13 @@ def test_cuda_symbolic_matmul_shared_memory(monkeypatch):
     # constant tiles in shared memory; the symbolic reduction loop and guards use n, l, m
     assert "__shared__ float A_shared[32];" in src and "k_outer < ((l + 3) / 4)" in src
     _run_matmul(f, ((5, 7, 3), (16, 16, 8), (9, 17, 13)))
+
+
+def test_shape_beyond_int32_is_refused():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A", dtype="int8")
+    C = te.compute((n,), lambda i: A[i], name="C")
+    f = tvm.build(te.create_schedule(C.op), [A, C], "llvm")
+    big = np.empty(2**31, "int8")  # untouched pages: no physical memory is used
+    with pytest.raises(RuntimeCallError, match="n = 2147483648 does not fit its dtype int32"):
+        f(big, big)

@@ -219,6 +219,10 @@ class Module:
             if not a.flags.writeable:
                 raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} is read-only")
             out.append(a)
+        for n, d in self._shape_vars:
+            if d == "int32" and bound[n] > 2**31 - 1:
+                raise RuntimeCallError(f"{self.entry_name}: {n} = {bound[n]} does not fit its "
+                                       f"dtype int32 (declare it with te.var({n!r}, 'int64'))")
         return out, [bound[n] for n, _ in self._shape_vars]
 
     def _fork_check(self) -> None:
