@@ -78,7 +78,7 @@ def _row_major_sym(shape: list[int | PrimExpr], simp: Simplifier
         strides[d] = acc
         e = shape[d]
         acc = acc * e if type(acc) is int and type(e) is int else simp.visit(acc * e)
-    return strides, const(acc) if type(acc) is int else acc
+    return strides, _ext_expr(acc)
 
 
 def _one(e: int | PrimExpr) -> bool:
@@ -86,7 +86,7 @@ def _one(e: int | PrimExpr) -> bool:
 
 
 def _ext_expr(e: int | PrimExpr) -> PrimExpr:
-    return const(e) if type(e) is int else e  # type: ignore[arg-type]
+    return const(e) if isinstance(e, int) else e
 
 
 def _and_all(conds: list[PrimExpr]) -> PrimExpr:

@@ -319,7 +319,7 @@ def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBou
     npre = len(prefix)
     region: list[Interval | None] = [None] * len(op.axis)
     any_reader = False
-    fixed_ranges: dict[Var, tuple[int, int]] = {}
+    fixed_ranges: dict[Var, tuple[int, float]] = {}  # INF above a symbolic extent
     for s2, lv in prefix:
         v = s2.loop_var.get(lv)
         if isinstance(v, Var):

@@ -71,9 +71,9 @@ def check_limits(kernels: list[Kernel], lim: CudaLimits) -> None:
         for axis, (got, cap) in enumerate(zip(k.block, lim.max_thread_dims)):
             if got > cap:
                 raise InstantiationError(f"{k.name}: threadIdx.{'xyz'[axis]} extent {got} > {cap}")
-        for axis, (got, cap) in enumerate(zip(k.grid, lim.max_grid_dims)):
-            if type(got) is int and got > cap:  # a symbolic one is checked at launch
-                raise InstantiationError(f"{k.name}: blockIdx.{'xyz'[axis]} extent {got} > {cap}")
+        for axis, (g, cap) in enumerate(zip(k.grid, lim.max_grid_dims)):
+            if isinstance(g, int) and g > cap:  # the driver refuses a symbolic one at launch
+                raise InstantiationError(f"{k.name}: blockIdx.{'xyz'[axis]} extent {g} > {cap}")
         if k.shared_bytes > lim.max_shared_memory_per_block:
             raise InstantiationError(f"{k.name}: {k.shared_bytes} bytes of shared memory > limit "
                                      f"{lim.max_shared_memory_per_block}")

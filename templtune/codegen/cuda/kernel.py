@@ -124,7 +124,7 @@ def _has_mark(s: Stmt, memo: dict[int, bool] | None = None) -> bool:
     return out
 
 
-def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
+def _guard(s: Stmt, ctx: dict[str, int | PrimExpr], launch: dict[str, int | PrimExpr],
            tag_vars: dict[str, Var], memo: dict[int, bool] | None = None) -> Stmt:
     """Guard code bound with a smaller extent than the launch dimension by ``tag < extent``.
 
@@ -213,9 +213,9 @@ def _make_kernel(name: str, root: Stmt, outer_allocs: list[Buffer],
     scalars: tuple[Var, ...] = ()
     if shape_vars:
         # NOTE: also those only in the arguments' shapes, so an emulator can size the arrays
-        used = {n for n in iter_nodes(body) if type(n) is Var}
-        used.update(d for b in params for d in b.shape if type(d) is Var)
-        scalars = tuple(v for v in shape_vars if v in used)
+        seen_vars: set[Var] = {n for n in iter_nodes(body) if type(n) is Var}
+        seen_vars.update(d for b in params for d in b.shape if isinstance(d, Var))
+        scalars = tuple(v for v in shape_vars if v in seen_vars)
     return Kernel(name, params, tuple(allocs), body, grid, block,  # type: ignore[arg-type]
                   tuple(tag_vars.items()), scalars)
 
@@ -225,10 +225,10 @@ def specialize(kernel: Kernel, values: dict[Var, int]) -> Kernel:
     and no scalar arguments (what the emulators run)."""
     from templtune.te.const_eval import eval_const
 
-    consts = {v: IntImm(v.dtype, values[v]) for v in kernel.scalars}
-    grid = tuple(g if type(g) is int else int(eval_const(g, values)) for g in kernel.grid)
-    return replace(kernel, body=fast_substitute(kernel.body, consts),  # type: ignore[arg-type]
-                   grid=grid, scalars=())
+    consts: dict[Var, PrimExpr] = {v: IntImm(v.dtype, values[v]) for v in kernel.scalars}
+    gx, gy, gz = (g if isinstance(g, int) else int(eval_const(g, values)) for g in kernel.grid)
+    return replace(kernel, body=fast_substitute(kernel.body, consts), grid=(gx, gy, gz),
+                   scalars=())
 
 
 def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:

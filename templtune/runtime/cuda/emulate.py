@@ -469,7 +469,10 @@ def run_kernel(kernel: Kernel, buffers: dict[Buffer, np.ndarray], check_races: b
     """Execute one kernel on the CPU; ``buffers`` maps its global buffers to flat arrays
     (modified in place)."""
     mems = {b: _Mem(b, buffers[b], "global", buffers[b].size) for b in kernel.params}
-    n_blocks = math.prod(kernel.grid)
+    if not all(isinstance(g, int) for g in kernel.grid):
+        raise EmulationError(f"{kernel.name}: symbolic launch {kernel.grid}; specialize() it "
+                             f"to the shape variables' values first")
+    n_blocks: int = math.prod(kernel.grid)  # type: ignore[arg-type]
     per_chunk = max(1, max_lanes // kernel.threads_per_block)
     for start in range(0, n_blocks, per_chunk):
         blocks = np.arange(start, min(n_blocks, start + per_chunk), dtype=np.int64)

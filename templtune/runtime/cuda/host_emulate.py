@@ -216,7 +216,7 @@ def kernel_to_host(kernel: Kernel) -> PrimFunc:
     for g in kernel.grid[1:]:
         if not (type(g) is int and g == 1):
             n_blocks = n_blocks * g
-    top = For(blk, const(0), const(n_blocks) if type(n_blocks) is int else n_blocks,
+    top = For(blk, const(0), const(n_blocks) if isinstance(n_blocks, int) else n_blocks,
               ForKind.SERIAL, body)
     return PrimFunc(kernel.name + "_host", kernel.params, top)
 
