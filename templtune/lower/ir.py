@@ -186,6 +186,17 @@ class PrimFunc:
     __hash__ = object.__hash__
 
 
+def shape_vars(params: tuple[Buffer, ...]) -> tuple[Var, ...]:
+    """The symbolic shape variables of ``params``, in order of first appearance: each is a
+    whole dimension of some parameter, so a call binds it from that array's shape."""
+    out: dict[Var, None] = {}
+    for b in params:
+        for d in b.shape:
+            if type(d) is Var:
+                out[d] = None
+    return tuple(out)
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A statement sequence, flattening nested sequences and dropping ``None``."""
     out: list[Stmt] = []

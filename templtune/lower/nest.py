@@ -54,7 +54,7 @@ _KIND = {IterKind.VECTORIZED: ForKind.VECTORIZED, IterKind.UNROLLED: ForKind.UNR
 class _Storage:
     buffer: Buffer
     mins: tuple[PrimExpr, ...]
-    strides: tuple[int, ...]
+    strides: tuple[int | PrimExpr, ...]
 
 
 def _row_major(shape: list[int], aligns: dict[int, tuple[int, int]]) -> tuple[list[int], int]:
@@ -67,6 +67,26 @@ def _row_major(shape: list[int], aligns: dict[int, tuple[int, int]]) -> tuple[li
         strides[d] = acc
         acc *= shape[d]
     return strides, max(acc, 1)
+
+
+def _row_major_sym(shape: list[int | PrimExpr], simp: Simplifier
+                   ) -> tuple[list[int | PrimExpr], PrimExpr]:
+    """Compact strides (ints where constant) and element count of a symbolic shape."""
+    strides: list[int | PrimExpr] = [1] * len(shape)
+    acc: int | PrimExpr = 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d] = acc
+        e = shape[d]
+        acc = acc * e if type(acc) is int and type(e) is int else simp.visit(acc * e)
+    return strides, _ext_expr(acc)
+
+
+def _one(e: int | PrimExpr) -> bool:
+    return type(e) is int and e == 1
+
+
+def _ext_expr(e: int | PrimExpr) -> PrimExpr:
+    return const(e) if isinstance(e, int) else e
 
 
 def _and_all(conds: list[PrimExpr]) -> PrimExpr:
@@ -107,11 +127,22 @@ class NestBuilder:
         self.params: list[Buffer] = []
         for n_arg, t in enumerate(args):
             shape = [const_int(d) for d in t.shape]
-            if any(d is None for d in shape):
-                raise LoweringError(f"argument {t.name} has a non-constant shape {t.shape}")
             name = names[n_arg] if names else t.name
             buf = Buffer(self._unique(name), tuple(t.shape), t.dtype, "global")
-            strides, _ = _row_major(shape, {})  # type: ignore[arg-type]
+            strides: list[int | PrimExpr]
+            if any(d is None for d in shape):  # a symbolic shape: strides from the shape vars
+                bad = next((d for d, c in zip(t.shape, shape) if c is None and type(d) is not Var),
+                           None)
+                if bad is not None:
+                    # NOTE: a call binds shape variables from whole dimensions only, so a
+                    # compound one could not be checked against the array it describes
+                    raise LoweringError(f"argument {t.name} has the compound symbolic dimension "
+                                        f"{bad}; each symbolic dimension of an argument must "
+                                        f"be a te.var")
+                strides = _row_major_sym([d if c is None else c for d, c in zip(t.shape, shape)],
+                                         self.simp)[0]
+            else:
+                strides = _row_major(shape, {})[0]  # type: ignore[arg-type,assignment]
             if t in self._storage:
                 raise LoweringError(f"tensor {t.name} appears twice in args")
             self._storage[t] = _Storage(buf, tuple(const(0) for _ in shape), tuple(strides))
@@ -143,13 +174,21 @@ class NestBuilder:
             aligns[d] = (f, off)
         shape = [info.ext[a] for a in op.axis]
         mins = tuple(info.root_min[a] for a in op.axis)
-        strides, total = _row_major(shape, aligns)
+        strides: list[int | PrimExpr]
+        total: int | PrimExpr
+        if all(type(e) is int for e in shape):
+            strides, total = _row_major(shape, aligns)  # type: ignore[assignment]
+        else:
+            if aligns:
+                raise LoweringError(f"stage {op.name}: storage_align needs a constant shape, "
+                                    f"got {tuple(str(e) for e in shape)}")
+            strides, total = _row_major_sym(shape, self.simp)
         for k in range(op.num_outputs):
             t = op.output(k)
             if t in self._storage:
                 continue
             name = op.name if op.num_outputs == 1 else f"{op.name}.v{k}"
-            buf = Buffer(self._unique(name), (const(total),), t.dtype, info.scope)
+            buf = Buffer(self._unique(name), (_ext_expr(total),), t.dtype, info.scope)
             self._storage[t] = _Storage(buf, mins, tuple(strides))
 
     def storage(self, t: Tensor) -> _Storage:
@@ -163,7 +202,9 @@ class NestBuilder:
         e: PrimExpr = const(0)
         for i, m, s in zip(idx, st.mins, st.strides):
             term = i if const_int(m) == 0 else _sub(i, m)
-            if s != 1:
+            if type(s) is not int:
+                term = term * s
+            elif s != 1:
                 term = _mul_const(term, s)
             e = _add(e, term)
         return self.simp.visit(e)
@@ -199,18 +240,31 @@ class NestBuilder:
             if not isinstance(rel, Split):
                 continue
             ext = info.ext[rel.parent]
-            if info.ext[rel.outer] * info.ext[rel.inner] <= ext:
-                continue
+            eo, ei = info.ext[rel.outer], info.ext[rel.inner]
             comp = info.composed[rel.parent]
+            if type(ext) is not int or type(eo) is not int or type(ei) is not int:
+                # NOTE: a split of a symbolic extent overshoots it unless one part is 1
+                if not ((_one(ei) and eo is ext) or (_one(eo) and ei is ext)):
+                    conds.append(self.simp.visit(comp < _ext_expr(ext)))
+                continue
+            if eo * ei <= ext:
+                continue
             if self.simp.bound(comp)[1] >= ext:
                 conds.append(self.simp.visit(comp < ext))
         for a in info.op.axis:
             mn = info.root_min[a]
-            if const_int(mn) == 0:
-                continue
             assert a.dom is not None  # a compute axis has a domain
             full = const_int(a.dom.extent)
-            assert full is not None  # guards are only needed on constant extents
+            if full is None:
+                # NOTE: a region computed for consumers may pass a symbolic end of the tensor
+                if type(info.ext[a]) is int or const_int(mn) != 0:
+                    v = info.root_val[a]
+                    if const_bound(v, rng)[0] < 0:
+                        conds.append(self.simp.visit(v >= 0))
+                    conds.append(self.simp.visit(v < a.dom.extent))
+                continue
+            if const_int(mn) == 0:
+                continue
             lo_m, hi_m = const_bound(mn, rng)
             if lo_m >= 0 and hi_m + info.ext[a] <= full:
                 continue  # the region lies inside the tensor
@@ -347,12 +401,12 @@ class NestBuilder:
         ann = tuple((f"pragma_{k}", v) for k, v in attr.pragmas) if attr else ()
         if tiv is not None:
             assert isinstance(var, Var)
-            return For(var, const(0), const(ext), ForKind.THREAD_BINDING, body,
+            return For(var, const(0), _ext_expr(ext), ForKind.THREAD_BINDING, body,
                        thread_tag=tiv.thread_tag, annotations=ann)
         if not isinstance(var, Var):
             return body  # unit loop removed
         kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
-        return For(var, const(0), const(ext), kind, body, annotations=ann)
+        return For(var, const(0), _ext_expr(ext), kind, body, annotations=ann)
 
 
 # NOTE: flat() builds every load/store index; these make the nodes the operators would make

@@ -21,6 +21,7 @@ from templtune.lower.ir import (
     Load,
     PrimFunc,
     Store,
+    shape_vars,
 )
 from templtune.te.expr import BinOp, FloatImm, IntImm, Var
 from templtune.te.functor import children
@@ -34,7 +35,8 @@ def _valid_tag(tag: str) -> bool:
 
 class _Verifier:
     def __init__(self, params: tuple[Buffer, ...]) -> None:
-        self.vars: dict[Var, int] = {}
+        # NOTE: shape variables are bound from the arrays' shapes when the function is called
+        self.vars: dict[Var, int] = {v: 1 for v in shape_vars(params)}
         self.bufs: dict[Buffer, int] = {b: 1 for b in params}
 
     def _push(self, d: dict[Any, int], k: Any) -> None:
@@ -65,7 +67,8 @@ class _Verifier:
             if isinstance(n, Var):
                 if n.dtype != "handle" and n not in self.vars:
                     raise LoweringError(f"variable {n.name} is used outside the loop or let "
-                                        f"that defines it")
+                                        f"that defines it (a symbolic variable must be a whole "
+                                        f"dimension of an argument's shape)")
                 continue
             if isinstance(n, Load):
                 if n.buffer not in self.bufs:

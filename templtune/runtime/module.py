@@ -178,6 +178,7 @@ class Module:
                 f"({', '.join(p.name for p in self._params)}), got {len(arrays)}")
         out: list[np.ndarray] = []
         bound: dict[str, int] = {}
+        where: dict[str, tuple[int, str, int]] = {}  # which argument bound each shape variable
         for i, (a, p) in enumerate(zip(arrays, self._params)):
             a = _unwrap(a)
             if not isinstance(a, np.ndarray):
@@ -194,6 +195,18 @@ class Module:
                     ok = got == want
                 elif isinstance(want, str):
                     ok = bound.setdefault(want, got) == got
+                    if ok:
+                        where.setdefault(want, (i, p.name, ax))
+                    else:
+                        j, other, ax0 = where[want]
+                        if j == i:
+                            raise RuntimeCallError(
+                                f"argument {i} ({p.name}) of {self.entry_name} has shape "
+                                f"{a.shape}, but its axes {ax0} and {ax} are both {want}")
+                        raise RuntimeCallError(
+                            f"arguments {j} ({other}) and {i} ({p.name}) of {self.entry_name} "
+                            f"disagree on {want}: {other}.shape[{ax0}] = {bound[want]} but "
+                            f"{p.name}.shape[{ax}] = {got}")
                 else:
                     ok = True
                 if not ok:
@@ -206,6 +219,10 @@ class Module:
             if not a.flags.writeable:
                 raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} is read-only")
             out.append(a)
+        for n, d in self._shape_vars:
+            if d == "int32" and bound[n] > 2**31 - 1:
+                raise RuntimeCallError(f"{self.entry_name}: {n} = {bound[n]} does not fit its "
+                                       f"dtype int32 (declare it with te.var({n!r}, 'int64'))")
         return out, [bound[n] for n, _ in self._shape_vars]
 
     def _fork_check(self) -> None:

@@ -22,7 +22,8 @@ from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
 from templtune.schedule.stage import Stage
 from templtune.te.bound import Interval, eval_interval, union
 from templtune.te.expr import IntImm, IterVar, PrimExpr, TensorLoad, Var, const, const_int
-from templtune.te.functor import Mutator, handles, post_order, substitute
+from templtune.te.functor import Mutator, collect_vars, handles, post_order, substitute
+from templtune.te.linear import INF
 from templtune.te.simplify import Simplifier, const_bound
 from templtune.te.tensor import ComputeOp, Tensor
 
@@ -44,7 +45,8 @@ class StageBound:
     body: tuple[PrimExpr, ...]
     leaves: list[IterVar]
     path: list[tuple[StageBound, IterVar]] = field(default_factory=list)
-    ext: dict[IterVar, int] = field(default_factory=dict)
+    # ints, or expressions of shape variables for symbolic shapes
+    ext: dict[IterVar, Any] = field(default_factory=dict)
     root_min: dict[IterVar, PrimExpr] = field(default_factory=dict)
     loop_var: dict[IterVar, PrimExpr] = field(default_factory=dict)
     composed: dict[IterVar, PrimExpr] = field(default_factory=dict)
@@ -190,20 +192,17 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
         info.path = parent.path + [(parent, lv) for lv in parent.leaves[:pos + 1]]
     info.scope = st.scope or _infer_scope(info.path)
     # 2. region of the data axes
+    own = {a.var for a in op.axis} | {r.var for r in op.reduce_axis}
     for r in op.reduce_axis:
-        mn, ex = const_int(r.dom.min), const_int(r.dom.extent)  # type: ignore[union-attr]
-        if mn is None or ex is None:
-            raise LoweringError(f"stage {op.name}: reduction axis {r.var.name} has a "
-                                f"non-constant domain")
-        info.root_min[r] = const(mn)
-        info.ext[r] = ex
+        dom = r.dom
+        assert dom is not None  # a reduction axis has a domain
+        mn = const_int(dom.min)
+        info.root_min[r] = const(mn) if mn is not None else _symbolic(dom.min, op, r, own)
+        info.ext[r] = _extent(dom.extent, op, r, own)
     for a in op.axis:
-        ex = const_int(a.dom.extent)  # type: ignore[union-attr]
-        if ex is None:
-            raise LoweringError(f"stage {op.name}: axis {a.var.name} has a non-constant extent "
-                                f"{a.dom.extent} (symbolic shapes are not supported)")  # type: ignore[union-attr]
+        assert a.dom is not None  # a compute axis has a domain
         info.root_min[a] = const(0)
-        info.ext[a] = ex
+        info.ext[a] = _extent(a.dom.extent, op, a, own)
     if st.attach_type == "scope":
         _region_from_consumers(info, readers, reads, var_ranges)
     # 3. leaf extents and loop variables
@@ -214,10 +213,17 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
         if ext is None:
             raise LoweringError(f"stage {op.name}: cannot infer the extent of axis "
                                 f"{lv.var.name}")
-        if ext < 1:
-            raise LoweringError(f"stage {op.name}: axis {lv.var.name} has extent {ext}")
         tiv = info.thread_of(lv)
         attr = st.iter_var_attrs.get(lv)
+        if type(ext) is not int:
+            info.ext[lv] = ext = _SIMP.visit(ext)
+            if type(ext) is IntImm:
+                info.ext[lv] = ext = ext.value
+        if type(ext) is not int:
+            _symbolic_leaf(info, lv, tiv, var_ranges, names, bound_vars)
+            continue
+        if ext < 1:
+            raise LoweringError(f"stage {op.name}: axis {lv.var.name} has extent {ext}")
         if tiv is not None:
             v = names.var_for(tiv.var, bound_vars)
             bound_vars.add(v)
@@ -231,7 +237,7 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
                                         f"needs {ext}")
                 launch = info.launch_ext[lv] = dom_ext
             old = var_ranges.get(v)
-            var_ranges[v] = (0, max(launch - 1, old[1] if old else 0))
+            var_ranges[v] = (0, max(launch - 1, old[1] if old else 0))  # type: ignore[type-var]
         elif ext == 1 and not (attr and attr.pragmas):
             info.loop_var[lv] = const(0)
         else:
@@ -245,6 +251,47 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
         rmin = info.root_min[r]
         info.root_val[r] = info.composed[r] if const_int(rmin) == 0 else simp.visit(
             rmin + info.composed[r])
+
+
+# NOTE: one shared instance; symbolic extents mention only shape variables, which never get ranges
+_SIMP = Simplifier()
+
+
+def _symbolic(e: PrimExpr, op: ComputeOp, iv: IterVar, own: set[Var]) -> PrimExpr:
+    if collect_vars(e) & own:
+        raise LoweringError(f"stage {op.name}: the domain of axis {iv.var.name} ({e}) depends on "
+                            f"the stage's own axes")
+    return e
+
+
+def _extent(e: PrimExpr, op: ComputeOp, iv: IterVar, own: set[Var]) -> int | PrimExpr:
+    """A root extent: an int, or an expression of shape variables (a symbolic shape)."""
+    ex = const_int(e)
+    if ex is not None:
+        return ex
+    return _symbolic(_SIMP.visit(e), op, iv, own)
+
+
+def _symbolic_leaf(info: StageBound, lv: IterVar, tiv: IterVar | None,
+                   var_ranges: dict[Var, Any], names: _ThreadNames, bound_vars: set[Var]) -> None:
+    """Loop variable of a leaf whose extent is symbolic: its range has no constant upper end."""
+    if tiv is None:
+        info.loop_var[lv] = lv.var
+        var_ranges[lv.var] = (0, INF)
+        return
+    if tiv.dom is not None and const_int(tiv.dom.extent) is not None:
+        raise LoweringError(f"stage {info.op.name}, axis {lv.var.name}: a symbolic extent "
+                            f"{info.ext[lv]} cannot be bound to {tiv.thread_tag} of fixed "
+                            f"extent {tiv.dom.extent}")
+    v = names.var_for(tiv.var, bound_vars)
+    bound_vars.add(v)
+    info.loop_var[lv] = v
+    var_ranges[v] = (0, INF)
+
+
+def _last(ext: int | PrimExpr) -> Any:
+    """The last index of an extent, as an int or an expression."""
+    return ext - 1 if type(ext) is int else _SIMP.visit(ext - 1)
 
 
 def _infer_scope(path: list[tuple[StageBound, IterVar]]) -> str:
@@ -272,11 +319,12 @@ def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBou
     npre = len(prefix)
     region: list[Interval | None] = [None] * len(op.axis)
     any_reader = False
-    fixed_ranges: dict[Var, tuple[int, int]] = {}
+    fixed_ranges: dict[Var, tuple[int, float]] = {}  # INF above a symbolic extent
     for s2, lv in prefix:
         v = s2.loop_var.get(lv)
         if isinstance(v, Var):
-            fixed_ranges[v] = (0, s2.ext[lv] - 1)
+            e = s2.ext[lv]
+            fixed_ranges[v] = (0, e - 1 if type(e) is int else INF)
     for k in range(op.num_outputs):
         t = op.output(k)
         for c in readers.get(t, []):
@@ -293,7 +341,8 @@ def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBou
                 if not isinstance(v, Var):
                     continue
                 if i >= npre or _relax_in_prefix(info, s2, lv):
-                    dom[v] = Interval(const(0), const(s2.ext[lv] - 1))
+                    last = _last(s2.ext[lv])
+                    dom[v] = Interval(const(0), const(last) if type(last) is int else last)
             vmap = {r.var: c.root_val[r] for r in c.roots}
             for load in reads.get((id(c), t), []):
                 any_reader = True
@@ -318,11 +367,13 @@ def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBou
                 continue
             ext = int(b)
         lo_c, hi_c = const_int(lo), const_int(hi)
-        if ext >= full or (lo_c is not None and lo_c <= 0 and hi_c is not None
-                           and hi_c >= full - 1):
+        sym = type(full) is not int
+        if not sym and (ext >= full or (lo_c is not None and lo_c <= 0 and hi_c is not None
+                                        and hi_c >= full - 1)):
             continue  # covers the whole axis anyway
         if lo_c is not None and hi_c is not None:
-            lo_c, hi_c = max(lo_c, 0), min(hi_c, full - 1)
+            # NOTE: a symbolic axis may be shorter than the region; the nest guards it
+            lo_c, hi_c = max(lo_c, 0), (hi_c if sym else min(hi_c, full - 1))
             info.root_min[a] = const(lo_c)
             info.ext[a] = hi_c - lo_c + 1
             continue

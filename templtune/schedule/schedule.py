@@ -206,10 +206,10 @@ class Schedule:
             if not any(self.resolve(t) is tensor for t in r.op.input_tensors):
                 raise ScheduleError(f"stage {r.op.name}: cache_read reader does not read "
                                     f"{tensor.name}")
-        for d in tensor.shape:
-            if const_int(d) is None:
-                raise ScheduleError(f"cache_read of {tensor.name}: shape {d} is not constant")
-        axes = tuple(new_iter_var(f"ax{i}", const_int(d), IterKind.DATA_PAR)
+        # NOTE: a symbolic dimension keeps its expression as the copy's extent
+        axes = tuple(new_iter_var(f"ax{i}", c, IterKind.DATA_PAR) if (c := const_int(d)) is not None
+                     else IterVar(Range(const(0, d.dtype), d), Var(f"ax{i}", d.dtype),
+                                  IterKind.DATA_PAR)
                      for i, d in enumerate(tensor.shape))
         body = TensorLoad(tensor, tuple(a.var for a in axes))
         cache_op = ComputeOp(f"{tensor.name}.{scope}", "", (), axes, (), (body,))
@@ -345,38 +345,59 @@ def _children(rel: Any) -> tuple[IterVar, ...]:
     return (rel.rebased,)
 
 
-def _pass_down(rels: Iterable[Any], ext: dict[IterVar, int]) -> None:
-    """Fill ``ext`` with the extents of relation children from their parents' extents."""
+def _ceil_div(a: Any, b: Any) -> Any:
+    """``ceil(a / b)``: an int for ints, ``floordiv(a + (b - 1), b)`` for symbolic extents."""
+    if type(a) is int and type(b) is int:
+        return -(-a // b)
+    if _is_one(b):
+        return a
+    return (a + (b - 1)) // b
+
+
+def _mul(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return a * b
+    return b if type(a) is int and a == 1 else (a if type(b) is int and b == 1 else a * b)
+
+
+def _is_one(x: Any) -> bool:
+    return type(x) is int and x == 1
+
+
+def _pass_down(rels: Iterable[Any], ext: dict[IterVar, Any]) -> None:
+    """Fill ``ext`` with the extents of relation children from their parents' extents.
+
+    Extents are ints, or expressions of the shape variables for symbolic shapes."""
     for rel in rels:
         if isinstance(rel, Split):
             pe = ext[rel.parent]
             if rel.factor is not None:
                 ext[rel.inner] = rel.factor
-                ext[rel.outer] = -(-pe // rel.factor)
+                ext[rel.outer] = _ceil_div(pe, rel.factor)
             else:
                 assert rel.nparts is not None
                 ext[rel.outer] = rel.nparts
-                ext[rel.inner] = -(-pe // rel.nparts)
+                ext[rel.inner] = _ceil_div(pe, rel.nparts)
         elif isinstance(rel, Fuse):
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+            ext[rel.fused] = _mul(ext[rel.outer], ext[rel.inner])
         else:
             ext[rel.rebased] = ext[rel.parent]
 
 
 def _pass_up(rels: Sequence[Any], val: dict[IterVar, PrimExpr],
-             ext: dict[IterVar, int]) -> dict[IterVar, PrimExpr]:
+             ext: dict[IterVar, Any]) -> dict[IterVar, PrimExpr]:
     """Values of parents from values of leaves (``outer*f + inner``, ``fused // e``, ...)."""
     val = dict(val)
     for rel in reversed(rels):
         if isinstance(rel, Split):
             o, i = val[rel.outer], val[rel.inner]
             fac = ext[rel.inner]
-            val[rel.parent] = o * fac + i if fac != 1 else o + i
+            val[rel.parent] = o + i if _is_one(fac) else o * fac + i
         elif isinstance(rel, Fuse):
             f = val[rel.fused]
             ei = ext[rel.inner]
-            val[rel.outer] = f // ei if ei != 1 else f
-            val[rel.inner] = f % ei if ei != 1 else const(0)
+            val[rel.outer] = f if _is_one(ei) else f // ei
+            val[rel.inner] = const(0) if _is_one(ei) else f % ei
         else:
             val[rel.parent] = val[rel.rebased]
     return val
@@ -388,7 +409,8 @@ def _may_exceed(rels: Sequence[Any], root: IterVar, ext: dict[IterVar, int]) -> 
     for rel in rels:
         if isinstance(rel, Split) and rel.parent in below:
             below.update((rel.outer, rel.inner))
-            if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+            eo, ei, ep = ext[rel.outer], ext[rel.inner], ext[rel.parent]
+            if type(ep) is not int or eo * ei != ep:
                 return True
         elif isinstance(rel, Fuse) and (rel.outer in below or rel.inner in below):
             below.add(rel.fused)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -34,12 +35,14 @@ def to_shape(shape: Any, what: str = "shape") -> tuple[PrimExpr, ...]:
         raise ExprError(f"{what} must be a tuple of integers or integer expressions, got {shape!r}")
     out: list[PrimExpr] = []
     for i, s in enumerate(shape):
-        if isinstance(s, bool) or isinstance(s, float):
+        if isinstance(s, bool):
             raise ExprError(f"{what}[{i}] = {s!r} is not an integer")
         if hasattr(s, "dtype") and hasattr(s, "item") and not isinstance(s, PrimExpr):
             s = s.item()  # numpy integer -> Python int (so the dimension stays int32)
-            if not isinstance(s, int) or isinstance(s, bool):
+            if not isinstance(s, (int, float)) or isinstance(s, bool):
                 raise ExprError(f"{what}[{i}] = {s!r} is not an integer")
+        if isinstance(s, float):
+            s = _integral(s, f"{what}[{i}]")
         try:
             e = convert(s)
         except ExprError as err:
@@ -52,11 +55,20 @@ def to_shape(shape: Any, what: str = "shape") -> tuple[PrimExpr, ...]:
     return tuple(out)
 
 
+def _integral(x: float, what: str) -> int:
+    """An integral float (``N / bn`` in Python 3) as the int it equals. NOTE: TVM truncates any
+    float silently; a fractional extent is refused here, since truncating it drops elements."""
+    if not math.isfinite(x) or x != int(x):
+        raise ExprError(f"{what} = {x!r} is not an integral value (a shape needs whole numbers; "
+                        f"use // for integer division)")
+    return int(x)
+
+
 def _range(dom: Any, what: str) -> Range:
     if isinstance(dom, Range):
         return dom
     if isinstance(dom, (tuple, list)) and len(dom) == 2:
-        lo, hi = convert(dom[0]), convert(dom[1])
+        lo, hi = (convert(_integral(x, what) if isinstance(x, float) else x) for x in dom)
         if isinstance(lo, IntImm) and isinstance(hi, IntImm):
             if hi.value < lo.value:
                 raise ExprError(f"{what} domain {tuple(dom)} is empty (max < min)")

@@ -71,9 +71,9 @@ def check_limits(kernels: list[Kernel], lim: CudaLimits) -> None:
         for axis, (got, cap) in enumerate(zip(k.block, lim.max_thread_dims)):
             if got > cap:
                 raise InstantiationError(f"{k.name}: threadIdx.{'xyz'[axis]} extent {got} > {cap}")
-        for axis, (got, cap) in enumerate(zip(k.grid, lim.max_grid_dims)):
-            if got > cap:
-                raise InstantiationError(f"{k.name}: blockIdx.{'xyz'[axis]} extent {got} > {cap}")
+        for axis, (g, cap) in enumerate(zip(k.grid, lim.max_grid_dims)):
+            if isinstance(g, int) and g > cap:  # the driver refuses a symbolic one at launch
+                raise InstantiationError(f"{k.name}: blockIdx.{'xyz'[axis]} extent {g} > {cap}")
         if k.shared_bytes > lim.max_shared_memory_per_block:
             raise InstantiationError(f"{k.name}: {k.shared_bytes} bytes of shared memory > limit "
                                      f"{lim.max_shared_memory_per_block}")
@@ -154,25 +154,32 @@ class ParamInfo:
 
     name: str
     dtype: str
-    shape: tuple[int, ...]
+    # ints, or the names of the shape variables bound from the arrays at call time
+    shape: tuple[int | str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class LaunchSpec:
-    """How to launch one kernel: ``args`` index the module's params then its workspace."""
+    """How to launch one kernel: ``args`` index the module's params then its workspace;
+    ``scalars`` name the shape variables passed after them. A block dimension of a symbolic
+    shape is an expression of the shape variables, evaluated at launch."""
 
     name: str
-    grid: tuple[int, int, int]
+    grid: tuple[int | PrimExpr, int | PrimExpr, int | PrimExpr]
     block: tuple[int, int, int]
     args: tuple[int, ...]
     shared_bytes: int
+    scalars: tuple[tuple[str, str], ...] = ()  # (name, dtype)
 
 
-def _shape(b: Buffer) -> tuple[int, ...]:
-    from templtune.te.expr import const_int
+def _shape(b: Buffer) -> tuple[int | str, ...]:
+    from templtune.te.expr import Var, const_int
 
-    dims = tuple(const_int(s) for s in b.shape)
-    return tuple(-1 if d is None else d for d in dims)  # type: ignore[misc]
+    out: list[int | str] = []
+    for s in b.shape:
+        d = const_int(s)
+        out.append(d if d is not None else (s.name if type(s) is Var else -1))
+    return tuple(out)
 
 
 
@@ -221,7 +228,7 @@ class CudaCodegen(Codegen):
         order = list(func.params) + workspace
         launches = tuple(
             LaunchSpec(k.name, k.grid, k.block, tuple(order.index(b) for b in k.params),
-                       k.shared_bytes)
+                       k.shared_bytes, tuple((v.name, v.dtype) for v in k.scalars))
             for k in kernels)
         params = tuple(ParamInfo(b.name, b.dtype, _shape(b)) for b in func.params)
         ws = tuple(ParamInfo(b.name, b.dtype, (buffer_size(b),)) for b in workspace)

@@ -18,6 +18,7 @@ from templtune.codegen.cuda.analysis import (
     buffer_size,
     const_value,
     fast_substitute,
+    iter_nodes,
 )
 from templtune.errors import CodegenError
 from templtune.lower.ir import (
@@ -32,9 +33,10 @@ from templtune.lower.ir import (
     SeqStmt,
     Stmt,
     seq,
+    shape_vars,
 )
-from templtune.te.expr import PrimExpr, Var, const_int
-from templtune.te.functor import Mutator, handles, post_order
+from templtune.te.expr import IntImm, PrimExpr, Var, const_int
+from templtune.te.functor import Mutator, handles, post_order, structural_equal
 
 BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -54,9 +56,12 @@ class Kernel:
     params: tuple[Buffer, ...]
     allocs: tuple[Buffer, ...]
     body: Stmt
-    grid: tuple[int, int, int]
+    # a block dimension may be an expression of the shape variables (a symbolic shape)
+    grid: tuple[int | PrimExpr, int | PrimExpr, int | PrimExpr]
     block: tuple[int, int, int]
     thread_vars: tuple[tuple[str, Var], ...]
+    # shape variables the body reads: ``int`` arguments after the buffers
+    scalars: tuple[Var, ...] = ()
 
     @property
     def threads_per_block(self) -> int:
@@ -101,7 +106,7 @@ class _Unbind(Mutator):
             raise CodegenError(f"unsupported thread tag {tag!r} (vthreads must be injected first)")
         tv = self.tag_vars[tag]
         mn = const_value(node.min, f"min of the loop bound to {tag}")
-        ext = const_value(node.extent, f"extent of the loop bound to {tag}")
+        ext = _extent(node)
         self.vmap[node.loop_var] = tv if mn == 0 else tv + mn
         return AttrStmt(_MARK, tag, ext, body)
 
@@ -119,7 +124,7 @@ def _has_mark(s: Stmt, memo: dict[int, bool] | None = None) -> bool:
     return out
 
 
-def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
+def _guard(s: Stmt, ctx: dict[str, int | PrimExpr], launch: dict[str, int | PrimExpr],
            tag_vars: dict[str, Var], memo: dict[int, bool] | None = None) -> Stmt:
     """Guard code bound with a smaller extent than the launch dimension by ``tag < extent``.
 
@@ -131,7 +136,8 @@ def _guard(s: Stmt, ctx: dict[str, int], launch: dict[str, int],
     if memo is None:
         memo = {}
     if not _has_mark(s, memo):
-        conds = [tag_vars[t] < e for t, e in sorted(ctx.items()) if e < launch[t]]
+        conds = [tag_vars[t] < e for t, e in sorted(ctx.items())
+                 if e is not launch[t] and (type(e) is not int or e < launch[t])]
         if not conds:
             return s
         cond = conds[0]
@@ -160,13 +166,36 @@ class _Hoist(Mutator):
         return self.visit(node.body)
 
 
+def _extent(n: For) -> int | PrimExpr:
+    """A binding's extent: an int, or (blockIdx only) an expression of shape variables."""
+    ext = const_int(n.extent)
+    if ext is not None:
+        return ext
+    if n.thread_tag not in BLOCK_TAGS:
+        raise CodegenError(f"CUDA codegen needs a constant extent of the loop bound to "
+                           f"{n.thread_tag}, got {n.extent} (split the symbolic axis and bind "
+                           f"its outer part to blockIdx)")
+    return n.extent
+
+
+def _launch_extent(tag: str, old: int | PrimExpr | None, ext: int | PrimExpr) -> int | PrimExpr:
+    if old is None:
+        return ext
+    if type(old) is int and type(ext) is int:
+        return max(old, ext)
+    if structural_equal(old, ext):
+        return old
+    raise CodegenError(f"{tag} is bound with the different extents {old} and {ext} in one "
+                       f"kernel; a symbolic launch dimension must be the same for every binding")
+
+
 def _make_kernel(name: str, root: Stmt, outer_allocs: list[Buffer],
-                 arg_order: list[Buffer]) -> Kernel:
-    extents: dict[str, int] = {}
+                 arg_order: list[Buffer], shape_vars: tuple[Var, ...] = ()) -> Kernel:
+    extents: dict[str, int | PrimExpr] = {}
     for n in post_order(root):
         if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING:
-            ext = const_value(n.extent, f"extent of the loop bound to {n.thread_tag}")
-            extents[n.thread_tag] = max(extents.get(n.thread_tag, 0), ext)
+            extents[n.thread_tag] = _launch_extent(n.thread_tag, extents.get(n.thread_tag),
+                                                   _extent(n))
     tag_vars = {t: Var(t, "int32") for t in LAUNCH_TAGS if t in extents}
     unbind = _Unbind(tag_vars)
     body = _guard(fast_substitute(unbind.visit(root), unbind.vmap), {}, extents, tag_vars)
@@ -179,10 +208,27 @@ def _make_kernel(name: str, root: Stmt, outer_allocs: list[Buffer],
     grid = tuple(extents.get(t, 1) for t in BLOCK_TAGS)
     block = tuple(extents.get(t, 1) for t in THREAD_TAGS)
     for tag, ext in extents.items():
-        if ext <= 0:
+        if type(ext) is int and ext <= 0:
             raise CodegenError(f"non-positive launch extent {ext} for {tag}")
+    scalars: tuple[Var, ...] = ()
+    if shape_vars:
+        # NOTE: also those only in the arguments' shapes, so an emulator can size the arrays
+        seen_vars: set[Var] = {n for n in iter_nodes(body) if type(n) is Var}
+        seen_vars.update(d for b in params for d in b.shape if isinstance(d, Var))
+        scalars = tuple(v for v in shape_vars if v in seen_vars)
     return Kernel(name, params, tuple(allocs), body, grid, block,  # type: ignore[arg-type]
-                  tuple(tag_vars.items()))
+                  tuple(tag_vars.items()), scalars)
+
+
+def specialize(kernel: Kernel, values: dict[Var, int]) -> Kernel:
+    """``kernel`` with its shape variables replaced by ``values``: constant launch dimensions
+    and no scalar arguments (what the emulators run)."""
+    from templtune.te.const_eval import eval_const
+
+    consts: dict[Var, PrimExpr] = {v: IntImm(v.dtype, values[v]) for v in kernel.scalars}
+    gx, gy, gz = (g if isinstance(g, int) else int(eval_const(g, values)) for g in kernel.grid)
+    return replace(kernel, body=fast_substitute(kernel.body, consts), grid=(gx, gy, gz),
+                   scalars=())
 
 
 def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
@@ -230,12 +276,13 @@ def split_kernels(func: PrimFunc) -> tuple[list[Kernel], list[Buffer]]:
     if not roots:
         raise CodegenError(f"function {func.name} has no loop bound to blockIdx/threadIdx")
     order = list(func.params) + workspace
+    svars = shape_vars(func.params)
     for i, (root, allocs) in enumerate(roots):
-        kernels.append(_make_kernel(f"{func.name}_kernel{i}", root, allocs, order))
+        kernels.append(_make_kernel(f"{func.name}_kernel{i}", root, allocs, order, svars))
     return kernels, workspace
 
 
-__all__ = ["Kernel", "split_kernels", "is_vthread", "BLOCK_TAGS", "THREAD_TAGS", "seq"]
+__all__ = ["Kernel", "split_kernels", "specialize", "is_vthread", "BLOCK_TAGS", "THREAD_TAGS", "seq"]
 
 
 class _MergeGuards(Mutator):

@@ -354,6 +354,10 @@ class _Renderer:
         for b in k.params:
             self.buf_names[b] = self.fresh(b.name)
             params.append(f"{ctype(b.dtype)}* __restrict__ {self.buf_names[b]}")
+        for v in k.scalars:  # shape variables, passed by value after the buffers
+            self.var_names[v] = name = self.fresh(v.name)
+            self.nonneg.add(v)  # an array dimension
+            params.append(f"{ctype(v.dtype)} {name}")
         for b in k.params:
             if dt.element_of(b.dtype) == "float16":
                 self.uses_half = True
@@ -394,8 +398,8 @@ def _float(r: _Renderer, x: FloatImm) -> str:
 def _var(r: _Renderer, x: Var) -> str:
     name = r.var_names.get(x)
     if name is None:
-        raise CodegenError(f"variable {x.name} is not bound in kernel {r.k.name} "
-                           "(symbolic shapes are not supported by the CUDA backend)")
+        raise CodegenError(f"variable {x.name} is not bound in kernel {r.k.name} (a symbolic "
+                           f"variable must be a whole dimension of an argument's shape)")
     return name
 
 

@@ -60,7 +60,10 @@ class CudaBackend(Protocol):
     def dtoh(self, host: np.ndarray, ptr: int) -> None: ...
 
     def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               ptrs: Sequence[int], shared_bytes: int = 0) -> None: ...
+               ptrs: Sequence[int], shared_bytes: int = 0,
+               scalars: Sequence[np.generic] = ()) -> None:
+        """Launch ``fn`` with the buffer pointers ``ptrs`` then the by-value ``scalars`` (shape
+        variables, numpy scalars of the kernel's parameter types)."""
 
     def synchronize(self) -> None: ...
 

@@ -81,9 +81,11 @@ class CudaPythonBackend:
                     "cuMemcpyDtoH")
 
     def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               ptrs: Sequence[int], shared_bytes: int = 0) -> None:
+               ptrs: Sequence[int], shared_bytes: int = 0,
+               scalars: Sequence[np.generic] = ()) -> None:
         # NOTE: kernelParams is an array of addresses, each pointing at one argument value.
         vals = [np.array([p], dtype=np.uint64) for p in ptrs]
+        vals += [np.array([v]) for v in scalars]  # keeps each scalar's own dtype
         addrs = np.array([v.ctypes.data for v in vals], dtype=np.uint64)
         self._check(self.cu.cuLaunchKernel(fn, *grid, *block, shared_bytes, 0,
                                            addrs.ctypes.data, 0), "cuLaunchKernel")

@@ -23,7 +23,7 @@ import numpy as np
 
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import buffer_size
-from templtune.codegen.cuda.kernel import BLOCK_TAGS, THREAD_TAGS, Kernel
+from templtune.codegen.cuda.kernel import BLOCK_TAGS, THREAD_TAGS, Kernel, specialize
 from templtune.codegen.cuda.sync import is_barrier
 from templtune.errors import TempltuneError
 from templtune.lower.ir import (
@@ -469,7 +469,10 @@ def run_kernel(kernel: Kernel, buffers: dict[Buffer, np.ndarray], check_races: b
     """Execute one kernel on the CPU; ``buffers`` maps its global buffers to flat arrays
     (modified in place)."""
     mems = {b: _Mem(b, buffers[b], "global", buffers[b].size) for b in kernel.params}
-    n_blocks = math.prod(kernel.grid)
+    if not all(isinstance(g, int) for g in kernel.grid):
+        raise EmulationError(f"{kernel.name}: symbolic launch {kernel.grid}; specialize() it "
+                             f"to the shape variables' values first")
+    n_blocks: int = math.prod(kernel.grid)  # type: ignore[arg-type]
     per_chunk = max(1, max_lanes // kernel.threads_per_block)
     for start in range(0, n_blocks, per_chunk):
         blocks = np.arange(start, min(n_blocks, start + per_chunk), dtype=np.int64)
@@ -491,8 +494,23 @@ def run_kernels(kernels: Sequence[Kernel], params: Sequence[Buffer],
     for b in workspace:
         fill = np.nan if dt.is_float(b.dtype) else 0
         flat[b] = np.full(buffer_size(b), fill, dtype=_ndt(b.dtype))
+    env = _shape_env(params, arrays)
     for k in kernels:
-        run_kernel(k, flat, check_races)
+        run_kernel(specialize(k, env) if k.scalars else k, flat, check_races)
+
+
+def _shape_env(params: Sequence[Buffer], arrays: Sequence[np.ndarray]) -> dict[Var, int]:
+    """Shape variables bound from the arrays (each a whole dimension of some parameter)."""
+    env: dict[Var, int] = {}
+    for b, a in zip(params, arrays):
+        if a.ndim != len(b.shape):
+            raise EmulationError(f"argument {b.name}: {a.ndim} dimensions, expected "
+                                 f"{len(b.shape)}")
+        for d, got in zip(b.shape, a.shape):
+            if type(d) is Var and env.setdefault(d, got) != got:
+                raise EmulationError(f"argument {b.name}: {d.name} = {got} disagrees with "
+                                     f"{env[d]} from an earlier argument")
+    return env
 
 
 def run_module(module: Any, arrays: Sequence[np.ndarray], check_races: bool = True) -> None:
@@ -515,8 +533,10 @@ def run_module(module: Any, arrays: Sequence[np.ndarray], check_races: bool = Tr
             if b.name in ws_names and b not in flat:
                 flat[b] = np.full(buffer_size(b), np.nan if dt.is_float(b.dtype) else 0,
                                   dtype=_ndt(b.dtype))
+    env = _shape_env([uniq[p.name] for p in module.params if p.name in uniq],
+                     [arrays[order[p.name]] for p in module.params if p.name in uniq])
     for k in module.kernels:
-        run_kernel(k, flat, check_races)
+        run_kernel(specialize(k, env) if k.scalars else k, flat, check_races)
 
 
 def emulate(func: PrimFunc, *arrays: np.ndarray, check_races: bool = True,

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from templtune import config
+from templtune.codegen.cuda.kernel import specialize
 from templtune.runtime.cuda.emulate import run_kernel
+from templtune.te.const_eval import eval_const
 
 
 class EmulatorBackend:
@@ -60,18 +62,21 @@ class EmulatorBackend:
         raw[:] = self.mem[ptr][: raw.size]
 
     def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               ptrs: Sequence[int], shared_bytes: int = 0) -> None:
+               ptrs: Sequence[int], shared_bytes: int = 0,
+               scalars: Sequence[np.generic] = ()) -> None:
         from templtune import dtype as dt
 
         kernel, host = fn if isinstance(fn, tuple) else (fn, None)
-        buffers = {}
+        env = {v: int(x) for v, x in zip(kernel.scalars, scalars)}
+        buffers, shapes = {}, {}
         for b, p in zip(kernel.params, ptrs):
-            size = int(np.prod([int(s) for s in b.shape]))
-            buffers[b] = self.mem[p].view(dt.to_numpy(b.dtype))[:size]
+            shapes[b] = shape = [int(eval_const(s, env)) for s in b.shape]
+            buffers[b] = self.mem[p].view(dt.to_numpy(b.dtype))[:int(np.prod(shape))]
         if host is None:
-            run_kernel(kernel, buffers)
-        else:
-            host(*[buffers[b].reshape([int(s) for s in b.shape]) for b in kernel.params])
+            # NOTE: the lockstep emulator runs constant-shaped kernels
+            run_kernel(specialize(kernel, env) if env else kernel, buffers)
+        else:  # the host module binds the shape variables from the arrays
+            host(*[buffers[b].reshape(shapes[b]) for b in kernel.params])
 
     def synchronize(self) -> None:
         return None

@@ -12,7 +12,6 @@ on small shapes for that.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -212,7 +211,13 @@ def kernel_to_host(kernel: Kernel) -> PrimFunc:
     body = fast_substitute(body, vmap)
     for nb, _ in list(f.local.values()) + list(f.shared.values()):
         body = Allocate(nb, body)
-    top = For(blk, const(0), const(math.prod(kernel.grid)), ForKind.SERIAL, body)
+    # NOTE: a symbolic launch counts blocks in shape variables, which the host function binds
+    n_blocks: int | PrimExpr = kernel.grid[0]
+    for g in kernel.grid[1:]:
+        if not (type(g) is int and g == 1):
+            n_blocks = n_blocks * g
+    top = For(blk, const(0), const(n_blocks) if isinstance(n_blocks, int) else n_blocks,
+              ForKind.SERIAL, body)
     return PrimFunc(kernel.name + "_host", kernel.params, top)
 
 

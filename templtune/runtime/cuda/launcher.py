@@ -62,6 +62,8 @@ class _Prepared:
             raise RuntimeCallError(f"{module.entry_name} expects {len(module.params)} arguments "
                                    f"({', '.join(p.name for p in module.params)}), got {len(args)}")
         self.temps: list[DeviceArray] = []
+        env: dict[str, int] = {}  # shape variables bound from the arguments
+        where: dict[str, tuple[str, int]] = {}
         self.host: list[tuple[Any, DeviceArray]] = []
         ptrs = []
         for p, a in zip(module.params, args):
@@ -80,15 +82,20 @@ class _Prepared:
                     self.host.append((a, dev))
             if dev.dtype != want:
                 raise RuntimeCallError(f"argument {p.name}: dtype {dev.dtype}, expected {want}")
-            if -1 not in p.shape and tuple(dev.shape) != tuple(p.shape) and \
-                    int(np.prod(dev.shape)) != int(np.prod(p.shape)):
-                raise RuntimeCallError(f"argument {p.name}: shape {dev.shape}, expected {p.shape}")
+            if all(type(d) is int for d in p.shape):
+                if -1 not in p.shape and tuple(dev.shape) != tuple(p.shape) and \
+                        int(np.prod(dev.shape)) != int(np.prod(p.shape)):
+                    raise RuntimeCallError(f"argument {p.name}: shape {dev.shape}, expected "
+                                           f"{p.shape}")
+            else:
+                _bind_shape(module.entry_name, p.name, p.shape, dev.shape, env, where)
             ptrs.append(dev.ptr)
         for w in module.workspace:
             dev = DeviceArray(w.shape, dt.to_numpy(w.dtype), backend)
             self.temps.append(dev)
             ptrs.append(dev.ptr)
         self.ptrs = ptrs
+        self.env = env
         handle = getattr(module, "_loaded", {}).get(backend.name)
         if handle is None:
             handle = backend.load(module)
@@ -97,11 +104,18 @@ class _Prepared:
                 loaded = {}
                 module._loaded = loaded
             loaded[backend.name] = handle
-        self.calls = [(backend.function(handle, s.name), s) for s in module.launches]
+        self.calls = [(backend.function(handle, s.name), s, _grid(s, env),
+                       [np.dtype(dt.to_numpy(d)).type(env[n]) for n, d in s.scalars])
+                      for s in module.launches]
 
     def launch_all(self) -> None:
-        for fn, s in self.calls:
-            self.be.launch(fn, s.grid, s.block, [self.ptrs[i] for i in s.args], 0)
+        for fn, s, grid, scalars in self.calls:
+            if not grid[0]:
+                continue  # a symbolic launch over empty arrays
+            if scalars:
+                self.be.launch(fn, grid, s.block, [self.ptrs[i] for i in s.args], 0, scalars)
+            else:
+                self.be.launch(fn, grid, s.block, [self.ptrs[i] for i in s.args], 0)
 
     def copy_back(self) -> None:
         for host, dev in self.host:
@@ -109,6 +123,45 @@ class _Prepared:
                 self.be.dtoh(host, dev.ptr)
             else:  # a host-backed array object (templtune.nd.NDArray)
                 host.copyfrom(dev.numpy())
+
+
+def _bind_shape(entry: str, name: str, want: tuple[int | str, ...], got: tuple[int, ...],
+                env: dict[str, int], where: dict[str, tuple[str, int]]) -> None:
+    """Bind the shape variables of one argument, checking it against the earlier ones."""
+    if len(got) != len(want):
+        raise RuntimeCallError(f"argument {name} of {entry}: shape {got} has {len(got)} "
+                               f"dimensions, expected {len(want)} {want}")
+    for ax, (w, g) in enumerate(zip(want, got)):
+        if isinstance(w, str):
+            if env.setdefault(w, g) != g:
+                other, ax0 = where[w]
+                if other == name:
+                    raise RuntimeCallError(f"argument {name} of {entry} has shape {got}, but its "
+                                           f"axes {ax0} and {ax} are both {w}")
+                raise RuntimeCallError(f"arguments {other} and {name} of {entry} disagree on "
+                                       f"{w}: {other}.shape[{ax0}] = {env[w]} but "
+                                       f"{name}.shape[{ax}] = {g}")
+            where.setdefault(w, (name, ax))
+        elif w != -1 and w != g:
+            raise RuntimeCallError(f"argument {name} of {entry}: shape {got}, expected {want} "
+                                   f"(mismatch on axis {ax})")
+
+
+def _grid(s: Any, env: dict[str, int]) -> tuple[int, int, int]:
+    """The launch grid of ``s`` with its symbolic dimensions evaluated."""
+    if all(type(g) is int for g in s.grid):
+        return s.grid  # type: ignore[no-any-return]
+    from templtune.te.const_eval import eval_const
+    from templtune.te.functor import collect_vars
+
+    out = []
+    for g in s.grid:
+        if type(g) is not int:
+            g = int(eval_const(g, {v: env[v.name] for v in collect_vars(g)}))
+            if g < 1:  # an empty array: nothing to launch; CUDA refuses a zero grid
+                return (0, 0, 0)
+        out.append(g)
+    return tuple(out)  # type: ignore[return-value]
 
 
 def run(module: Any, args: Sequence[Any], backend: CudaBackend | None = None) -> None:

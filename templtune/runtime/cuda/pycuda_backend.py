@@ -69,8 +69,9 @@ class PyCudaBackend:
         self._call("memcpy_dtoh", self.drv.memcpy_dtoh, host, ptr)
 
     def launch(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               ptrs: Sequence[int], shared_bytes: int = 0) -> None:
-        args = [np.uintp(p) for p in ptrs]
+               ptrs: Sequence[int], shared_bytes: int = 0,
+               scalars: Sequence[np.generic] = ()) -> None:
+        args = [np.uintp(p) for p in ptrs] + list(scalars)
         self._call("kernel launch", fn, *args, grid=grid, block=block, shared=shared_bytes)
 
     def synchronize(self) -> None:
