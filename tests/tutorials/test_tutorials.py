@@ -97,13 +97,12 @@ def test_seed_003_auto_scheduling_a_network_for_x86(tmp_path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run_cuda", ["0", "1"])
-def test_tensor_expression_get_started(tmp_path, run_cuda) -> None:
-    proc = run_tutorial("tensor_expr_get_started", tmp_path, env={"TUTORIAL_RUN_CUDA": run_cuda})
+def test_tensor_expression_get_started(tmp_path) -> None:
+    # run_cuda stays False as published (the GPU cells are tests/test_symbolic_shapes.py's)
+    proc = run_tutorial("tensor_expr_get_started", tmp_path)
     out = proc.stdout
     for name in ("naive", "parallel", "vector", "none", "blocking", "vectorization",
                  "loop permutation", "array packing", "block caching", "parallelization"):
         assert f"{name}: " in out, name
     assert "myadd.so" in out and "myadd.o" in out  # temp.listdir()
-    if run_cuda == "1":
-        assert "-----GPU code-----" in out and "__global__" in out
+    assert "likely" in out  # the symbolic split's tail guard in the printed IR
