@@ -111,6 +111,13 @@ class _Prepared:
                 host.copyfrom(dev.numpy())
 
 
+def prepare(module: Any, args: Sequence[DeviceArray], backend: CudaBackend | None = None
+            ) -> _Prepared:
+    """``module`` loaded and bound to device arrays ``args`` (its workspace allocated once):
+    ``launch_all()`` then queues its kernels without copies (what a graph runtime replays)."""
+    return _Prepared(module, args, backend or get_backend())
+
+
 def run(module: Any, args: Sequence[Any], backend: CudaBackend | None = None) -> None:
     """Launch every kernel of ``module`` once over ``args`` and wait for them."""
     be = backend or get_backend()
