@@ -75,6 +75,7 @@ def test_every_group_gets_a_gpu_implementation(tiny_lib) -> None:
     impls = {g.group.name: g.impl for g in tiny_lib.groups}
     assert impls["fused_nn_conv2d_nn_bias_add_nn_relu"] == "autotvm:conv2d_nchw.cuda"
     assert impls["fused_nn_dense_nn_bias_add"] == "autotvm:dense.cuda"
+    assert impls["fused_nn_conv2d"] == "autotvm:depthwise_conv2d_nchw.cuda"
     assert "default" in impls.values()  # pooling, depthwise, concatenate, softmax, ...
     for g in tiny_lib.groups:
         for k in g.kernels:
@@ -113,6 +114,29 @@ def test_benchmark_and_profile_say_the_timings_are_emulated(tiny_lib) -> None:
     assert all(t > 0 for _, _, t in prof)
     ftimer = module.module.time_evaluator("run", dev, repeat=1, min_repeat_ms=1)
     assert ftimer().results[0] > 0
+
+
+def test_depthwise_template_configs_match_numpy() -> None:
+    from templtune.autotvm.dispatcher import ApplyConfig
+    from templtune.topi.testing import depthwise_conv2d_python_nchw
+
+    autotvm.strategy.load_templates()
+    args = (1, 9, 9, 16, 3, 3, 2, 1)
+    task = autotvm.task.create("depthwise_conv2d_nchw.cuda", args, "cuda")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1, 16, 9, 9)).astype("float32")
+    k = rng.standard_normal((16, 1, 3, 3)).astype("float32")
+    ref = depthwise_conv2d_python_nchw(a, k, 2, 1)
+    for i in rng.choice(len(task.config_space), 2, replace=False):
+        cfg = task.config_space.get(int(i))
+        with templtune.target.Target("cuda"), ApplyConfig(cfg):
+            s, tensors = task.func(*args)
+            f = templtune.build(s, tensors, "cuda")
+        threads = int(np.prod(f.launches[0].block))
+        assert threads == cfg["tile_c"].size[1] * cfg["tile_y"].size[1] * cfg["tile_x"].size[1]
+        out = np.zeros(ref.shape, "float32")
+        f(a, k, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 
 
 def test_a_cuda_network_refuses_a_cpu_device(tiny_lib) -> None:
