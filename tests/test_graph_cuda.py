@@ -161,8 +161,9 @@ def test_zoo_network_on_cuda_matches_numpy(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_seed_001_flow_with_a_tiny_budget(tmp_path) -> None:
+def test_seed_001_flow_with_a_tiny_budget(tmp_path, monkeypatch) -> None:
     """Seed 001's calls, on a network small enough to tune in a test."""
+    monkeypatch.chdir(tmp_path)  # the scheduler's default callbacks write total_latency.tsv
     target = templtune.target.Target("cuda")
     mod, params = _tiny_net(classes=10)
     tasks, task_weights = auto_scheduler.extract_tasks(mod["main"], params, target)
