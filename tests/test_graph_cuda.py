@@ -116,6 +116,37 @@ def test_benchmark_and_profile_say_the_timings_are_emulated(tiny_lib) -> None:
     assert ftimer().results[0] > 0
 
 
+def test_default_gpu_schedules_of_imported_model_ops_match_numpy() -> None:
+    """Padding, element-wise math, layout changes, slices, reductions, layer norm and
+    batch_matmul: the ops ONNX models bring, on the default GPU schedule."""
+    from templtune.graph.op import make_call
+
+    rng = np.random.default_rng(3)
+    x = nn.var("data", (1, 4, 6, 6))
+    gamma, beta = nn.var("gamma", (4,)), nn.var("beta", (4,))
+    params = {"gamma": rng.uniform(0.5, 1.5, 4).astype("float32"),
+              "beta": rng.standard_normal(4).astype("float32")}
+    p = make_call("nn.pad", [x], pad_before=(0, 0, 1, 1), pad_after=(0, 0, 1, 1),
+                  pad_value=0.5)
+    t = make_call("transpose", [make_call("sigmoid", [p])], axes=(0, 2, 3, 1))
+    r = make_call("reshape", [t], newshape=(1, 64, 4))
+    sl = make_call("strided_slice", [r], begin=(0, 0, 0), end=(1, 64, 4), strides=(1, 2, 1))
+    ln = make_call("nn.layer_norm", [sl, gamma, beta], axis=2, epsilon=1e-5)
+    m = make_call("mean", [ln], axis=(1,), keepdims=False)
+    bm = make_call("max", [nn.batch_matmul(ln, sl)], axis=(2,), keepdims=False)
+    gm = nn.batch_flatten(make_call("nn.global_max_pool2d", [p]))
+    out = nn.concatenate([nn.add(m, gm), bm], axis=1)
+    net = Function((x, gamma, beta), out)
+    lib = relay.build(net, target="cuda", params=params)
+    assert all(g.impl == "default" for g in lib.groups)
+    data = rng.standard_normal((1, 4, 6, 6)).astype("float32")
+    module = graph_executor.GraphModule(lib["default"](templtune.cuda(0)))
+    module.set_input("data", data)
+    module.run()
+    np.testing.assert_allclose(module.get_output(0).numpy(),
+                               graph.evaluate(net, params, data=data), rtol=1e-4, atol=1e-5)
+
+
 def test_depthwise_template_configs_match_numpy() -> None:
     from templtune.autotvm.dispatcher import ApplyConfig
     from templtune.topi.testing import depthwise_conv2d_python_nchw
