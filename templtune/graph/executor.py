@@ -46,7 +46,9 @@ def create_runtime(lib: GraphExecutorFactoryModule, dev: Any = None) -> Any:
         ``dev`` is not a device of the target the network was built for, or no runtime is
         registered for the target's keys.
     """
-    want = "cuda" if lib.target.capabilities.is_gpu else "cpu"
+    from templtune.runtime.ndarray import device
+
+    want = device(lib.target).kind
     kind = getattr(dev, "kind", None)
     if kind is not None and kind != want:
         raise GraphError(f"the network was built for {lib.target} and runs on a {want} device, "
