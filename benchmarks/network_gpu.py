@@ -175,10 +175,12 @@ def main() -> int:
               "driver); CPU emulator timings say nothing about a GPU. Use --dry-run (with a "
               "small --image) to build and check only.", file=sys.stderr)
         return 2
-    summaries = [bench_network(n, a) for n in names]
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(summaries, fh, indent=2)
+    summaries = []
+    for n in names:
+        summaries.append(bench_network(n, a))
+        if a.json:  # NOTE: after each network, so a run cut off by a time budget keeps results
+            with open(a.json, "w") as fh:
+                json.dump(summaries, fh, indent=2)
     print(json.dumps(summaries))
     return 0
 
