@@ -28,12 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from templtune import auto_scheduler, autotvm, graph  # noqa: E402
 
 
-def torch_forward(net: graph.Function, params: dict[str, np.ndarray]) -> Any:
-    """A PyTorch eager function computing ``net`` (NCHW inside, whatever the graph layout)."""
+def torch_forward(net: graph.Function, params: dict[str, np.ndarray], device: str = "cpu"
+                  ) -> Any:
+    """A PyTorch eager function computing ``net`` (NCHW inside, whatever the graph layout),
+    its weights on ``device``."""
     import torch
     import torch.nn.functional as F
 
-    w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in params.items()}
+    w = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in params.items()}
     calls = net.calls()
 
     def conv(x: Any, wt: Any, c: Any) -> Any:

@@ -156,3 +156,17 @@ with open(f"{out}/summary.txt", "w") as fh:
         fh.write(f"{key}: {val}\n")
 PY
 echo "done in $(( $(date +%s) - T0 ))s; results in $OUT"
+
+# ==== networks on the GPU (issue 18, gpunet) =====================================================
+# resnet-18 / resnet-50 batch 1 end to end vs PyTorch eager on cuDNN fp32 (TF32 disabled),
+# interleaved rounds, medians and ratios (benchmarks/network_gpu.py). Records: NET_LOG
+# (auto-scheduler, one network) / NET_AUTOTVM_LOG; NET_TUNE_TRIALS tunes each network first
+# (default 0: template fallbacks and default GPU schedules). Budget NET_BUDGET_S (default 240 s).
+echo "== 4. networks vs PyTorch/cuDNN fp32 (TF32 off)"
+NET_ARGS=(--network "${NETWORKS:-resnet-18,resnet-50}" --tune-trials "${NET_TUNE_TRIALS:-0}"
+          --json "$OUT/network_gpu.json")
+[ -n "${NET_LOG:-}" ] && NET_ARGS+=(--log "$NET_LOG")
+[ -n "${NET_AUTOTVM_LOG:-}" ] && NET_ARGS+=(--autotvm-log "$NET_AUTOTVM_LOG")
+timeout "${NET_BUDGET_S:-240}" python3 benchmarks/network_gpu.py "${NET_ARGS[@]}" 2>&1 \
+  | tee "$OUT/network_gpu.txt" | grep -v "Cannot find a tuned config" | tail -20
+echo "networks stage rc=${PIPESTATUS[0]} (124 = cut off at NET_BUDGET_S; 2 = no GPU)"

@@ -145,6 +145,13 @@ def _load_onnx(args: argparse.Namespace) -> tuple[Any, dict, dict[str, tuple[int
 
 def cmd_tune_network(args: argparse.Namespace) -> int:
     from templtune import auto_scheduler, graph
+    from templtune.errors import TargetError
+    from templtune.target import Target
+
+    try:
+        Target(args.target)
+    except TargetError as exc:
+        raise CliError(f"--target {args.target!r}: {exc}") from None
 
     is_onnx = args.network.lower().endswith(".onnx")
     if is_onnx:
@@ -263,7 +270,8 @@ def _check_and_time(args: argparse.Namespace, net: Function, params: dict,
 
     print(f"compiled {len(lib.groups)} groups ({lib.num_tuned} from tuning records) "
           f"in {time.time() - t0:.1f} s")
-    module = graph.GraphModule(lib["default"](templtune.cpu()))
+    dev = templtune.device(lib.target)
+    module = graph.GraphModule(lib["default"](dev))
     rng = np.random.default_rng(args.seed)
     feeds = {k: rng.uniform(size=shape).astype("float32") for k, shape in inputs.items()}
     for k, value in feeds.items():
@@ -272,10 +280,11 @@ def _check_and_time(args: argparse.Namespace, net: Function, params: dict,
     expected = graph.evaluate(net, params, **feeds)
     np.testing.assert_allclose(module.get_output(0).numpy(), expected, rtol=1e-3, atol=1e-5)
     print("check: the compiled network matches numpy")
-    ftimer = module.module.time_evaluator("run", templtune.cpu(), repeat=args.timing_repeat,
+    ftimer = module.module.time_evaluator("run", dev, repeat=args.timing_repeat,
                                           min_repeat_ms=args.timing_ms)
     res = np.array(ftimer().results) * 1e3
-    print(f"Mean inference time (std dev): {res.mean():.2f} ms ({res.std():.2f} ms)")
+    print(f"Mean inference time (std dev): {res.mean():.2f} ms ({res.std():.2f} ms)"
+          + ("" if "emulator" not in module.module.timing else f" [{module.module.timing}]"))
     return 0
 
 
@@ -289,10 +298,12 @@ def setup(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=positive_int, default=1)
     parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
     parser.add_argument("--image-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
-    parser.add_argument("--target", default="llvm")
+    parser.add_argument("--target", default="llvm",
+                        help="llvm (CPU, default) or cuda (an NVIDIA GPU; without one, the CPU "
+                             "emulator runs the kernels and times them on the CPU)")
     parser.add_argument("--method", choices=("auto_scheduler", "autotvm"),
                         default="auto_scheduler",
-                        help="template-free search (default) or the x86 AutoTVM templates")
+                        help="template-free search (default) or the target's AutoTVM templates")
     parser.add_argument("--trials-per-task", type=int, default=0,
                         help="--method autotvm: trials per task (0: build with the log as is)")
     parser.add_argument("--tuner", choices=tuner_names(), default="xgb",

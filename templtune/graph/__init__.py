@@ -17,8 +17,8 @@ Deviations from Relay: networks are static-shaped dataflow graphs of the operato
 batch_flatten) and :mod:`templtune.graph.ops` (element-wise math, broadcasting arithmetic,
 reshape/transpose/concatenate/slice/pad, resize, reductions, layer norm, batch_matmul) with
 batch-norm folded by the model builders; 3x3 convolutions are not rewritten
-to Winograd inside networks; groups without a tuned record get a simple parallel default schedule
-instead of TOPI's hand-written ones.
+to Winograd inside networks; groups without a tuned record get a simple default schedule
+(parallel and vectorized on a CPU, threads bound on a GPU) instead of TOPI's hand-written ones.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ Per fused group, in order of preference:
    fallback configs; see :mod:`templtune.graph.autotvm_integration`), with constant weights
    transformed once by the strategy's weight transform; the group's element-wise tail runs as
    a second kernel;
-3. a default schedule (:mod:`templtune.graph.default_schedules`): the leading spatial loops
-   fused and parallel, the innermost one vectorized by the target's lanes.
+3. a default schedule (:mod:`templtune.graph.default_schedules`, registered per target key): on
+   a CPU the leading spatial loops fused and parallel, the innermost one vectorized by the
+   target's lanes; on a GPU every stage's outputs spread over blocks of threads.
 
 Equal groups share their kernels.
 """
@@ -19,6 +20,7 @@ Equal groups share their kernels.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -90,7 +92,12 @@ def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts
     if state is None:
         return None, tensors, key, {}
     full = dag.replay(state.transform_steps)
-    sch, args = replay_schedule(dag, full, False, 0)
+    gpu = target.capabilities.is_gpu
+    sch, args = replay_schedule(dag, full, gpu, 0)
+    if gpu:
+        # NOTE: GPU sketches stage their tiles through shared memory and are measured without
+        # a layout rewrite (as TVM's), so the kernel takes the weights as they are.
+        return sch, list(args), key, {}
     done = rewrite_layout(dag, sch, pre_transformed=True)
     pos = {id(t): k for k, t in enumerate(tensors)}
     if any(pos[id(orig)] not in consts for orig, _, _ in done):
@@ -101,6 +108,11 @@ def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts
     swap = {id(orig): new for orig, new, _ in done}
     layouts = {pos[id(orig)]: lay for orig, _, lay in done}
     return sch, [swap.get(id(t), t) for t in args], key, layouts
+
+
+def _c_name(name: str) -> str:
+    """``name`` as a C identifier (template names such as ``dense.cuda`` carry dots)."""
+    return re.sub(r"\W", "_", name)
 
 
 class _Compiler:
@@ -161,7 +173,7 @@ class _Compiler:
             return None
         try:
             k = self.kernel(repr(cand.workload), lambda: instantiate(cand, self.target),
-                            f"{group.name}_{cand.name}")
+                            _c_name(f"{group.name}_{cand.name}"))
         except (TempltuneError, ValueError) as exc:
             logger.warning("template %s cannot run %s (%s); using the default schedule",
                            cand.name, group.name, exc)
@@ -196,9 +208,9 @@ class GraphExecutorFactoryModule:
         if key != self.libmod_name:
             raise KeyError(f"this built network is {self.libmod_name!r} (relay.build's "
                            f"mod_name), not {key!r}")
-        from .executor import GraphRuntime
+        from .executor import create_runtime
 
-        return lambda dev=None: GraphRuntime(self)
+        return lambda dev=None: create_runtime(self, dev)
 
     def get_params(self) -> dict[str, np.ndarray]:
         return dict(self.params)
@@ -254,10 +266,6 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
         raise GraphError(f"build expects a graph Function, got {type(mod).__name__}")
     tgt = Target(target) if isinstance(target, str) else (target or Target.current()
                                                           or Target("llvm"))
-    if tgt.capabilities.is_gpu:
-        raise GraphError(f"networks run on llvm (CPU) targets, not {tgt.kind!r}; for a GPU, "
-                         f"tune the tasks of extract_tasks(mod, params, 'cuda') and build them "
-                         f"one by one")
     bound = _check_params(mod, params or {})
     pc = PassContext.current()
     compiler = _Compiler(tgt, bound, pc)

@@ -13,6 +13,7 @@ last axis) is factored (``rfactor``) into lane-wide partial results.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from templtune import te
@@ -20,7 +21,7 @@ from templtune.target import Target
 from templtune.te.expr import Reduce
 from templtune.te.tensor import ComputeOp
 
-__all__ = ["default_schedule"]
+__all__ = ["default_schedule", "register_default_schedule"]
 
 _PARALLEL_MIN = 64  # fuse leading loops until this many parallel iterations (or all but one)
 _MATERIALISE_MIN = 64  # reductions at least this long get their padded input as a real buffer
@@ -166,7 +167,52 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
     _parallel(stage, axes, len(axes) - 1, threshold)
 
 
+DefaultSchedule = Callable[[list[te.Tensor], Target], Any]
+#: target key (``"cpu"``, ``"gpu"``) -> the default schedule of groups on such targets
+_BY_KEY: dict[str, DefaultSchedule] = {}
+
+
+def register_default_schedule(key: str) -> Callable[[DefaultSchedule], DefaultSchedule]:
+    """Register the default schedule of targets with key ``key`` (a decorator)."""
+    def deco(fn: DefaultSchedule) -> DefaultSchedule:
+        _BY_KEY[key] = fn
+        return fn
+    return deco
+
+
 def default_schedule(tensors: list[te.Tensor], target: Target | None = None) -> Any:
+    """The default schedule of a group's computation for ``target`` (default ``llvm``): the
+    one registered for the first of the target's keys that has one.
+
+    Parameters
+    ----------
+    tensors : list of Tensor
+        The group's inputs then its output (the output last).
+    target : Target, optional
+        The target whose keys pick the schedule.
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    GraphError
+        No default schedule is registered for the target's keys.
+    """
+    tgt = target or Target("llvm")
+    for key in tgt.capabilities.keys:
+        fn = _BY_KEY.get(key)
+        if fn is not None:
+            return fn(tensors, tgt)
+    from .op import GraphError
+
+    raise GraphError(f"no default schedule is registered for target {tgt} (keys "
+                     f"{tgt.capabilities.keys}; registered: {sorted(_BY_KEY)})")
+
+
+@register_default_schedule("cpu")
+def default_schedule_cpu(tensors: list[te.Tensor], target: Target | None = None) -> Any:
     """Schedule of a group's computation for a CPU target.
 
     Parameters
@@ -192,3 +238,7 @@ def default_schedule(tensors: list[te.Tensor], target: Target | None = None) -> 
             continue
         _schedule_stage(s, stage, caps, threshold)
     return s
+
+
+# NOTE: imported for its registration (key "gpu"); it needs the registry above.
+from . import default_schedules_gpu  # noqa: E402,F401

@@ -1,12 +1,17 @@
 """Run a built network: ``GraphModule(lib["default"](dev))`` with TVM's graph executor API.
 
-Every intermediate buffer is allocated once when the runtime is created, and the kernel calls
-are resolved to (kernel, arrays) pairs then, so ``run()`` is a plain loop of native calls.
+``lib["default"](dev)`` creates the runtime registered for the built target's keys
+(:func:`register_runtime`): :class:`GraphRuntime` on a CPU, the device runtime of
+:mod:`templtune.graph.executor_device` on a GPU. Every intermediate buffer is allocated once
+when the runtime is created, and the kernel calls are resolved to (kernel, arrays) pairs
+then, so ``run()`` is a plain loop of native calls.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +22,52 @@ from templtune.runtime.cuda.timing import TimeResult, measure_loop
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
 from .op import GraphError
 
+logger = logging.getLogger("templtune.graph")
+
+RuntimeFactory = Callable[[GraphExecutorFactoryModule, Any], Any]
+#: target key (``"cpu"``, ``"gpu"``) -> what creates the runtime of a network built for it
+_RUNTIMES: dict[str, RuntimeFactory] = {}
+
+
+def register_runtime(key: str) -> Callable[[RuntimeFactory], RuntimeFactory]:
+    """Register the graph runtime of networks built for targets with key ``key``."""
+    def deco(fn: RuntimeFactory) -> RuntimeFactory:
+        _RUNTIMES[key] = fn
+        return fn
+    return deco
+
+
+def create_runtime(lib: GraphExecutorFactoryModule, dev: Any = None) -> Any:
+    """The runtime of ``lib`` on ``dev`` (``lib["default"](dev)``).
+
+    Raises
+    ------
+    GraphError
+        ``dev`` is not a device of the target the network was built for, or no runtime is
+        registered for the target's keys.
+    """
+    from templtune.runtime.ndarray import device
+
+    want = device(lib.target).kind
+    kind = getattr(dev, "kind", None)
+    if kind is not None and kind != want:
+        raise GraphError(f"the network was built for {lib.target} and runs on a {want} device, "
+                         f"not {dev}")
+    for key in lib.target.capabilities.keys:
+        fn = _RUNTIMES.get(key)
+        if fn is not None:
+            return fn(lib, dev)
+    raise GraphError(f"no graph runtime is registered for target {lib.target} (keys "
+                     f"{lib.target.capabilities.keys}; registered: {sorted(_RUNTIMES)})")
+
 
 class GraphRuntime:
-    """Buffers and the call plan of one built network (``lib["default"](dev)``)."""
+    """Buffers and the call plan of one built network on the host (``lib["default"](dev)``)."""
 
-    def __init__(self, lib: GraphExecutorFactoryModule) -> None:
+    #: what the timings of :meth:`time_evaluator` and :meth:`profile_groups` measure
+    timing = "host wall clock"
+
+    def __init__(self, lib: GraphExecutorFactoryModule, dev: Any = None) -> None:
         self.lib = lib
         self.inputs = {v.name: np.zeros(v.shape, dtype=v.dtype)
                        for v in input_vars(lib.func, lib.params)}
@@ -43,6 +89,34 @@ class GraphRuntime:
         for kernel, args in self.plan:
             kernel(*args)
 
+    def set_input(self, name: str, value: np.ndarray) -> None:
+        np.copyto(self.inputs[name], value, casting="same_kind")
+
+    def get_input(self, name: str) -> np.ndarray:
+        return self.inputs[name].copy()
+
+    def input_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {k: v.shape for k, v in self.inputs.items()}
+
+    def get_output(self) -> np.ndarray:
+        return self.output.copy()
+
+    def profile_groups(self, number: int) -> list[float]:
+        """Median seconds per call of each group's kernels (after one full run)."""
+        self.run()
+        out = []
+        plan = iter(self.plan)
+        for cg in self.lib.groups:
+            calls = [next(plan) for _ in cg.steps]
+            times = []
+            for _ in range(number):
+                t0 = time.perf_counter()
+                for kernel, args in calls:
+                    kernel(*args)
+                times.append(time.perf_counter() - t0)
+            out.append(float(np.median(times)))
+        return out
+
     def time_evaluator(self, func_name: str = "run", dev: Any = None, number: int = 1,
                        repeat: int = 1, min_repeat_ms: float = 0) -> Any:
         """Time ``run`` as TVM's ``module.module.time_evaluator("run", ...)`` does: one warm-up
@@ -57,16 +131,24 @@ class GraphRuntime:
                 self.run()
             return time.perf_counter() - t0
 
-        return lambda: BenchmarkResult(measure_loop(batch, number, repeat, min_repeat_ms).results)
+        return lambda: BenchmarkResult(measure_loop(batch, number, repeat, min_repeat_ms).results,
+                                       self.timing)
+
+
+register_runtime("cpu")(GraphRuntime)
 
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkResult(TimeResult):
-    """Seconds per run for each repeat (``GraphModule.benchmark``), printed as TVM does."""
+    """Seconds per run for each repeat (``GraphModule.benchmark``), printed as TVM does;
+    ``timing`` says what was measured (``"CUDA events"``, or the emulator's CPU clock)."""
+
+    timing: str = "host wall clock"
 
     def __str__(self) -> str:
         ms = np.array(self.results) * 1e3
-        return ("Execution time summary:\n"
+        note = f" [{self.timing}]" if "emulator" in self.timing else ""
+        return (f"Execution time summary{note}:\n"
                 f"{'mean (ms)':>10} {'median (ms)':>12} {'max (ms)':>10} {'min (ms)':>10} "
                 f"{'std (ms)':>10}\n"
                 f"{ms.mean():10.4f} {np.median(ms):12.4f} {ms.max():10.4f} {ms.min():10.4f} "
@@ -80,7 +162,7 @@ class GraphModule:
     def __init__(self, module: Any) -> None:
         if isinstance(module, GraphExecutorFactoryModule):
             module = module["default"]()
-        if not isinstance(module, GraphRuntime):
+        if not callable(getattr(module, "profile_groups", None)):
             raise GraphError(f"GraphModule expects lib['default'](dev), got {type(module).__name__}")
         self.module = module
 
@@ -91,18 +173,18 @@ class GraphModule:
             items.update(key)
         elif key is not None:
             items[key] = value
+        shapes = self.module.input_shapes()
         for name, val in items.items():
-            buf = self.module.inputs.get(name)
-            if buf is None:
-                raise GraphError(f"the network has no input {name!r}; inputs: "
-                                 f"{sorted(self.module.inputs)}")
+            shape = shapes.get(name)
+            if shape is None:
+                raise GraphError(f"the network has no input {name!r}; inputs: {sorted(shapes)}")
             arr = np.asarray(_numpy(val))
-            if arr.shape != buf.shape:
-                raise GraphError(f"input {name!r} has shape {arr.shape}, expected {buf.shape}")
-            np.copyto(buf, arr, casting="same_kind")
+            if arr.shape != shape:
+                raise GraphError(f"input {name!r} has shape {arr.shape}, expected {shape}")
+            self.module.set_input(name, arr)
 
     def get_input(self, name: str) -> np.ndarray:
-        return self.module.inputs[name].copy()
+        return self.module.get_input(name)
 
     def run(self, **inputs: Any) -> None:
         if inputs:
@@ -116,32 +198,33 @@ class GraphModule:
         """A copy of output ``index`` (a numpy array; written into ``out`` when given)."""
         if index != 0:
             raise IndexError(f"the network has 1 output, not index {index}")
+        value = self.module.get_output()
         if out is not None:
-            np.copyto(getattr(out, "_array", out), self.module.output)
+            np.copyto(getattr(out, "_array", out), value)
             return out
         from templtune.runtime.ndarray import array
 
-        return array(self.module.output.copy())
+        return array(value)
+
+    def _warn_emulated(self) -> None:
+        if "emulator" in self.module.timing:
+            logger.warning("timings of this network come from the CUDA emulator (%s), not "
+                           "from a GPU", self.module.timing)
 
     def profile(self, number: int = 3) -> list[tuple[str, str, float]]:
         """Per fused group: ``(name, implementation, median seconds per call)`` (what TVM's
         debug executor reports), each group timed over ``number`` calls on the current
-        inputs after one full warm-up run."""
-        self.module.run()
-        out = []
-        plan = iter(self.module.plan)
-        for cg in self.module.lib.groups:
-            calls = [next(plan) for _ in cg.steps]
-            times = []
-            for _ in range(number):
-                t0 = time.perf_counter()
-                for kernel, args in calls:
-                    kernel(*args)
-                times.append(time.perf_counter() - t0)
-            out.append((cg.group.name, cg.impl, float(np.median(times))))
-        return out
+        inputs after one full warm-up run (with CUDA events on a GPU)."""
+        self._warn_emulated()
+        times = self.module.profile_groups(number)
+        return [(cg.group.name, cg.impl, t) for cg, t in zip(self.module.lib.groups, times)]
 
     def benchmark(self, device: Any = None, func_name: str = "run", repeat: int = 5,
                   number: int = 5, min_repeat_ms: float = 0) -> BenchmarkResult:
         """Time whole runs: ``repeat`` rounds of ``number`` runs (seconds per run each)."""
+        self._warn_emulated()
         return self.module.time_evaluator(func_name, device, number, repeat, min_repeat_ms)()
+
+
+# NOTE: imported for its registration (key "gpu"); it needs the registry above.
+from . import executor_device  # noqa: E402,F401

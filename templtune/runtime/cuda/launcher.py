@@ -162,6 +162,11 @@ def _grid(s: Any, env: dict[str, int]) -> tuple[int, int, int]:
                 return (0, 0, 0)
         out.append(g)
     return tuple(out)  # type: ignore[return-value]
+def prepare(module: Any, args: Sequence[DeviceArray], backend: CudaBackend | None = None
+            ) -> _Prepared:
+    """``module`` loaded and bound to device arrays ``args`` (its workspace allocated once):
+    ``launch_all()`` then queues its kernels without copies (what a graph runtime replays)."""
+    return _Prepared(module, args, backend or get_backend())
 
 
 def run(module: Any, args: Sequence[Any], backend: CudaBackend | None = None) -> None:
