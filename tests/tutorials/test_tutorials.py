@@ -106,3 +106,13 @@ def test_tensor_expression_get_started(tmp_path) -> None:
         assert f"{name}: " in out, name
     assert "myadd.so" in out and "myadd.o" in out  # temp.listdir()
     assert "likely" in out  # the symbolic split's tail guard in the printed IR
+
+
+@pytest.mark.slow
+def test_seed_001_auto_scheduling_a_network_for_nvidia_gpu(tmp_path) -> None:
+    proc = run_tutorial("tune_network_cuda", tmp_path, timeout=2400)
+    out = proc.stdout
+    assert out.count("========== Task ") == 19  # resnet-18 NHWC's distinct subgraphs here
+    assert "Mean inference time (std dev):" in out
+    lines = (tmp_path / "resnet-18-NHWC-B1-cuda.json").read_text().splitlines()
+    assert len([x for x in lines if x.strip()]) == 20
