@@ -90,7 +90,7 @@ def test_seed_003_auto_scheduling_a_network_for_x86(tmp_path) -> None:
     out = proc.stdout
     n_tasks = out.count("========== Task ")
     assert n_tasks == 28  # resnet-50 NHWC: 28 distinct subgraphs here (TVM prints 29)
-    assert "| ID | Latency (ms) | Speed (GFLOPS) | Trials |" in out
+    assert "Latency (ms) | Speed (GFLOPS) | Trials |" in out  # the task scheduler table
     assert "Mean inference time (std dev):" in out
     lines = (tmp_path / "resnet-50-NHWC-B1-llvm.json").read_text().splitlines()
     assert len([x for x in lines if x.strip()]) == 28 + 28
@@ -116,3 +116,14 @@ def test_seed_001_auto_scheduling_a_network_for_nvidia_gpu(tmp_path) -> None:
     assert "Mean inference time (std dev):" in out
     lines = (tmp_path / "resnet-18-NHWC-B1-cuda.json").read_text().splitlines()
     assert len([x for x in lines if x.strip()]) == 20
+
+
+@pytest.mark.slow
+def test_tune_relay_x86_with_the_graph_tuner(tmp_path) -> None:
+    proc = run_tutorial("tune_relay_x86", tmp_path, timeout=2400)
+    out = proc.stdout
+    assert out.count("Evaluate inference time cost...") == 3
+    assert "Evaluation of the network been tuned on graph level:" in out
+    assert (tmp_path / "resnet-18.log").stat().st_size > 0
+    graph = _records(tmp_path / "resnet-18_graph_opt.log")
+    assert graph and all(r["input"][0].startswith("llvm") for r in graph)
