@@ -37,6 +37,7 @@ from templtune.target import Target
 
 from .autotvm_integration import Candidate, choose, instantiate
 from .default_schedules import default_schedule
+from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
 from .op import GraphError
@@ -259,6 +260,8 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
                          f"tune the tasks of extract_tasks(mod, params, 'cuda') and build them "
                          f"one by one")
     bound = _check_params(mod, params or {})
+    # NOTE: weights re-laid by ConvertLayout become parameters once, here, not per run
+    mod, bound = fold_constants(mod, bound)
     pc = PassContext.current()
     compiler = _Compiler(tgt, bound, pc)
     groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),
