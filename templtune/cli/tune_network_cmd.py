@@ -145,11 +145,11 @@ def _load_onnx(args: argparse.Namespace) -> tuple[Any, dict, dict[str, tuple[int
 
 def convert_to_nhwc(net: Function) -> Function:
     """``net`` with its convolutions in NHWC (TVM's ConvertLayout recipe, under opt_level 3)."""
-    from templtune import relay, transform
+    from templtune.graph.convert_layout import ConvertLayout, RemoveUnusedFunctions
+    from templtune.graph.transform import PassContext, Sequential
 
-    seq = transform.Sequential([relay.transform.RemoveUnusedFunctions(),
-                                relay.transform.ConvertLayout({"nn.conv2d": ["NHWC", "default"]})])
-    with transform.PassContext(opt_level=3):
+    seq = Sequential([RemoveUnusedFunctions(), ConvertLayout({"nn.conv2d": ["NHWC", "default"]})])
+    with PassContext(opt_level=3):
         return seq(net)
 
 
