@@ -132,7 +132,7 @@ def _cnn() -> onnx.ModelProto:
     inits = [_w("w0", (8, 3, 3, 3)), _w("b0", (8,)), _w("g", (8,)), _w("be", (8,)),
              _w("mu", (8,)), numpy_helper.from_array(np.linspace(0.5, 2, 8, dtype="float32"),
                                                      "var"),
-             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], "int64"), "pads"),
+             numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 0, 0, 2], "int64"), "pads"),
              _w("wd", (8, 1, 3, 3)), numpy_helper.from_array(np.float32(0.0), "lo"),
              numpy_helper.from_array(np.float32(1.5), "hi"), _w("wg", (8, 4, 3, 3)),
              _w("sc", (8, 1, 1)), numpy_helper.from_array(np.array([2, 3], "int64"), "axes"),
