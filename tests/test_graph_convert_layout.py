@@ -235,3 +235,36 @@ def test_converted_tasks_match_the_native_nhwc_network() -> None:
 def test_unsupported_layouts_are_named(layouts: dict, msg: str) -> None:
     with pytest.raises(GraphError, match=msg.replace("[", r"\[").replace("]", r"\]")):
         relay.transform.ConvertLayout(layouts)
+
+
+
+def test_transpose_reductions_softmax_and_batch_norm_follow_the_layout() -> None:
+    """Hand-built: each rule's result equals the unconverted network's, and no transform sits
+    between the convolution and the ops that follow its layout."""
+    from templtune.graph import nn
+    from templtune.graph.op import make_call
+
+    x, w = nn.var("x", (1, 3, 6, 5)), nn.var("w", (4, 3, 3, 3))
+    stats = [nn.var(f"s{k}", (4,)) for k in range(4)]
+    wd, wm = nn.var("wd", (120, 30)), nn.var("wm", (120, 4))
+    bn = nn.batch_norm(nn.conv2d(x, w, padding=1), *stats, axis=1)
+    sm = nn.softmax(bn, axis=1)
+    t = make_call("transpose", [sm], axes=(0, 3, 1, 2))       # (1, 5, 4, 6)
+    m = make_call("mean", [bn], axis=(2, 3), keepdims=False)  # (1, 4): H and W reduced
+    s = make_call("sum", [bn], axis=(1,), keepdims=False)     # (1, 6, 5): C reduced
+    flat = make_call("reshape", [t], newshape=(1, 120))
+    ds = nn.dense(make_call("reshape", [s], newshape=(1, 30)), wd)
+    out = nn.add(nn.add(flat, ds), nn.dense(m, wm))
+    mod = graph.Function((x, w, *stats, wd, wm), out)
+    rng = np.random.default_rng(4)
+    params = {v.name: rng.standard_normal(v.shape).astype("float32") for v in mod.params[1:]}
+    params["s3"] = np.abs(params["s3"]) + 0.5                # variances
+    xv = rng.standard_normal(x.shape).astype("float32")
+    conv = _convert(mod)
+    ops = [c.op for c in conv.calls()]
+    # NOTE: the input's and the weight's only: the sum over C leaves N, H, W in their order
+    assert ops.count("layout_transform") == 2
+    assert all(c.attr("axis") == 3 for c in conv.calls() if c.op in ("nn.softmax", "nn.batch_norm"))
+    assert [c.attr("axis") for c in conv.calls() if c.op == "mean"] == [(1, 2)]
+    assert [c.attr("axes") for c in conv.calls() if c.op == "transpose"] == [(0, 2, 3, 1)]
+    _close(graph.evaluate(conv, params, x=xv), graph.evaluate(mod, params, x=xv))
