@@ -1,7 +1,9 @@
 """``templtune tune-network NAME|MODEL.onnx``: the network-tuning tutorials as one command.
 
 NAME is a zoo network; an ``.onnx`` file is imported with :func:`graph.frontend.from_onnx`
-(``--input-shape NAME:D0,D1,...`` fixes an input's shape).
+(``--input-shape NAME:D0,D1,...`` fixes an input's shape). ONNX models are NCHW: with
+``--layout NHWC`` their convolutions are converted by ``relay.transform.ConvertLayout`` (the
+input and output keep the model's layout), the layout the auto-scheduler tunes best.
 
 ``--method auto_scheduler`` (default) extracts the auto-scheduler tasks of a zoo network and
 tunes them under one trial budget with the task scheduler (resuming from the log when it
@@ -124,8 +126,6 @@ def _load_onnx(args: argparse.Namespace) -> tuple[Any, dict, dict[str, tuple[int
         import onnx
     except ImportError:
         raise CliError("an .onnx network needs the onnx package (pip install onnx)") from None
-    if args.layout != "NCHW":
-        raise CliError("ONNX models are NCHW; --layout NHWC applies to zoo networks only")
     shapes = parse_input_shapes(args.input_shape)
     try:
         model = onnx.load(args.network)
@@ -141,6 +141,16 @@ def _load_onnx(args: argparse.Namespace) -> tuple[Any, dict, dict[str, tuple[int
     except graph.GraphError as exc:
         raise CliError(str(exc)) from None
     return net, params, {v.name: v.shape for v in net.params if v.name not in params}
+
+
+def convert_to_nhwc(net: Function) -> Function:
+    """``net`` with its convolutions in NHWC (TVM's ConvertLayout recipe, under opt_level 3)."""
+    from templtune.graph.convert_layout import ConvertLayout, RemoveUnusedFunctions
+    from templtune.graph.transform import PassContext, Sequential
+
+    seq = Sequential([RemoveUnusedFunctions(), ConvertLayout({"nn.conv2d": ["NHWC", "default"]})])
+    with PassContext(opt_level=3):
+        return seq(net)
 
 
 def cmd_tune_network(args: argparse.Namespace) -> int:
@@ -161,6 +171,10 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
         stem = os.path.splitext(os.path.basename(args.network))[0]
         shape_tag = "_".join("x".join(map(str, s)) for s in inputs.values())
         label = f"{stem}-{shape_tag}"
+        if args.layout == "NHWC":
+            ref_net, net = net, convert_to_nhwc(net)
+            label += "-NHWC"
+            print("converted the model's convolutions to NHWC (ConvertLayout)")
     else:
         if args.input_shape:
             raise CliError("--input-shape applies to .onnx models; zoo networks take "
@@ -176,12 +190,14 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         inputs = {"data": tuple(ishape)}
         label = f"{args.network}-{args.layout}-B{args.batch}-{'x'.join(map(str, image))}"
+    if not (is_onnx and args.layout == "NHWC"):
+        ref_net = net
     name = os.path.basename(args.network) if is_onnx else args.network
     suffix = ".json" if args.method == "auto_scheduler" else "-autotvm.log"
     default = os.path.join("logs", f"{label}{suffix}")
     log = os.fspath(check_log_path(args.log or default, create_parent=not args.log))
     if args.method == "autotvm":
-        return _autotvm(args, net, params, inputs, log, name)
+        return _autotvm(args, net, params, inputs, log, name, ref_net)
     tasks, weights = auto_scheduler.extract_tasks(net, params, args.target)
     print(f"{name}: {len(tasks)} tasks; log: {log}")
     _print_tasks(tasks, weights)
@@ -217,11 +233,11 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
             lib = graph.build(net, target=args.target, params=params)
     else:
         lib = graph.build(net, target=args.target, params=params)
-    return _check_and_time(args, net, params, inputs, lib, t0)
+    return _check_and_time(args, ref_net, params, inputs, lib, t0)
 
 
 def _autotvm(args: argparse.Namespace, net: Function, params: dict,
-             inputs: dict[str, tuple[int, ...]], log: str, name: str) -> int:
+             inputs: dict[str, tuple[int, ...]], log: str, name: str, ref_net: Function) -> int:
     from templtune import autotvm, graph
 
     tasks = autotvm.task.extract_from_program(net, params, args.target)
@@ -260,7 +276,7 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
             lib = graph.build(net, target=args.target, params=params)
     else:  # the packaged reference logs and fallback configs
         lib = graph.build(net, target=args.target, params=params)
-    return _check_and_time(args, net, params, inputs, lib, t0)
+    return _check_and_time(args, ref_net, params, inputs, lib, t0)
 
 
 def _check_and_time(args: argparse.Namespace, net: Function, params: dict,
@@ -277,7 +293,7 @@ def _check_and_time(args: argparse.Namespace, net: Function, params: dict,
     for k, value in feeds.items():
         module.set_input(k, value)
     module.run()
-    expected = graph.evaluate(net, params, **feeds)
+    expected = graph.evaluate(net, params, **feeds)  # the network as imported
     np.testing.assert_allclose(module.get_output(0).numpy(), expected, rtol=1e-3, atol=1e-5)
     print("check: the compiled network matches numpy")
     ftimer = module.module.time_evaluator("run", dev, repeat=args.timing_repeat,
@@ -296,7 +312,9 @@ def setup(parser: argparse.ArgumentParser) -> None:
                         help="shape of an ONNX model's input (repeatable), e.g. "
                              "data:1,3,224,224; needed where the model's shape is dynamic")
     parser.add_argument("--batch", type=positive_int, default=1)
-    parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW")
+    parser.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW",
+                        help="zoo networks are built in this layout; an ONNX (NCHW) model's "
+                             "convolutions are converted to NHWC by ConvertLayout")
     parser.add_argument("--image-shape", default="3,224,224", help="C,H,W (default 3,224,224)")
     parser.add_argument("--target", default="llvm",
                         help="llvm (CPU, default) or cuda (an NVIDIA GPU; without one, the CPU "

@@ -21,6 +21,7 @@ from templtune.autotvm.strategy import Implementation, OpCall
 from templtune.autotvm.task import relay_integration
 from templtune.target import Target
 
+from .fold import fold_constants
 from .fuse import partition
 from .ir import Call, Function, Var
 
@@ -92,4 +93,6 @@ def extract_from_program(mod: Function, params: Any, target: Any, target_host: A
     """AutoTVM tasks of a network's anchor ops (TVM's ``autotvm.task.extract_from_program``,
     which this is): one task per distinct workload of the implementation :func:`choose` picks
     now, in first-seen order; ``ops`` restricts the anchors by op name (``["nn.conv2d"]``)."""
+    if params:  # as relay.build sees it: re-laid weights folded into parameters
+        mod, params = fold_constants(mod, params)
     return relay_integration.extract_from_program(mod, params, target, target_host, ops)

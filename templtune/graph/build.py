@@ -39,6 +39,7 @@ from templtune.target import Target
 
 from .autotvm_integration import Candidate, choose, instantiate
 from .default_schedules import default_schedule
+from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
 from .op import GraphError
@@ -267,6 +268,8 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
     tgt = Target(target) if isinstance(target, str) else (target or Target.current()
                                                           or Target("llvm"))
     bound = _check_params(mod, params or {})
+    # NOTE: weights re-laid by ConvertLayout become parameters once, here, not per run
+    mod, bound = fold_constants(mod, bound)
     pc = PassContext.current()
     compiler = _Compiler(tgt, bound, pc)
     groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),

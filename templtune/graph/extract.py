@@ -15,6 +15,7 @@ from templtune.auto_scheduler.relay_integration import (
     extract_tasks as _extract_tasks,
 )
 
+from .fold import fold_constants
 from .fuse import partition
 from .ir import Function
 from .op import GraphError
@@ -37,4 +38,6 @@ def extract_tasks(mod: Function, params: dict[str, Any] | None = None, target: A
     """``auto_scheduler.extract_tasks`` of a graph network (same parameters and result)."""
     if not isinstance(mod, Function):
         raise GraphError(f"extract_tasks expects a graph Function, got {type(mod).__name__}")
+    if params:  # the groups relay.build compiles: re-laid weights folded into parameters
+        mod, params = fold_constants(mod, params)
     return _extract_tasks(mod, params, target, *args, **kwargs)

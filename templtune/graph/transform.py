@@ -7,12 +7,18 @@ Honoured: ``opt_level`` (0 disables operator fusion, as Relay's FuseOps), ``disa
 most operators in one fused group, default 256), and templtune's ``templtune.graph.use_templates``
 (False: no AutoTVM template implementations, only auto-scheduler records and default
 schedules). An unknown config key is an error naming it. ``trace(mod, info, is_before)`` is
-called around each pass ``relay.build`` runs (``FuseOps``).
+called around each pass ``relay.build`` runs (``FuseOps``) and around each :class:`Pass` run.
+
+:class:`Pass` and :class:`Sequential` are TVM's module passes (``tvm.transform.Sequential``):
+a pass is called on a network and returns a new one; a ``Sequential`` runs only the passes
+the current context enables (``opt_level`` at most the context's, or named in
+``required_pass``; never those in ``disabled_pass``), as TVM's does.
 """
 
 from __future__ import annotations
 
 import contextvars
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -69,6 +75,12 @@ class PassContext:
             self.trace(mod, info, False)
         return out
 
+    def enabled(self, name: str, opt_level: int) -> bool:
+        """Whether a ``Sequential`` under this context runs the pass ``name`` of ``opt_level``."""
+        if name in self.disabled_pass:
+            return False
+        return opt_level <= self.opt_level or name in self.required_pass
+
     @staticmethod
     def current() -> PassContext:
         """The innermost active context (a default one when none is active)."""
@@ -96,3 +108,50 @@ class PassContext:
 
     def __exit__(self, *exc: object) -> None:
         _CURRENT.reset(self._token)
+
+
+class Pass(ABC):
+    """A module pass (TVM's ``tvm.transform.Pass``): ``new_mod = pass_(mod)``.
+
+    Subclasses set ``name`` and ``opt_level`` and implement :meth:`transform`. Calling a pass
+    runs it whatever the context's ``opt_level`` (as in TVM); :class:`Sequential` filters."""
+
+    name: str = "Pass"
+    opt_level: int = 0
+    required: tuple[str, ...] = ()
+
+    @abstractmethod
+    def transform(self, mod: Any) -> Any:
+        """The pass's result on ``mod`` (a new network; ``mod`` is not changed)."""
+
+    def __call__(self, mod: Any) -> Any:
+        return PassContext.current().run_pass(self.name, self.opt_level, mod,
+                                              lambda: self.transform(mod), self.required)
+
+    @property
+    def info(self) -> PassInfo:
+        return PassInfo(self.opt_level, self.name, self.required)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, opt_level={self.opt_level})"
+
+
+class Sequential(Pass):
+    """Passes run in order (``tvm.transform.Sequential(passes, opt_level, name, required)``),
+    skipping those the current :class:`PassContext` does not enable."""
+
+    def __init__(self, passes: Any = None, opt_level: int = 0, name: str = "sequential",
+                 required: Any = None) -> None:
+        self.passes = tuple(passes or ())
+        for p in self.passes:
+            if not isinstance(p, Pass):
+                raise GraphError(f"Sequential takes passes, got {type(p).__name__}")
+        self.opt_level, self.name = int(opt_level), name
+        self.required = tuple(required or ())
+
+    def transform(self, mod: Any) -> Any:
+        pc = PassContext.current()
+        for p in self.passes:
+            if pc.enabled(p.name, p.opt_level):
+                mod = p(mod)
+        return mod
