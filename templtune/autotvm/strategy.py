@@ -263,9 +263,11 @@ def select(call: OpCall, target: Any, allow_transform: bool = True) -> Implement
     return s.fallback(call, tgt, impls)
 
 
-def instantiate(impl: Implementation, target: Any) -> tuple[Any, list[Any]]:
+def instantiate(impl: Implementation, target: Any, config: Any = None
+                ) -> tuple[Any, list[Any]]:
     """``(schedule, arg tensors)`` of ``impl`` under the active dispatch context, as calling
-    the decorated template function does (a tracing task extraction records it)."""
+    the decorated template function does (a tracing task extraction records it); with
+    ``config`` given, under that config instead (a layer whose config a graph pass chose)."""
     tmpl = TASK_TABLE.get(impl.template)
     if tmpl is None:
         load_templates()
@@ -275,7 +277,8 @@ def instantiate(impl: Implementation, target: Any) -> tuple[Any, list[Any]]:
     tgt = as_target(target)
     trace_workload(impl.workload)
     with target_scope(tgt):
-        cfg = DispatchContext.current.query(tgt, impl.workload)
+        cfg = config if config is not None else DispatchContext.current.query(tgt,
+                                                                               impl.workload)
         with ApplyConfig(cfg):
             return tmpl(*impl.args)
 

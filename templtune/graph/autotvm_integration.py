@@ -51,9 +51,11 @@ def choose(call: Call, target: Any, allow_transform: bool = True) -> Implementat
     return strategy.select(op_call(call), target, allow_transform)
 
 
-def instantiate(cand: Implementation, target: Any) -> tuple[Any, list[Any]]:
-    """``(schedule, arg tensors)`` of a candidate under the active dispatch context."""
-    return strategy.instantiate(cand, target)
+def instantiate(cand: Implementation, target: Any, config: Any = None
+                ) -> tuple[Any, list[Any]]:
+    """``(schedule, arg tensors)`` of a candidate under the active dispatch context (under
+    ``config`` when given)."""
+    return strategy.instantiate(cand, target, config)
 
 
 def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None

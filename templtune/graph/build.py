@@ -13,7 +13,8 @@ Per fused group, in order of preference:
 3. a default schedule (:mod:`templtune.graph.default_schedules`): the leading spatial loops
    fused and parallel, the innermost one vectorized by the target's lanes.
 
-Equal groups share their kernels.
+Equal groups share their kernels. At ``opt_level >= 3`` the ``AlterOpLayout`` pass
+(:mod:`templtune.graph.alter_layout`) first gives the convolutions NCHW[x]c layouts.
 """
 
 from __future__ import annotations
@@ -159,8 +160,11 @@ class _Compiler:
         cand = self._choose(anchor, const)
         if cand is None:
             return None
+        # NOTE: a layer whose config the alter-layout pass chose (its blocking) runs that one
+        config = anchor.attr("autotvm_config")
         try:
-            k = self.kernel(repr(cand.workload), lambda: instantiate(cand, self.target),
+            k = self.kernel(repr(cand.workload) + ("" if config is None else repr(config)),
+                            lambda: instantiate(cand, self.target, config),
                             f"{group.name}_{cand.name}")
         except (TempltuneError, ValueError) as exc:
             logger.warning("template %s cannot run %s (%s); using the default schedule",
@@ -179,7 +183,8 @@ class _Compiler:
             tail_k = self.kernel(tk, lambda: (default_schedule(tt, self.target), tt), tail.name)
             steps.append(Step(tail_k, tail.inputs, group.output))
         cost = DispatchContext.current.query_cost(self.target, cand.workload)
-        return CompiledGroup(group, tuple(steps), key, cost is not None, f"autotvm:{cand.name}")
+        tuned = cost is not None if config is None else not config.is_fallback
+        return CompiledGroup(group, tuple(steps), key, tuned, f"autotvm:{cand.name}")
 
 
 class GraphExecutorFactoryModule:
@@ -231,6 +236,14 @@ def _check_params(func: Function, params: dict[str, Any]) -> dict[str, np.ndarra
     return out
 
 
+def _alter_layout(mod: Function, pc: PassContext) -> bool:
+    """Whether to run AlterOpLayout: the context allows it, the network has a convolution,
+    and no auto-scheduler records apply (they were tuned on the network's own groups)."""
+    if not pc.alter_layout or not any(c.op == "nn.conv2d" for c in mod.calls()):
+        return False
+    return not (pc.use_auto_scheduler and ApplyHistoryBest.current() is not None)
+
+
 def build(mod: Function, target: Any = None, params: dict[str, Any] | None = None,
           target_host: Any = None, mod_name: str = "default") -> GraphExecutorFactoryModule:
     """Compile a network (``relay.build``): fuse, schedule, and build every group.
@@ -260,6 +273,11 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
                          f"one by one")
     bound = _check_params(mod, params or {})
     pc = PassContext.current()
+    if _alter_layout(mod, pc):
+        from .alter_layout import alter_op_layout
+
+        mod, bound = pc.run_pass("AlterOpLayout", 3, mod,
+                                 lambda: alter_op_layout(mod, bound, tgt), ("InferType",))
     compiler = _Compiler(tgt, bound, pc)
     groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),
                          ("InferType",))
