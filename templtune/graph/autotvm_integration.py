@@ -68,7 +68,15 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
     bound = None if params is None else set(params)
 
     def run() -> None:
+        from .alter_layout import blockable_convs, nchwc_implementation
+        from .transform import PassContext
+
         seen: set[tuple[Any, ...]] = set()
+        names = bound if bound is not None else {v.name for v in mod.params}
+        # NOTE: at opt_level 3 relay.build gives these convolutions NCHW[x]c layouts: their
+        # tasks are conv2d_NCHWc's (whose configs choose the blocks)
+        blocked = ({id(c) for c in blockable_convs(mod, names, tgt)}
+                   if PassContext.current().alter_layout else set())
         for g in partition(mod):
             anchor = g.calls[0]
             if wanted is not None and anchor.op not in wanted:
@@ -77,7 +85,8 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
             # NOTE: as build decides: only a bound parameter may be pre-transformed (params=None:
             # every weight counts as bound).
             const = bound is None or (isinstance(weight, Var) and weight.name in bound)
-            cand = choose(anchor, tgt, allow_transform=const)
+            cand = (nchwc_implementation(anchor, tgt) if id(anchor) in blocked
+                    else choose(anchor, tgt, allow_transform=const))
             if cand is None or cand.workload in seen:
                 continue
             seen.add(cand.workload)
