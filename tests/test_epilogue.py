@@ -1,0 +1,163 @@
+"""Fused epilogues: every template that takes one computes, for random configs of its space and
+every epilogue kind (bias, bias+relu, bias+add+relu, clip, batch-norm scale+shift), what numpy
+computes; the epilogue leaves the workload key alone; the fused kernel is one kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import templtune
+from templtune import autotvm, graph
+from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, EpilogueError, EpilogueInput, attach
+from templtune.autotvm.strategy import StrategyError
+from templtune.autotvm.task.task import create
+from templtune.graph import nn
+from templtune.graph.autotvm_integration import candidates, fused_tail
+from templtune.graph.fuse import partition
+from templtune.graph.ops.elemwise import binary
+
+KINDS = ("bias", "bias_relu", "bias_add_relu", "clip", "scale_shift")
+
+
+def _anchors() -> dict[str, tuple[graph.Call, int]]:
+    """Anchor calls (and their channel axis) covering the epilogue-taking x86 strategies."""
+    x = nn.var("x", (1, 16, 8, 8))
+    return {
+        "conv3x3": (nn.conv2d(x, nn.var("w", (32, 16, 3, 3)), padding=1), 1),
+        "conv_s2": (nn.conv2d(x, nn.var("w", (16, 16, 3, 3)), strides=2, padding=1), 1),
+        "conv1x1": (nn.conv2d(x, nn.var("w", (32, 16, 1, 1))), 1),
+        "depthwise": (nn.conv2d(x, nn.var("w", (16, 1, 3, 3)), padding=1, groups=16), 1),
+        "dense_b1": (nn.dense(nn.var("x", (1, 64)), nn.var("w", (48, 64))), 1),
+        "dense_b8": (nn.dense(nn.var("x", (8, 40)), nn.var("w", (32, 40))), 1),
+    }
+
+
+def _with_tail(anchor: graph.Call, axis: int, kind: str) -> graph.Function:
+    c = anchor.shape[axis]
+    b = nn.var("bias", (c,))
+    if kind == "clip":
+        y = nn.clip(anchor, -0.5, 0.5)
+    elif kind == "scale_shift":  # a batch norm as its scale and shift
+        scale = nn.var("scale", (c,) + (1,) * (len(anchor.shape) - axis - 1))
+        y = nn.bias_add(binary("multiply", anchor, scale), b, axis=axis)
+    else:
+        y = nn.bias_add(anchor, b, axis=axis)
+        if kind == "bias_add_relu":
+            y = nn.add(y, nn.var("res", anchor.shape))
+        if kind != "bias":
+            y = nn.relu(y)
+    return graph.Function(tuple(_vars(y)), y)
+
+
+def _vars(e: Any) -> list[graph.Var]:
+    seen: list[graph.Var] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, graph.Var):
+            if all(x is not s for s in seen):
+                seen.append(x)
+        else:
+            for a in x.args:
+                walk(a)
+
+    walk(e)
+    return seen
+
+
+def _cases() -> list[tuple[str, str, int]]:
+    """(anchor, template, implementation index) of every epilogue-taking implementation."""
+    out = []
+    for name, (call, _) in _anchors().items():
+        for k, impl in enumerate(candidates(call)):
+            if impl.epilogue:
+                out.append((name, impl.template, k))
+    return out
+
+
+CASES = _cases()
+
+
+def test_epilogue_templates_cover_conv_and_dense() -> None:
+    templates = {t for _, t, _ in CASES}
+    assert "dense" in templates
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[f"{a}-{t}-{k}" for a, t, k in CASES])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fused_epilogue_matches_numpy_for_random_configs(case: tuple[str, str, int],
+                                                         data: st.DataObject) -> None:
+    name, _, k = case
+    kind = data.draw(st.sampled_from(KINDS), label="kind")
+    anchor, axis = _anchors()[name]
+    net = _with_tail(anchor, axis, kind)
+    (group,) = partition(net)
+    ft = fused_tail(group)
+    assert ft is not None and ft.n_calls == len(group.calls) and ft.output is net.body
+    impl = candidates(anchor)[k]
+    space = create(impl.template, impl.args, "llvm").config_space
+    idx = data.draw(st.integers(0, len(space) - 1), label="config")
+    if not space.is_index_valid(idx):
+        idx = space.get_next_index(idx)
+        assert idx is not None
+    with autotvm.ApplyConfig(space.get(idx)):
+        s, bufs = strategy.instantiate(impl, "llvm", ft.epilogue)
+    mod = templtune.build(s, bufs, target="llvm")
+    rng = np.random.default_rng(idx)
+    values = {v.name: rng.standard_normal(v.shape).astype(np.float32) for v in net.params}
+    ins = [values[a.name] for a in anchor.args]
+    if impl.transform is not None:
+        ins[impl.weight] = impl.transform(ins[impl.weight])
+    ins += [values[e.name] for e in ft.inputs]
+    out = np.zeros(net.body.shape, np.float32)
+    mod(*ins, out)
+    want = graph.evaluate(net, values)
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3, err_msg=f"{impl} {kind} {idx}")
+
+
+def test_epilogue_keeps_the_workload_key_and_is_one_kernel() -> None:
+    anchor, axis = _anchors()["dense_b8"]
+    net = _with_tail(anchor, axis, "bias_add_relu")
+    ft = fused_tail(partition(net)[0])
+    assert ft is not None
+    impl = candidates(anchor)[-1]
+    with autotvm.ApplyConfig(create(impl.template, impl.args, "llvm").config_space.get(0)) \
+            as ctx:
+        s, bufs = strategy.instantiate(impl, "llvm", ft.epilogue)
+    assert ctx.workload == impl.workload == ("dense", 8, 32, 40)
+    # data, weight, bias, residual, fused output: one kernel writes only the fused output
+    assert [tuple(int(d) for d in b.shape) for b in bufs] == [(8, 40), (32, 40), (32,),
+                                                               (8, 32), (8, 32)]
+    assert len(s.outputs) == 1
+
+
+def test_a_template_without_epilogue_support_refuses_one() -> None:
+    impl = strategy.Implementation("conv2d_nchw_wvec_never_registered", (1,))
+    ep = Epilogue((), lambda out, ins: out, "id", ("identity",))
+    with pytest.raises(StrategyError, match="takes no fused epilogue"):
+        strategy.instantiate(impl, "llvm", ep)
+
+
+def test_an_epilogue_of_another_shape_is_refused() -> None:
+    from templtune import te
+
+    out = te.placeholder((4, 8), name="out")
+    ep = Epilogue((EpilogueInput((8,)),),
+                  lambda o, ins: te.compute((8,), lambda j: o[0, j] + ins[0][j]), "row", ("row",))
+    with pytest.raises(EpilogueError, match=r"gives \(8,\)"):
+        attach(out, ep)
+
+
+def test_a_tail_that_moves_elements_stays_a_second_kernel() -> None:
+    x = nn.var("x", (2, 16, 4, 4))
+    y = nn.batch_flatten(nn.relu(nn.conv2d(x, nn.var("w", (8, 16, 1, 1)))))
+    (group,) = partition(graph.Function(tuple(_vars(y)), y))
+    ft = fused_tail(group)
+    assert ft is not None and ft.n_calls == 2 and ft.epilogue.ops == ("nn.relu",)
