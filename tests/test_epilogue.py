@@ -4,6 +4,8 @@ computes; the epilogue leaves the workload key alone; the fused kernel is one ke
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import templtune
-from templtune import autotvm, graph
+from templtune import autotvm, graph, transform
 from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, EpilogueError, EpilogueInput, attach
 from templtune.autotvm.strategy import StrategyError
@@ -21,6 +23,7 @@ from templtune.graph import nn
 from templtune.graph.autotvm_integration import candidates, fused_tail
 from templtune.graph.fuse import partition
 from templtune.graph.ops.elemwise import binary
+from templtune.target import Target
 
 KINDS = ("bias", "bias_relu", "bias_add_relu", "clip", "scale_shift")
 
@@ -72,6 +75,35 @@ def _vars(e: Any) -> list[graph.Var]:
     return seen
 
 
+def tail_in_output_stage(s: Any, anchor_op: Any) -> bool:
+    """Whether schedule ``s`` computes the tail after ``anchor_op`` in its output stage: every
+    stage between the two is inlined, and the anchor is inlined or computed inside the output
+    stage's loops (no stage writes a whole intermediate of the tail)."""
+    (out,) = s.outputs
+    between: dict[int, Any] = {}
+    anchor = s[anchor_op]  # NOTE: by stage: a rewrite (layout, cache) may replace the op
+
+    def reaches(op: Any) -> bool:
+        if s[op] is anchor:
+            return True
+        hit = any([reaches(t.op) for t in op.input_tensors])
+        if hit and op is not out:
+            between[id(op)] = op
+        return hit
+
+    if not reaches(out):
+        return False
+    return (all(s[op].attach_type == "inline" for op in between.values())
+            and anchor.attach_type in ("inline", "scope"))
+
+
+def _recording(ep: Epilogue, seen: list[Any]) -> Epilogue:
+    def build(out: Any, ins: Any) -> Any:
+        seen.append(out.op)
+        return ep.build(out, ins)
+    return dataclasses.replace(ep, build=build)
+
+
 def _cases() -> list[tuple[str, str]]:
     """(anchor, template) of every epilogue-taking template applicable to an anchor."""
     out = []
@@ -109,8 +141,10 @@ def test_fused_epilogue_matches_numpy_for_random_configs(case: tuple[str, str], 
     if not space.is_index_valid(idx):
         idx = space.get_next_index(idx)
         assert idx is not None
+    anchor_ops: list[Any] = []
     with autotvm.ApplyConfig(space.get(idx)):
-        s, bufs = strategy.instantiate(impl, "llvm", ft.epilogue)
+        s, bufs = strategy.instantiate(impl, "llvm", _recording(ft.epilogue, anchor_ops))
+    assert tail_in_output_stage(s, anchor_ops[0])
     mod = templtune.build(s, bufs, target="llvm")
     rng = np.random.default_rng(idx)
     values = {v.name: rng.standard_normal(v.shape).astype(np.float32) for v in net.params}
@@ -163,3 +197,88 @@ def test_a_tail_that_moves_elements_stays_a_second_kernel() -> None:
     (group,) = partition(graph.Function(tuple(_vars(y)), y))
     ft = fused_tail(group)
     assert ft is not None and ft.n_calls == 2 and ft.epilogue.ops == ("nn.relu",)
+
+
+# ---- networks ----------------------------------------------------------------------------------
+def _run(lib: graph.GraphExecutorFactoryModule, x: np.ndarray) -> np.ndarray:
+    m = graph.GraphModule(lib)
+    m.set_input("data", x)
+    m.run()
+    return m.get_output(0).numpy()
+
+
+def _build(net: graph.Function, params: dict[str, np.ndarray], fuse: bool
+           ) -> graph.GraphExecutorFactoryModule:
+    with transform.PassContext(config={"templtune.graph.fuse_epilogues": fuse}):
+        return graph.build(net, "llvm", params)
+
+
+def _kernels(lib: graph.GraphExecutorFactoryModule) -> int:
+    return sum(len(g.steps) for g in lib.groups)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet-18", "mobilenet"])
+def test_networks_run_one_kernel_per_group_and_match_numpy(name: str) -> None:
+    net, params, ishape, _ = graph.testing.get_network(name, image_shape=(3, 32, 32))
+    x = np.random.default_rng(0).standard_normal(ishape).astype(np.float32)
+    want = graph.evaluate(net, params, data=x)
+    fused, split = _build(net, params, True), _build(net, params, False)
+    n_tails = sum(len(g.group.calls) > 1 and g.impl.startswith("autotvm:") for g in split.groups)
+    assert n_tails >= 10  # every conv with a bias / add / relu tail, and the classifier
+    assert _kernels(fused) == len(fused.groups) == _kernels(split) - n_tails
+    assert [g.impl for g in fused.groups] == [g.impl for g in split.groups]
+    for lib in (fused, split):
+        np.testing.assert_allclose(_run(lib, x), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_packaged_logs_still_apply_to_fused_groups() -> None:
+    """The seed layer with a residual block's tail and ResNet's classifier with its bias:
+    both workloads are in the packaged reference log, with and without the epilogue."""
+    data = nn.var("data", (1, 512, 7, 7))
+    w, b, fc, fb = (nn.var("w", (512, 512, 3, 3)), nn.var("b", (512,)),
+                    nn.var("fc", (1000, 512)), nn.var("fb", (1000,)))
+    y = nn.relu(nn.add(nn.bias_add(nn.conv2d(data, w, padding=1), b), data))
+    y = nn.bias_add(nn.dense(nn.batch_flatten(nn.global_avg_pool2d(y)), fc), fb, axis=1)
+    net = graph.Function((data, w, b, fc, fb), y)
+    rng = np.random.default_rng(5)
+    params = {"w": rng.standard_normal((512, 512, 3, 3)).astype(np.float32) * 0.02,
+              "b": rng.standard_normal(512).astype(np.float32),
+              "fc": rng.standard_normal((1000, 512)).astype(np.float32) * 0.05,
+              "fb": rng.standard_normal(1000).astype(np.float32)}
+    x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
+    fused, split = _build(net, params, True), _build(net, params, False)
+    for lib, steps in ((fused, 1), (split, 2)):
+        anchors = [g for g in lib.groups if g.impl.startswith("autotvm:")]
+        assert len(anchors) == 2
+        assert all(g.tuned and len(g.steps) == steps for g in anchors), lib.groups
+    assert [g.impl for g in fused.groups] == [g.impl for g in split.groups]
+    np.testing.assert_allclose(_run(fused, x), graph.evaluate(net, params, data=x),
+                               rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.slow
+def test_auto_scheduler_record_runs_its_group_as_one_fused_kernel(tmp_path) -> None:
+    from templtune import auto_scheduler
+    from templtune.auto_scheduler.measure import MeasureInput, MeasureResult
+    from templtune.graph.build import _auto_scheduled
+
+    net, params, ishape, _ = graph.testing.get_network("resnet-18", image_shape=(3, 32, 32))
+    tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
+    task = next(t for t in tasks if t.desc == "fused_nn_conv2d_nn_bias_add_add_nn_relu")
+    policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
+    log = str(tmp_path / "one.json")
+    auto_scheduler.save_records(log, [MeasureInput(task, policy.sample_initial_population(2)[0])],
+                                [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
+    x = np.random.default_rng(0).standard_normal(ishape).astype(np.float32)
+    with auto_scheduler.ApplyHistoryBest(log):
+        lib = graph.build(net, "llvm", params)
+        groups = [g for g in lib.groups if g.impl == "auto_scheduler"]
+        assert groups and all(len(g.steps) == 1 and g.steps[0].output is g.group.output
+                              for g in groups)
+        sch, tensors, _, _ = _auto_scheduled(groups[0].group, Target("llvm"), True, set())
+    conv = next(st.op for st in sch.stages if st.op.name == "conv2d_nchw")
+    assert tail_in_output_stage(sch, conv)
+    np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
+                               rtol=1e-4, atol=1e-5)
