@@ -76,3 +76,34 @@ def test_inner_loop_is_broadcast_fma_without_spills():
     assert len(re.findall(rf"vfmadd\d+ps\s[^\n]*%{vec}", asm)) >= 8
     assert re.search(rf"vbroadcastss\s[^\n]*%{vec}|\{{1to\d+\}}", asm)
     assert not re.search(rf"vmovups\s+%{vec}\d+, -?\d*\(%rsp\)", asm)
+
+
+def test_fused_epilogue_bias_residual_relu():
+    from templtune import topi
+    from templtune.autotvm.epilogue import Epilogue, EpilogueInput
+    from templtune.graph.ops.nchwc import pack_bias
+
+    args = (1, 6, 7, 32, 16, 3, 3, 1, 1)
+    cfg = FallbackConfigEntity()
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        task.func(*args)
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    out_shape = (1, 32 // oc_bn, 6, 7, oc_bn)
+    ep = Epilogue((EpilogueInput((1, 32 // oc_bn, 1, 1, oc_bn)), EpilogueInput(out_shape)),
+                  lambda out, ins: topi.nn.relu(topi.add(topi.add(out, ins[0]), ins[1])),
+                  "bias_add_relu")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args, epilogue=ep)
+    assert len(tensors) == 5
+    mod = templtune.build(sch, tensors, target="llvm")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 6, 7)).astype(np.float32)
+    k = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    r = rng.standard_normal((1, 32, 6, 7)).astype(np.float32)
+    expect = np.maximum(ref.conv2d_nchw_python(x, k, 1, 1) + b[None, :, None, None] + r, 0)
+    out = np.zeros(out_shape, np.float32)
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), pack_bias(b, oc_bn),
+        pack_data(r, oc_bn), out)
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)

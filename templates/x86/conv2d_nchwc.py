@@ -22,6 +22,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, output_stage
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
@@ -76,11 +77,14 @@ def _define(cfg: Any, co: int, ci: int, ow: int) -> None:
 
 
 def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                  padding: Any) -> tuple[Any, list[Any]]:
+                  padding: Any, *, epilogue: Epilogue | None = None) -> tuple[Any, list[Any]]:
     """``(schedule, [data, kernel, output])`` in the blocked layouts the config chooses.
 
     Arguments are the logical NCHW / OIHW sizes (as ``conv2d_nchw``'s): batch, input
     height/width, output and input channels, kernel height/width, stride, padding.
+    ``epilogue`` (a fused element-wise tail on the blocked output: bias, residual add, relu)
+    is computed on each register block as it is stored; the arguments are then ``[data,
+    kernel, *epilogue inputs, fused output]``.
     """
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     sh, sw = stride_pair(stride)
@@ -116,21 +120,22 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
                                      * kernel[o, rco, ry, rx, rci, v],
                                      axis=[rco, ry, rx, rci]),
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
-    s = te.create_schedule(conv.op)
+    tail = attach(conv, epilogue)
+    s = te.create_schedule(tail.output.op)
     if dpad is not data:
         pn, pc, py, _, pi = s[dpad].op.axis
         s[dpad].parallel(s[dpad].fuse(pn, pc, py))
         s[dpad].vectorize(pi)
 
     # NOTE: the output block (ow_bn pixels x oc_bn channels) accumulates in registers over the
-    # whole reduction, then is stored once; rows of the output run in parallel.
-    acc = s.cache_write(conv, "global")
-    n, o, y, x, v = s[conv].op.axis
-    xo, xi = s[conv].split(x, factor=ow_bn)
-    s[conv].reorder(n, o, y, xo, xi, v)
-    s[conv].parallel(s[conv].fuse(n, o, y))
-    s[conv].vectorize(v)
-    s[acc].compute_at(s[conv], xo)
+    # whole reduction, then is stored once (through the epilogue); output rows run in parallel.
+    out, acc = output_stage(s, tail)
+    n, o, y, x, v = s[out].op.axis
+    xo, xi = s[out].split(x, factor=ow_bn)
+    s[out].reorder(n, o, y, xo, xi, v)
+    s[out].parallel(s[out].fuse(n, o, y))
+    s[out].vectorize(v)
+    s[acc].compute_at(s[out], xo)
     _, _, _, ax, av = s[acc].op.axis
     arco, ary, arx, arci = s[acc].op.reduce_axis
     # NOTE: innermost: one broadcast of data[.., rci] times one weight vector per pixel; with
@@ -142,7 +147,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
         s[acc].reorder(arco, ary, arx, arci, ax, av)
     s[acc].unroll(ax)
     s[acc].vectorize(av)
-    return s, [data, kernel, conv]
+    return s, [data, kernel, *tail.extras, out]
 
 
 conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)
@@ -169,7 +174,7 @@ def _when(call: OpCall) -> bool:
 
 
 strategy.register(OP, KEYS, TEMPLATE, plevel=10, when=_when,
-                  workloads=lambda call: [logical_args(call)])
+                  workloads=lambda call: [logical_args(call)], epilogue=True)
 strategy.catalog(TemplateInfo(
     TEMPLATE, "x86", CONV_PARAMS, (1, 7, 7, 512, 512, 3, 3, 1, 1),
     "direct conv2d on blocked layouts: NCHW[ic_bn]c data, OIHW[ic_bn]i[oc_bn]o kernel, "
