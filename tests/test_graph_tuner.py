@@ -64,7 +64,8 @@ def _records(mod, rng):
                 continue
             cfg = space.get(idx)
             key = (cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1])
-            if key[0] in (8, 16) and key[1] in (8, 16, 32) and key not in by_block:
+            ic_ok = key[0] in (8, 16) or (task.args[4] < 8 and key[0] == task.args[4])
+            if ic_ok and key[1] in (8, 16, 32) and key not in by_block:
                 by_block[key] = cfg
         for cfg in list(by_block.values())[:3]:
             recs.append((MeasureInput(tgt, task, cfg),
@@ -143,3 +144,35 @@ def test_missing_records_and_unmeasured_transforms_raise():
         t.run()
     with pytest.raises(GraphTunerError, match="nn.conv2d only"):
         DPTuner(mod, {"data": (1, 16, 8, 8)}, [], ["nn.dense"], "llvm")
+
+
+def test_dp_is_minimal_and_pbqp_close_on_resnet18():
+    from templtune.graph.testing import resnet
+
+    mod, _ = resnet.get_workload(18, image_shape=(3, 32, 32), num_classes=10)
+    recs = _records(mod, np.random.default_rng(7))
+    shape = {"data": (1, 3, 32, 32)}
+    dp = DPTuner(mod, shape, recs, CONV, "llvm", verbose=False)
+    rng = np.random.default_rng(8)
+    costs = {k: float(rng.uniform(1e-5, 2e-4)) for k in sorted(dp.needed_layout_transforms())}
+    dp.benchmark_layout_transform(layout_records=costs)
+    pb = PBQPTuner(mod, shape, recs, CONV, "llvm", verbose=False)
+    pb.benchmark_layout_transform(layout_records=costs)
+    dp.run()
+    pb.run()
+    assert len(dp.candidates) == 20
+    best = dp.total_cost(_choice(dp))
+    sizes = [len(c) for c in dp.candidates]
+    for _ in range(200):
+        assert best <= dp.total_cost([int(rng.integers(n)) for n in sizes]) + 1e-12
+    assert best <= dp.total_cost([0] * 20)
+    assert best - 1e-12 <= pb.total_cost(_choice(pb)) <= 1.2 * best
+
+
+def test_extraction_at_opt_level_3_gives_nchwc_tasks():
+    mod, params = _net()
+    with PassContext(opt_level=3):
+        tasks = autotvm.task.extract_from_program(mod, params, "llvm", ops=["nn.conv2d"])
+    assert [t.name for t in tasks] == ["conv2d_NCHWc"] * 4
+    plain = autotvm.task.extract_from_program(mod, params, "llvm", ops=["nn.conv2d"])
+    assert "conv2d_NCHWc" not in [t.name for t in plain]
