@@ -112,6 +112,11 @@ def main() -> None:
     tuner.write_opt_sch2record_file(opt)
     print(f"graph tuner: {len(tuner.needed_layout_transforms())} transforms measured, "
           f"{time.time() - t0:.0f} s")
+    chosen = [[c.record for c in cs].index(r)
+              for cs, r in zip(tuner.candidates, tuner.get_optimal_records())]
+    greedy = tuner.total_cost([0] * len(chosen))
+    print(f"estimated convs + transforms: per-layer best {greedy * 1e3:.2f} ms, graph-tuned "
+          f"{tuner.total_cost(chosen) * 1e3:.2f} ms")
     # NOTE: "NCHW" and "opt_level=3 default" use the packaged reference logs (a conv whose
     # NCHW record is faster stays NCHW); the other NCHWc variants block every conv.
     variants = {

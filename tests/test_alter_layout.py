@@ -82,3 +82,14 @@ def test_transform_array_round_trips(src, dst):
     if dst != "NCHW":
         b = int(dst[4:-1])
         assert transform_array(a, src, dst)[1, 1, 2, 1, 3] == x[1, b + 3, 2, 1]
+
+
+def test_mobilenet_depthwise_runs_blocked():
+    mod, params = mobilenet.get_workload(image_shape=(3, 32, 32), num_classes=10)
+    new, new_params = alter_op_layout(mod, params, "llvm")
+    ops = _ops(new)
+    assert ops.count("nn.contrib_depthwise_conv2d_NCHWc") == 13
+    assert ops.count("layout_transform") == 1 and "nn.conv2d" not in ops
+    x = np.random.default_rng(2).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_allclose(reference.evaluate(new, new_params, data=x),
+                               reference.evaluate(mod, params, data=x), rtol=1e-5, atol=1e-6)

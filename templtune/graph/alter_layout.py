@@ -5,9 +5,10 @@ with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config (``tile_ic``/`
 the ``conv2d_NCHWc`` task's tuned record, the graph tuner's choice under
 ``apply_graph_best``, else the template's fallback). Activations stay blocked between layers:
 ``relu``, ``clip``, a residual ``add``, ``bias_add`` (as an ``add`` of the pre-blocked bias),
-max/avg pooling, global average pooling and a ``batch_flatten`` of a 1x1 map run on the blocked
+depthwise convolutions (``nn.contrib_depthwise_conv2d_NCHWc``, in their input's blocking), max/avg
+pooling, global average pooling and a ``batch_flatten`` of a 1x1 map run on the blocked
 layout; ``layout_transform`` is inserted only where two blockings meet and where an op needs
-plain NCHW (the network's input, depthwise convolutions, the output). Weights and biases are
+plain NCHW (the network's input and output, ops without a blocked form). Weights and biases are
 packed once here, in numpy, and bound as new parameters.
 
 A convolution stays NCHW when an NCHW implementation has a tuning record faster than the
@@ -30,12 +31,20 @@ from templtune.target import Target
 
 from .ir import Call, Expr, Function, Var
 from .op import make_call
-from .ops.nchwc import blocked, conv2d_nchwc, layout_transform, pack_bias, pack_kernel
+from .ops.nchwc import (
+    blocked,
+    conv2d_nchwc,
+    depthwise_conv2d_nchwc,
+    layout_transform,
+    pack_bias,
+    pack_depthwise_kernel,
+    pack_kernel,
+)
 
 logger = logging.getLogger("templtune.graph")
 
 __all__ = ["NCHWC_OP", "LayerChoice", "nchwc_implementation", "blockable_convs",
-           "alter_op_layout"]
+           "is_blockable_depthwise", "alter_op_layout"]
 
 NCHWC_OP = "nn.contrib_conv2d_NCHWc"
 _KEEP = ("nn.relu", "clip")
@@ -71,6 +80,15 @@ def blockable_convs(func: Function, params: Any, target: Any) -> list[Call]:
                 and c.args[1].name in bound and nchwc_implementation(c, target) is not None):
             out.append(c)
     return out
+
+
+def is_blockable_depthwise(c: Call, params: Any) -> bool:
+    """A float32 NCHW depthwise convolution with a bound weight (run blocked when its input
+    is)."""
+    return (c.op == "nn.conv2d" and c.dtype == "float32" and c.attr("data_layout") == "NCHW"
+            and c.attr("groups") != 1 and c.attr("groups") == c.args[0].shape[1]
+            and c.args[1].shape[1] == 1 and isinstance(c.args[1], Var)
+            and c.args[1].name in set(params or ()))
 
 
 def blocks_of(impl: Implementation, config: Any, target: Any) -> tuple[Any, int, int]:
@@ -137,6 +155,14 @@ class _Rewriter:
                                 choice.config), choice.oc_bn
         vals = [self.value(a) for a in c.args]
         b = vals[0][1] if vals else 0
+        if b and is_blockable_depthwise(c, self.params):
+            # NOTE: a depthwise conv keeps its input's blocking: no transform around it
+            w = c.args[1]
+            assert isinstance(w, Var)
+            kvar = self.param(f"{w.name}_OIHW1i{b}o", pack_depthwise_kernel(self.params[w.name],
+                                                                            b))
+            return depthwise_conv2d_nchwc(vals[0][0], kvar, attrs["strides"],
+                                          attrs["padding"]), b
         if b and c.op in _KEEP:
             return make_call(c.op, [vals[0][0]], **attrs), b
         if (b and c.op == "nn.bias_add" and attrs["axis"] % 4 == 1

@@ -24,7 +24,11 @@ import numpy as np
 from templtune.autotvm.dispatcher import iter_records
 from templtune.autotvm.record import encode, usable_cost
 from templtune.errors import TempltuneError
-from templtune.graph.alter_layout import blockable_convs, nchwc_implementation
+from templtune.graph.alter_layout import (
+    blockable_convs,
+    is_blockable_depthwise,
+    nchwc_implementation,
+)
 from templtune.graph.ir import Call, Expr, Function
 from templtune.graph.ops.nchwc import blocked
 from templtune.target import Target
@@ -99,6 +103,7 @@ class BaseGraphTuner:
         self._input_shapes = dict(input_shapes)
         self._max_sch_num, self._verbose, self._name = max_sch_num, verbose, name
         bound = [v.name for v in graph.params if v.name not in self._input_shapes]
+        self._bound = set(bound)
         self._nodes: list[Call] = blockable_convs(graph, bound, self._target)
         self._index = {id(c): k for k, c in enumerate(self._nodes)}
         self._candidates = self._load(records)
@@ -143,10 +148,14 @@ class BaseGraphTuner:
             if e.op == "add" and len(e.args) == 2 and e.args[0].shape == e.args[1].shape:
                 a = self._source(e.args[0])
                 return a if a is not None else self._source(e.args[1])
-            if e.op not in _PASS:
+            if not self._keeps(e):
                 return None
             e = e.args[0]
         return None
+
+    def _keeps(self, c: Call) -> bool:
+        """Whether ``c`` runs in its input's blocking (element-wise, pools, depthwise)."""
+        return c.op in _PASS or is_blockable_depthwise(c, self._bound)
 
     def _problem(self, cost_of: Any) -> tuple[list[np.ndarray], list[Edge]]:
         """Unary cost vectors and pairwise edges; ``cost_of(shape, src, dst)`` prices one
@@ -176,7 +185,7 @@ class BaseGraphTuner:
                 a, b = self._source(c.args[0]), self._source(c.args[1])
                 if a is not None and b is not None and a != b:
                     pair(a, b, c.args[1].shape, "oc_bn", "oc_bn")
-            elif c.op not in _PASS and not (c.op == "nn.batch_flatten"
+            elif not self._keeps(c) and not (c.op == "nn.batch_flatten"
                                             and c.args[0].shape[2:] == (1, 1)):
                 for arg in c.args:
                     p = self._source(arg)

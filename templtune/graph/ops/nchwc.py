@@ -178,3 +178,67 @@ def conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
                      padding=tuple(padding), groups=1, data_layout=blocked(ib),
                      kernel_layout=f"OIHW{ib}i{ob}o", out_layout=blocked(ob),
                      autotvm_config=config)
+
+
+# ---- depthwise conv2d on NCHW{b}c ---------------------------------------------------------------
+def pack_depthwise_kernel(k: np.ndarray, b: int) -> np.ndarray:
+    """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]`` (TVM's ``OIHW1i{b}o``)."""
+    c, _, kh, kw = k.shape
+    return np.ascontiguousarray(k.reshape(c // b, b, 1, kh, kw).transpose(0, 2, 3, 4, 1)
+                                .reshape(c // b, 1, kh, kw, 1, b))
+
+
+def _dw_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    n, c1, h, w, b = t[0].shape
+    k1, _, kh, kw, _, kb = t[1].shape
+    if (k1, kb) != (c1, b):
+        raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape}")
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {kh}x{kw} does not fit {h}x{w}")
+    return (n, c1, oh, ow, b)
+
+
+def _dw_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+    data, kernel = x
+    n, c1, oh, ow, b = _dw_infer([TensorType(tuple(int(s) for s in data.shape)),
+                                  TensorType(tuple(int(s) for s in kernel.shape))], a)
+    h, w = int(data.shape[2]), int(data.shape[3])
+    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    dpad = te.compute(
+        (n, c1, h + pt + pb, w + pl + pr, b),
+        lambda q, c, y, z, i: te.if_then_else(
+            te.all(y >= pt, y < h + pt, z >= pl, z < w + pl),
+            data[q, c, y - pt, z - pl, i], te.const(0.0, data.dtype)), name="data_pad")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (n, c1, oh, ow, b),
+        lambda q, c, y, z, v: te.sum(dpad[q, c, y * sh + ry, z * sw + rx, v]
+                                     * kernel[c, 0, ry, rx, 0, v], axis=[ry, rx]),
+        name="DepthwiseConv2d_NCHWc", tag="depthwise_conv2d_NCHWc")
+
+
+def _dw_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    data, kernel = x
+    c1, _, kh, kw, _, b = kernel.shape
+    k = kernel.reshape(c1, kh, kw, b).transpose(0, 3, 1, 2).reshape(c1 * b, 1, kh, kw)
+    out = ref.conv2d_nchw_python(unpack_data(data), k, a["strides"], a["padding"],
+                                 groups=c1 * b)
+    return pack_data(out, b)
+
+
+register_op("nn.contrib_depthwise_conv2d_NCHWc", ANCHOR, _dw_infer, _dw_compute, _dw_ref)
+
+
+def depthwise_conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
+                           padding: tuple[int, int, int, int]) -> Call:
+    """A depthwise convolution on ``NCHW{b}c`` data with an ``OIHW1i{b}o`` kernel."""
+    b = data.shape[4]
+    return make_call("nn.contrib_depthwise_conv2d_NCHWc", [data, kernel],
+                     strides=tuple(strides), padding=tuple(padding), data_layout=blocked(b),
+                     kernel_layout=f"OIHW1i{b}o", out_layout=blocked(b))
