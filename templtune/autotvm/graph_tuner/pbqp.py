@@ -47,9 +47,9 @@ class PBQPTuner(BaseGraphTuner):
                 mat.pop((min(u, v), max(u, v)), None)
 
         while adj:
-            v = next((n for n in adj if len(adj[n]) <= 2), None)
-            if v is None:
-                v = max(adj, key=lambda n: (len(adj[n]), -n))
+            low = next((n for n in adj if len(adj[n]) <= 2), None)
+            v = low if low is not None else max(adj, key=lambda n: (len(adj[n]), -n))
+            if low is None:
                 local = cost[v] + sum(np.min(edge(v, u) + cost[u][None, :], axis=1)
                                       for u in adj[v])
                 pick = int(np.argmin(local))
