@@ -62,7 +62,7 @@ def test_default_build_uses_templates_and_packs_weights() -> None:
     net, params = _small_net()
     lib = graph.build(net, "llvm", params)
     impls = [cg.impl for cg in lib.groups]
-    assert impls[0] == "autotvm:conv2d_nchw" and len(lib.groups[0].steps) == 2  # conv + tail
+    assert impls[0] == "autotvm:conv2d_nchw" and len(lib.groups[0].steps) == 1  # tail fused
     assert "autotvm:depthwise_conv2d_nchw" in impls and impls[-1] == "autotvm:dense"
     packed = lib.groups[0].steps[0].inputs[1]
     assert isinstance(packed, np.ndarray) and packed.ndim == 5  # [CO/b, CI, KH, KW, b]

@@ -53,6 +53,8 @@ SUBLAYERS: dict[str, str] = {
     "templtune.autotvm.measure": "autotvm.measure",
     "templtune.autotvm.tuner": "autotvm.tuner",
     "templtune.autotvm.callback": "autotvm.tuner",
+    # TVM's module name for a network-level tool: it reads networks, so it ranks as graph
+    "templtune.autotvm.graph_tuner": "graph",
 }
 
 # Modules of templtune that templates may import: the public API a user's own template file has.

@@ -26,6 +26,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import (
@@ -89,13 +90,16 @@ def _define(cfg: Any, co: int, oh: int, ow: int, ci: int, prepacked: int = 0) ->
 
 
 def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                 padding: Any, prepacked: int = 0) -> tuple[Any, list[Any]]:
+                 padding: Any, prepacked: int = 0, *, epilogue: Epilogue | None = None
+                 ) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
     Arguments follow the seed tutorial: batch, input height/width, output and input channels,
     kernel height/width, stride and padding (int, pair or 4-tuple). ``prepacked=b > 0`` takes
     the kernel already packed to ``[CO/b, CI, KH, KW, b]`` (``k.reshape(CO // b, b, CI, KH,
     KW).transpose(0, 2, 3, 4, 1)``, done once for inference weights) and fixes ``bn = b``.
+    ``epilogue`` (a fused element-wise tail) is computed where the block is unpacked to NCHW;
+    the arguments are then ``[data, kernel, *epilogue inputs, fused output]``.
     """
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     if prepacked < 0 or (prepacked and CO % prepacked):
@@ -152,7 +156,12 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
         name="conv")
     output = te.compute((N, CO, oh, ow), lambda n, c, y, x: conv[n, c // bn, y, x, c % bn],
                         name="output")
-    s = te.create_schedule(output.op)
+    tail = attach(output, epilogue)
+    s = te.create_schedule(tail.output.op)
+    # NOTE: the unpack is inlined into the tail, so the block gets its bias/add/relu on the
+    # way out of L1, in the same loop.
+    inline_tail(s, tail, anchor_too=True)
+    output = tail.output
 
     pn, pc, py, _, _ = s[dvec].op.axis
     s[dvec].parallel(s[dvec].fuse(pn, pc, py))
@@ -183,7 +192,7 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     arco, ary, arx, arci = s[acc].op.reduce_axis
     s[acc].reorder(arco, ary, arx, arci, ay, ax, av)
     _register_tile(cfg, s[acc], ay, ax, arx, av)
-    return s, [data, kernel, output]
+    return s, [data, kernel, *tail.extras, output]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -203,7 +212,7 @@ def _transform(args: tuple[Any, ...]) -> Any:
 
 strategy.register("nn.conv2d", KEYS, "conv2d_nchw", plevel=10,
                   when=lambda call: is_conv(call, "NCHW"), workloads=_workloads,
-                  transform=_transform, fallback=fallback_packed("tile_oc"))
+                  transform=_transform, fallback=fallback_packed("tile_oc"), epilogue=True)
 strategy.catalog(TemplateInfo(
     "conv2d_nchw", "x86", CONV_PARAMS + ("prepacked",), (1, 7, 7, 512, 512, 3, 3, 1, 1),
     "direct conv2d, NCHW data / OIHW kernel (or prepacked [CO/b, CI, KH, KW, b]), packed "

@@ -31,6 +31,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, output_stage
 from templtune.autotvm.strategy import TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, conv_nchw_args, is_conv
@@ -100,12 +101,14 @@ def fallback_block(co: int, oh: int, ow: int, lanes: int, regs: int) -> tuple[in
 
 
 def _conv2d_nchw_wvec(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                      padding: Any) -> tuple[Any, list[Any]]:
+                      padding: Any, *, epilogue: Epilogue | None = None
+                      ) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
     Arguments as ``conv2d_nchw``: batch, input height/width, output and input channels, kernel
     height/width, stride and padding (int, pair or 4-tuple); NCHW data, OIHW kernel, NCHW
-    output.
+    output. ``epilogue`` (a fused element-wise tail) is applied to each register block as it is
+    written out; the arguments are then ``[data, kernel, *epilogue inputs, fused output]``.
     """
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     sh, sw = stride_pair(stride)
@@ -141,8 +144,9 @@ def _conv2d_nchw_wvec(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int
         lambda n, co, y, x: te.sum(poly[n, rc, rx % sw, y * sh + ry, x + rx // sw]
                                    * kernel[co, rc, ry, rx], axis=[rc, ry, rx]),
         name="output")
-    s = te.create_schedule(output.op)
-    acc = s.cache_write(output, "global")
+    tail = attach(output, epilogue)
+    s = te.create_schedule(tail.output.op)
+    output, acc = output_stage(s, tail)
 
     pn, pc, pp, py, _ = s[poly].op.axis
     s[poly].parallel(s[poly].fuse(pn, pc, pp, py))
@@ -182,7 +186,7 @@ def _conv2d_nchw_wvec(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int
         s[acc].vectorize(axi)
     else:
         s[acc].vectorize(ax)
-    return s, [data, kernel, output]
+    return s, [data, kernel, *tail.extras, output]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -193,7 +197,7 @@ conv2d_nchw_wvec_x86 = autotvm.template("conv2d_nchw_wvec.x86")(_conv2d_nchw_wve
 # ---- strategy and catalogue ---------------------------------------------------------------------
 strategy.register("nn.conv2d", KEYS, "conv2d_nchw_wvec", plevel=5,
                   when=lambda call: is_conv(call, "NCHW"),
-                  workloads=lambda call: [conv_nchw_args(call)])
+                  workloads=lambda call: [conv_nchw_args(call)], epilogue=True)
 strategy.catalog(TemplateInfo(
     "conv2d_nchw_wvec", "x86", CONV_PARAMS, (1, 224, 224, 64, 3, 7, 7, 2, 3),
     "direct conv2d, NCHW data / OIHW kernel / NCHW output, vectorized along the output width "

@@ -17,6 +17,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, output_stage
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, is_conv, scalar
@@ -25,9 +26,11 @@ from .conv2d_nchw import _define, _register_tile, out_size
 
 
 def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                padding: Any) -> tuple[Any, list[Any]]:
+                padding: Any, *, epilogue: Epilogue | None = None) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config
-    (arguments as :func:`conv2d_nchw`; ``data`` is NHWC, ``kernel`` HWIO)."""
+    (arguments as :func:`conv2d_nchw`; ``data`` is NHWC, ``kernel`` HWIO). ``epilogue`` (a
+    fused element-wise tail) is applied to each register block as it is written out; the
+    arguments are then ``[data, kernel, *epilogue inputs, fused output]``."""
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     sh, sw = stride_pair(stride)
     pt, pl, pb, pr = pad_tuple(padding)
@@ -62,12 +65,13 @@ def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
         lambda n, y, x, f: te.sum(dpad[n, y * sh + ry, x * sw + rx, rc] * kernel[ry, rx, rc, f],
                                   axis=[rc, ry, rx]),
         name="output")
-    s = te.create_schedule(out.op)
+    tail = attach(out, epilogue)
+    s = te.create_schedule(tail.output.op)
     if dpad is not data:
         pn, py, _, _ = s[dpad].op.axis
         s[dpad].parallel(s[dpad].fuse(pn, py))
 
-    acc = s.cache_write(out, "global")
+    out, acc = output_stage(s, tail)
     n, y, x, f = s[out].op.axis
     yo, yi = s[out].split(y, factor=oh_bn)
     xo, xi = s[out].split(x, factor=ow_bn)
@@ -81,7 +85,7 @@ def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     rco, rci = s[acc].split(arc, factor=ci_i)
     s[acc].reorder(rco, ary, arx, rci, ay, ax, af)
     _register_tile(cfg, s[acc], ay, ax, arx, af)
-    return s, [data, kernel, out]
+    return s, [data, kernel, *tail.extras, out]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -98,6 +102,6 @@ def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
 
 
 strategy.register("nn.conv2d", KEYS, "conv2d_nhwc", plevel=10,
-                  when=lambda call: is_conv(call, "NHWC"), workloads=_workloads)
+                  when=lambda call: is_conv(call, "NHWC"), workloads=_workloads, epilogue=True)
 strategy.catalog(TemplateInfo("conv2d_nhwc", "x86", CONV_PARAMS, (1, 56, 56, 64, 64, 3, 3, 1, 1),
                               "direct conv2d, NHWC data / HWIO kernel"))

@@ -31,6 +31,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 from templtune.topi.nn.winograd import winograd_transform_matrices
 from templtune.topi.utils import const_matrix
@@ -116,15 +117,17 @@ def _transform_pass(stage: Any, outer: Any, a: Any, b: Any, split: Any, factor: 
 
 
 def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
-                    padding: Any, pre_transformed: int = 0, kblock: int = 0
-                    ) -> tuple[Any, list[Any]]:
+                    padding: Any, pre_transformed: int = 0, kblock: int = 0, *,
+                    epilogue: Epilogue | None = None) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, kernel, output])`` for the current config.
 
     Arguments as :func:`conv2d_nchw` (stride must be 1, the kernel square); ``pre_transformed``
     is 0 for an OIHW kernel or the tile size ``m`` the kernel was transformed for, then
     ``[alpha, alpha, CI, CO]``, or, with ``kblock=b > 0``, blocked to
     ``[alpha, alpha, CO/b, CI, b]`` (``u.reshape(alpha, alpha, CI, CO // b, b).transpose(0, 1,
-    3, 2, 4)``, done once for inference weights; fixes ``bn = b``).
+    3, 2, 4)``, done once for inference weights; fixes ``bn = b``). ``epilogue`` (a fused
+    element-wise tail) is computed as the tiles are unpacked to NCHW; the arguments are then
+    ``[data, kernel, *epilogue inputs, fused output]``.
     """
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     if stride_pair(stride) != (1, 1):
@@ -217,7 +220,10 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
         (N, CO, oh, ow),
         lambda n, k, y, x: inverse[n * (nh * nw) + (y // m) * nw + x // m, y % m, x % m, k],
         name="output")
-    s = te.create_schedule(output.op)
+    tail = attach(output, epilogue)
+    s = te.create_schedule(tail.output.op)
+    inline_tail(s, tail, anchor_too=True)
+    output = tail.output
 
     pn, pc, _, _ = s[dpad].op.axis
     s[dpad].parallel(s[dpad].fuse(pn, pc))
@@ -269,7 +275,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[output].reorder(n, oko, oyo, oki, oyi, x)
     s[output].unroll(oyi)
     s[output].parallel(s[output].fuse(n, oko, oyo))
-    return s, [data, kernel, output]
+    return s, [data, kernel, *tail.extras, output]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -294,7 +300,7 @@ def _transform(args: tuple[Any, ...]) -> Any:
 # NOTE: only a tuning record picks Winograd (lower plevel than the direct template).
 strategy.register("nn.conv2d", KEYS, "conv2d_winograd", plevel=8,
                   when=lambda call: is_conv(call, "NCHW"), workloads=_workloads,
-                  transform=_transform)
+                  transform=_transform, epilogue=True)
 strategy.catalog(TemplateInfo(
     "conv2d_winograd", "x86", CONV_PARAMS + ("pre_transformed", "kblock"),
     (1, 7, 7, 512, 512, 3, 3, 1, 1), "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1",

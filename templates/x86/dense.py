@@ -21,6 +21,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, inline_tail, output_stage
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import KEYS, fallback_packed, pack_blocks, pack_dense
@@ -76,7 +77,8 @@ def _define_gemv(cfg: Any, n: int, k: int, lanes: int) -> None:
         cfg.fallback_split("tile_k", [-1, divisor_at_most(k // lanes, 4)])
 
 
-def _gemv(N: int, K: int, lanes: int) -> tuple[Any, list[Any]]:
+def _gemv(N: int, K: int, lanes: int, epilogue: Epilogue | None = None
+          ) -> tuple[Any, list[Any]]:
     """Batch 1, plain ``[N, K]`` weight: no repacking. Each weight row is read once,
     contiguously: ``nb`` rows at a time accumulate ``lanes``-wide partial dot products in
     registers (``partial[n, v]``, ``ku`` steps of ``k`` unrolled), summed across the lanes at the
@@ -93,11 +95,16 @@ def _gemv(N: int, K: int, lanes: int) -> tuple[Any, list[Any]]:
         data[0, ko * lanes + v] * weight[j, ko * lanes + v], axis=ko), name="partial")
     rv = te.reduce_axis((0, lanes), name="rv")
     out = te.compute((1, N), lambda i, j: te.sum(partial[j, rv], axis=rv), name="dense")
-    s = te.create_schedule(out.op)
-    _, x = s[out].op.axis
-    xo, xi = s[out].split(x, factor=nb)
-    s[out].parallel(xo)
-    s[partial].compute_at(s[out], xo)
+    tail = attach(out, epilogue)
+    s = te.create_schedule(tail.output.op)
+    inline_tail(s, tail)
+    final = tail.output
+    _, x = s[final].op.axis
+    xo, xi = s[final].split(x, factor=nb)
+    s[final].parallel(xo)
+    if tail.fused:  # the lane sums of each row, then its tail
+        s[out].compute_at(s[final], xi)
+    s[partial].compute_at(s[final], xo)
     pj, pv = s[partial].op.axis
     (pk,) = s[partial].op.reduce_axis
     pko, pki = s[partial].split(pk, factor=ku)
@@ -109,21 +116,24 @@ def _gemv(N: int, K: int, lanes: int) -> tuple[Any, list[Any]]:
         s[partial].reorder(pj, pko, pki, pv)
     s[partial].unroll(pki)
     s[partial].vectorize(pv)
-    return s, [data, weight, out]
+    return s, [data, weight, *tail.extras, final]
 
 
-def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
+def _dense(M: int, N: int, K: int, prepacked: int = 0, *, epilogue: Epilogue | None = None
+           ) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, weight, out])`` for the current config.
 
     ``prepacked=b > 0`` takes the weight already packed to ``[N / b, K, b]`` (``w.reshape(N //
     b, b, K).transpose(0, 2, 1)``, as an inference graph would do once) and fixes ``bn = b``.
+    ``epilogue`` (a fused element-wise tail) runs in the output stage, on each register tile:
+    the arguments are then ``[data, weight, *epilogue inputs, fused out]``.
     """
     check_positive(M=M, N=N, K=K)
     if prepacked < 0 or (prepacked and N % prepacked):
         raise ValueError(f"dense: prepacked must be 0 or a divisor of N={N}, got {prepacked}")
     lanes = _gemv_lanes(M, K, prepacked)
     if lanes:
-        return _gemv(N, K, lanes)
+        return _gemv(N, K, lanes, epilogue)
     cfg = autotvm.get_config()
     _define(cfg, M, N, K, prepacked)
     cfg.add_flop(2.0 * M * N * K)
@@ -141,8 +151,9 @@ def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
                             name="weight_pack")
     out = te.compute((M, N), lambda i, j: te.sum(data[i, kr] * packed[j // bn, kr, j % bn],
                                                  axis=kr), name="dense")
-    s = te.create_schedule(out.op)
-    acc = s.cache_write(out, "global")
+    tail = attach(out, epilogue)
+    s = te.create_schedule(tail.output.op)
+    out, acc = output_stage(s, tail)
     y, x = s[out].op.axis
     yo, yi = s[out].split(y, factor=mb * rb)
     xo, xi = s[out].split(x, factor=bn)
@@ -165,7 +176,7 @@ def _dense(M: int, N: int, K: int, prepacked: int = 0) -> tuple[Any, list[Any]]:
         px, py, pz = s[packed].op.axis
         s[packed].reorder(px, pz, py)
         s[packed].parallel(px)
-    return s, [data, weight, out]
+    return s, [data, weight, *tail.extras, out]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -185,7 +196,7 @@ def _transform(args: tuple[Any, ...]) -> Any:
 
 strategy.register("nn.dense", KEYS, "dense", plevel=10,
                   when=lambda call: call.dtype == "float32", workloads=_workloads,
-                  transform=_transform, fallback=fallback_packed("tile_x"))
+                  transform=_transform, fallback=fallback_packed("tile_x"), epilogue=True)
 strategy.catalog(TemplateInfo(
     "dense", "x86", ("M", "N", "K", "prepacked"), (1, 1000, 512),
     "out = data @ weight.T, data [M, K], weight [N, K] (or prepacked [N/b, K, b])",

@@ -16,6 +16,7 @@ from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, output_stage
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import KEYS, is_conv, scalar
@@ -49,10 +50,13 @@ def _define(cfg: Any, oh: int, ow: int, padded: bool) -> None:
 
 
 def _depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: int,
-                          stride: Any, padding: Any) -> tuple[Any, list[Any]]:
+                          stride: Any, padding: Any, *, epilogue: Epilogue | None = None
+                          ) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [data, filter, output])`` for the current config.
 
-    ``C`` input channels, channel multiplier ``M`` (``C * M`` output channels).
+    ``C`` input channels, channel multiplier ``M`` (``C * M`` output channels). ``epilogue``
+    (a fused element-wise tail) is applied to each register block as it is written out; the
+    arguments are then ``[data, filter, *epilogue inputs, fused output]``.
     """
     check_positive(N=N, H=H, W=W, C=C, M=M, KH=KH, KW=KW)
     sh, sw = stride_pair(stride)
@@ -77,7 +81,8 @@ def _depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: 
         lambda b, c, i, j: te.sum(dpad[b, c // M, i * sh + ry, j * sw + rx]
                                   * filt[c // M, c % M, ry, rx], axis=[ry, rx]),
         name="output")
-    s = te.create_schedule(out.op)
+    tail = attach(out, epilogue)
+    s = te.create_schedule(tail.output.op)
     if dpad is not data:
         if cfg["inline_pad"].val:
             s[dpad].compute_inline()
@@ -85,7 +90,7 @@ def _depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: 
             pn, pc, _, _ = s[dpad].op.axis
             s[dpad].parallel(s[dpad].fuse(pn, pc))
 
-    acc = s.cache_write(out, "global")
+    out, acc = output_stage(s, tail)
     b, c, i, j = s[out].op.axis
     io, ii = s[out].split(i, factor=oh_bn)
     jo, ji = s[out].split(j, factor=ow_bn)
@@ -100,7 +105,7 @@ def _depthwise_conv2d_nchw(N: int, H: int, W: int, C: int, M: int, KH: int, KW: 
     s[acc].unroll(arx)
     s[acc].unroll(ai)
     s[acc].vectorize(aj)
-    return s, [data, filt, out]
+    return s, [data, filt, *tail.extras, out]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -118,7 +123,8 @@ def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
 
 
 strategy.register("nn.conv2d", KEYS, "depthwise_conv2d_nchw", plevel=10,
-                  when=lambda call: is_conv(call, "NCHW", depthwise=True), workloads=_workloads)
+                  when=lambda call: is_conv(call, "NCHW", depthwise=True), workloads=_workloads,
+                  epilogue=True)
 strategy.catalog(TemplateInfo(
     "depthwise_conv2d_nchw", "x86", ("N", "H", "W", "C", "M", "KH", "KW", "stride", "padding"),
     (1, 56, 56, 64, 1, 3, 3, 1, 1), "depthwise conv2d, NCHW, [C, M, KH, KW]"))

@@ -38,6 +38,7 @@ _NAMES = {
     "FallbackContext": "templtune.autotvm.dispatcher",
     "ApplyFixedConfig": "templtune.autotvm.dispatcher",
     "ApplyGraphBest": "templtune.autotvm.dispatcher",
+    "apply_graph_best": "templtune.autotvm.dispatcher",
     "ConfigNotFoundError": "templtune.autotvm.dispatcher",
     "clear_fallback_cache": "templtune.autotvm.dispatcher",
     # environment
@@ -52,7 +53,7 @@ _NAMES = {
     "compute_flop": "templtune.autotvm.flop",
 }
 _SUBMODULES = {"task", "space", "dispatcher", "record", "env", "flop", "measure", "tuner",
-               "callback", "feature", "tophub"}
+               "callback", "feature", "tophub", "graph_tuner"}
 
 __all__ = sorted([*_NAMES, *_SUBMODULES])
 

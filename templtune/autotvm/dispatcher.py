@@ -37,7 +37,7 @@ logger = logging.getLogger("autotvm")
 
 __all__ = [
     "DispatchContext", "ApplyConfig", "ApplyHistoryBest", "FallbackContext", "ConfigNotFoundError",
-    "ApplyFixedConfig", "ApplyGraphBest", "apply_history_best", "clear_fallback_cache",
+    "ApplyFixedConfig", "ApplyGraphBest", "apply_graph_best", "apply_history_best", "clear_fallback_cache",
 ]
 
 
@@ -462,6 +462,13 @@ class ApplyGraphBest(DispatchContext):
 
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         self._fallback[(str(target), workload)] = cfg
+
+
+def apply_graph_best(records: Any) -> ApplyGraphBest:
+    """The graph tuner's choices (``write_opt_sch2record_file``'s file, or its records) as a
+    dispatch context: ``with autotvm.apply_graph_best(path): relay.build(...)`` (at
+    ``opt_level=3``) gives each convolution, in order, its chosen config and layout."""
+    return ApplyGraphBest(records)
 
 
 _ROOT_READY = False

@@ -6,12 +6,18 @@ Each template module registers, beside its own definition::
                       when=lambda call: len(call.inputs) == 2,
                       workloads=_workloads,      # OpCall -> template argument tuples
                       transform=_transform,      # template args -> weight transform (or None)
-                      fallback=_fallback)        # what runs without a tuning record
+                      fallback=_fallback,        # what runs without a tuning record
+                      epilogue=True)             # takes a fused element-wise tail
     strategy.catalog(TemplateInfo("dense", "x86", ...))   # the command line's entry
 
 Consumers (``relay.build``, ``autotvm.task.extract_from_program``, ``templtune templates``, the
 tests and the benchmarks) ask this registry; none imports a template module by name. The
 template library is imported once, by :func:`load_templates`.
+
+A strategy registered with ``epilogue=True`` declares that its template takes the keyword
+``epilogue`` (:class:`~templtune.autotvm.epilogue.Epilogue`): the group's element-wise tail,
+computed in the template's output stage. :func:`instantiate` passes it; the workload key, hence
+every tuning record, stays the anchor's.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import numpy as np
 
 from templtune.autotvm import env
 from templtune.autotvm.dispatcher import ApplyConfig, DispatchContext
+from templtune.autotvm.epilogue import Epilogue
 from templtune.autotvm.task.target_compat import as_target, target_scope
 from templtune.autotvm.task.task import _TRACE, TASK_TABLE, args_to_workload, trace_workload
 from templtune.errors import TempltuneError
 
-__all__ = ["OpCall", "Implementation", "Strategy", "TemplateInfo", "StrategyError", "register",
+__all__ = ["OpCall", "Implementation", "Strategy", "TemplateInfo", "StrategyError", "Epilogue",
+           "register",
            "catalog", "catalog_entries", "strategies", "implementations", "select",
            "instantiate", "current_config", "weight_transform", "load_templates"]
 
@@ -61,12 +69,14 @@ class OpCall:
 @dataclass(frozen=True, slots=True)
 class Implementation:
     """One way to run an op call: template ``template`` on ``args``; ``transform`` turns the
-    op's input ``weight`` (a constant) into the layout the template takes (None: as is)."""
+    op's input ``weight`` (a constant) into the layout the template takes (None: as is);
+    ``epilogue``: the template takes a fused element-wise tail (see :func:`instantiate`)."""
 
     template: str
     args: tuple[Any, ...]
     transform: WeightTransform | None = field(default=None, compare=False)
     weight: int = 1
+    epilogue: bool = field(default=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -89,6 +99,7 @@ class Strategy:
     weight as is last); ``transform(args)`` the weight transform those arguments need;
     ``fallback(call, target, impls)`` picks among ``impls`` (this strategy's usable ones) what
     runs when no implementation has a tuning record. Higher ``plevel`` wins that choice.
+    ``epilogue``: the template takes the keyword ``epilogue`` (a fused element-wise tail).
     """
 
     op: str
@@ -100,11 +111,13 @@ class Strategy:
     transform: Callable[[tuple[Any, ...]], WeightTransform | None]
     fallback: Callable[[OpCall, Any, Sequence[Implementation]], Implementation] = _last
     weight: int = 1
+    epilogue: bool = False
 
     def implementations(self, call: OpCall) -> list[Implementation]:
         if not self.when(call):
             return []
-        return [Implementation(self.template, tuple(a), self.transform(tuple(a)), self.weight)
+        return [Implementation(self.template, tuple(a), self.transform(tuple(a)), self.weight,
+                               self.epilogue)
                 for a in self.workloads(call)]
 
 
@@ -160,9 +173,10 @@ def register(op: str, keys: Sequence[str], template: str, plevel: int = 10,
              workloads: Callable[[OpCall], Sequence[tuple[Any, ...]]] | None = None,
              transform: Callable[[tuple[Any, ...]], WeightTransform | None] | None = None,
              fallback: Callable[[OpCall, Any, Sequence[Implementation]], Implementation]
-             | None = None, weight: int = 1) -> Strategy:
+             | None = None, weight: int = 1, epilogue: bool = False) -> Strategy:
     """Declare that template ``template`` implements network op ``op`` on targets with any of
     ``keys`` (``"cpu"``, ``"cuda"``, ``"gpu"``); see :class:`Strategy` for the callables.
+    ``epilogue=True``: the template function takes the keyword-only argument ``epilogue``.
 
     Raises
     ------
@@ -174,7 +188,8 @@ def register(op: str, keys: Sequence[str], template: str, plevel: int = 10,
     if any(s.op == op and s.template == template for s in _STRATEGIES):
         raise StrategyError(f"template {template!r} is already registered for {op!r}")
     s = Strategy(op, frozenset(keys), template, int(plevel), when or (lambda call: True),
-                 workloads, transform or _no_transform, fallback or _last, weight)
+                 workloads, transform or _no_transform, fallback or _last, weight,
+                 bool(epilogue))
     _STRATEGIES.append(s)
     return s
 
@@ -263,9 +278,24 @@ def select(call: OpCall, target: Any, allow_transform: bool = True) -> Implement
     return s.fallback(call, tgt, impls)
 
 
-def instantiate(impl: Implementation, target: Any) -> tuple[Any, list[Any]]:
+def instantiate(impl: Implementation, target: Any, epilogue: Epilogue | None = None,
+                config: Any = None) -> tuple[Any, list[Any]]:
     """``(schedule, arg tensors)`` of ``impl`` under the active dispatch context, as calling
-    the decorated template function does (a tracing task extraction records it)."""
+    the decorated template function does (a tracing task extraction records it); with
+    ``config`` given, under that config instead (a layer whose config a graph pass chose).
+
+    With ``epilogue`` the template computes it in its output stage: the arguments are the
+    template's inputs, then the epilogue's extra inputs, then the fused output; the config is
+    the one of the anchor's workload (``impl.workload``, unchanged).
+
+    Raises
+    ------
+    StrategyError
+        ``epilogue`` is given but the template does not take one.
+    """
+    if epilogue is not None and not impl.epilogue:
+        raise StrategyError(f"template {impl.template!r} takes no fused epilogue "
+                            f"({epilogue.name}); register it with epilogue=True")
     tmpl = TASK_TABLE.get(impl.template)
     if tmpl is None:
         load_templates()
@@ -275,9 +305,12 @@ def instantiate(impl: Implementation, target: Any) -> tuple[Any, list[Any]]:
     tgt = as_target(target)
     trace_workload(impl.workload)
     with target_scope(tgt):
-        cfg = DispatchContext.current.query(tgt, impl.workload)
+        cfg = config if config is not None else DispatchContext.current.query(tgt,
+                                                                               impl.workload)
         with ApplyConfig(cfg):
-            return tmpl(*impl.args)
+            if epilogue is None:
+                return tmpl(*impl.args)
+            return tmpl(*impl.args, epilogue=epilogue)
 
 
 def current_config(impl: Implementation, target: Any) -> Any:

@@ -6,29 +6,41 @@ time, width-vectorized direct convolution, Winograd with pre-transformed weights
 dense, ...), :func:`choose` picks, among the implementations with a tuning record in the
 active dispatch context (``apply_history_best`` logs, then the packaged reference logs), the
 one with the lowest recorded cost; with no record, the highest-priority strategy's fallback.
-Weight transforms of constant weights happen once, in numpy, when the network is built. The
-group's element-wise tail then runs as a second, small kernel.
+Weight transforms of constant weights happen once, in numpy, when the network is built.
+
+The group's element-wise tail (bias, batch-norm scale and shift, residual add, relu, clip:
+the leading calls with the anchor's shape) becomes the template's :class:`Epilogue`
+(:func:`fused_tail`) when its strategy takes one: computed in the template's output stage, no
+second kernel. Ops after that (a reshape, ``batch_flatten``) run as a second, small kernel, and
+so does the whole tail of a template without epilogue support.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, EpilogueInput
 from templtune.autotvm.strategy import Implementation, OpCall
 from templtune.autotvm.task import relay_integration
 from templtune.target import Target
 
 from .fold import fold_constants
-from .fuse import partition
-from .ir import Call, Function, Var
+from .fuse import FusedGroup, make_group, partition
+from .ir import Call, Expr, Function, Var
+from .op import get_op
 
 logger = logging.getLogger("templtune.graph")
 
-__all__ = ["Candidate", "op_call", "candidates", "choose", "instantiate",
-           "extract_from_program"]
+__all__ = ["Candidate", "FusedTail", "op_call", "candidates", "choose", "instantiate",
+           "fused_tail", "extract_from_program"]
+
+#: injective ops that move elements (an epilogue computes each output element in place)
+_REMAPPING = frozenset({"reshape", "transpose", "strided_slice", "nn.pad", "image.resize2d",
+                        "nn.batch_flatten", "layout_transform"})
 
 #: an implementation of an anchor op (the registry's type; the old name is kept)
 Candidate = Implementation
@@ -52,9 +64,65 @@ def choose(call: Call, target: Any, allow_transform: bool = True) -> Implementat
     return strategy.select(op_call(call), target, allow_transform)
 
 
-def instantiate(cand: Implementation, target: Any) -> tuple[Any, list[Any]]:
-    """``(schedule, arg tensors)`` of a candidate under the active dispatch context."""
-    return strategy.instantiate(cand, target)
+def instantiate(cand: Implementation, target: Any, epilogue: Epilogue | None = None,
+                config: Any = None) -> tuple[Any, list[Any]]:
+    """``(schedule, arg tensors)`` of a candidate under the active dispatch context (under
+    ``config`` when given; with ``epilogue`` computed in its output stage)."""
+    return strategy.instantiate(cand, target, epilogue, config)
+
+
+@dataclass(frozen=True, slots=True)
+class FusedTail:
+    """The part of a group's tail a template computes as its epilogue: the :class:`Epilogue`,
+    the graph values its extra inputs are (kernel arguments after the anchor's), the number
+    of the group's calls (anchor included) the fused kernel computes, and the last of them
+    (the fused kernel's output value)."""
+
+    epilogue: Epilogue
+    inputs: tuple[Expr, ...]
+    n_calls: int
+    output: Call
+
+
+def _ref(e: Expr, anchor: Call, extras: list[Expr], tail: tuple[Call, ...]) -> str:
+    if e is anchor:
+        return "out"
+    for j, c in enumerate(tail):
+        if e is c:
+            return f"t{j}"
+    return f"in{next(k for k, x in enumerate(extras) if x is e)}"
+
+
+def fused_tail(group: FusedGroup) -> FusedTail | None:
+    """The group's leading element-wise tail as an epilogue of its anchor (None: the anchor
+    has no such tail): the calls after the anchor that keep its shape and dtype, move no
+    element, and whose intermediate values no later call of the group reads."""
+    anchor, calls = group.calls[0], group.calls
+    n = 1
+    while (n < len(calls) and calls[n].shape == anchor.shape and calls[n].dtype == anchor.dtype
+           and calls[n].op not in _REMAPPING):
+        n += 1
+    # NOTE: the fused kernel writes only its last value; a later call must read no other.
+    while n > 1 and {id(c) for c in calls[:n - 1]} & {id(a) for c in calls[n:] for a in c.args}:
+        n -= 1
+    if n == 1:
+        return None
+    tail = tuple(calls[1:n])
+    extras = [e for e in make_group(tail).inputs if e is not anchor]
+    key = repr((anchor.shape, anchor.dtype, [e.shape for e in extras],
+                [(c.op, c.attrs, [_ref(a, anchor, extras, tail) for a in c.args])
+                 for c in tail]))
+
+    def build(out: Any, ins: Any) -> Any:
+        env: dict[int, Any] = {id(anchor): out}
+        env.update({id(e): t for e, t in zip(extras, ins)})
+        for c in tail:
+            env[id(c)] = get_op(c.op).compute([env[id(a)] for a in c.args], dict(c.attrs))
+        return env[id(tail[-1])]
+
+    ep = Epilogue(tuple(EpilogueInput(tuple(e.shape), e.dtype) for e in extras), build, key,
+                  tuple(c.op for c in tail))
+    return FusedTail(ep, tuple(extras), n, calls[n - 1])
 
 
 def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
@@ -67,7 +135,15 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
     bound = None if params is None else set(params)
 
     def run() -> None:
+        from .alter_layout import blockable_convs, nchwc_implementation
+        from .transform import PassContext
+
         seen: set[tuple[Any, ...]] = set()
+        names = bound if bound is not None else {v.name for v in mod.params}
+        # NOTE: at opt_level 3 relay.build gives these convolutions NCHW[x]c layouts: their
+        # tasks are conv2d_NCHWc's (whose configs choose the blocks)
+        blocked = ({id(c) for c in blockable_convs(mod, names, tgt)}
+                   if PassContext.current().alter_layout else set())
         for g in partition(mod):
             anchor = g.calls[0]
             if wanted is not None and anchor.op not in wanted:
@@ -76,7 +152,8 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
             # NOTE: as build decides: only a bound parameter may be pre-transformed (params=None:
             # every weight counts as bound).
             const = bound is None or (isinstance(weight, Var) and weight.name in bound)
-            cand = choose(anchor, tgt, allow_transform=const)
+            cand = (nchwc_implementation(anchor, tgt) if id(anchor) in blocked
+                    else choose(anchor, tgt, allow_transform=const))
             if cand is None or cand.workload in seen:
                 continue
             seen.add(cand.workload)

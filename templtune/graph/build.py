@@ -8,13 +8,15 @@ Per fused group, in order of preference:
    (:mod:`templtune.autotvm.strategy`), chosen and configured by the active AutoTVM dispatch
    context (``autotvm.apply_history_best`` logs, then the packaged reference logs, then
    fallback configs; see :mod:`templtune.graph.autotvm_integration`), with constant weights
-   transformed once by the strategy's weight transform; the group's element-wise tail runs as
-   a second kernel;
+   transformed once by the strategy's weight transform; the group's element-wise tail is
+   computed in the template's output stage (a fused epilogue, when the strategy takes one and
+   ``templtune.graph.fuse_epilogues`` is on), what follows it as a second kernel;
 3. a default schedule (:mod:`templtune.graph.default_schedules`, registered per target key): on
    a CPU the leading spatial loops fused and parallel, the innermost one vectorized by the
    target's lanes; on a GPU every stage's outputs spread over blocks of threads.
 
-Equal groups share their kernels.
+Equal groups share their kernels. At ``opt_level >= 3`` the ``AlterOpLayout`` pass
+(:mod:`templtune.graph.alter_layout`) first gives the convolutions NCHW[x]c layouts.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from templtune.autotvm.dispatcher import DispatchContext
 from templtune.errors import TempltuneError
 from templtune.target import Target
 
-from .autotvm_integration import Candidate, choose, instantiate
+from .autotvm_integration import Candidate, FusedTail, choose, fused_tail, instantiate
 from .default_schedules import default_schedule
 from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
@@ -71,7 +73,8 @@ class CompiledGroup:
 
     @property
     def kernel(self) -> Any:
-        """The group's main kernel (its only one unless a template runs its anchor)."""
+        """The group's main kernel (its only one unless a template runs its anchor and not
+        all of its tail)."""
         return self.steps[0].kernel
 
     @property
@@ -172,27 +175,50 @@ class _Compiler:
         cand = self._choose(anchor, const)
         if cand is None:
             return None
-        try:
-            k = self.kernel(repr(cand.workload), lambda: instantiate(cand, self.target),
-                            _c_name(f"{group.name}_{cand.name}"))
-        except (TempltuneError, ValueError) as exc:
-            logger.warning("template %s cannot run %s (%s); using the default schedule",
-                           cand.name, group.name, exc)
+        # NOTE: a layer whose config the alter-layout pass chose (its blocking) runs that one
+        config = anchor.attr("autotvm_config")
+        ft = fused_tail(group) if cand.epilogue and self.pc.fuse_epilogues else None
+        k = self._template_kernel(group, cand, ft, config)
+        if k is None and ft is not None:
+            ft = None
+            k = self._template_kernel(group, cand, None, config)
+        if k is None:
             return None
         inputs: list[Any] = list(anchor.args)
         if cand.transform is not None:
             w = anchor.args[cand.weight]
             assert isinstance(w, Var)
             inputs[cand.weight] = self.const(w.name, cand.workload, cand.transform)
-        steps = [Step(k, tuple(inputs), anchor)]
-        if len(group.calls) > 1:
-            tail = make_group(group.calls[1:])
+        n_done = 1 if ft is None else ft.n_calls
+        if ft is not None:
+            inputs += ft.inputs
+        steps = [Step(k, tuple(inputs), group.calls[n_done - 1])]
+        if len(group.calls) > n_done:
+            tail = make_group(group.calls[n_done:])
             tt = tail.to_tensors()
             tk = ComputeDAG(tt).workload_key()
             tail_k = self.kernel(tk, lambda: (default_schedule(tt, self.target), tt), tail.name)
             steps.append(Step(tail_k, tail.inputs, group.output))
         cost = DispatchContext.current.query_cost(self.target, cand.workload)
-        return CompiledGroup(group, tuple(steps), key, cost is not None, f"autotvm:{cand.name}")
+        tuned = cost is not None if config is None else not config.is_fallback
+        return CompiledGroup(group, tuple(steps), key, tuned, f"autotvm:{cand.name}")
+
+    def _template_kernel(self, group: FusedGroup, cand: Candidate, ft: FusedTail | None,
+                         config: Any = None) -> Any:
+        """The template's kernel (with ``ft``'s epilogue fused; under ``config`` when given),
+        None when it cannot be built; keyed by the anchor's workload, the config and the
+        epilogue, so equal layers share it."""
+        ep = None if ft is None else ft.epilogue
+        key = (repr(cand.workload) + ("" if config is None else repr(config))
+               + ("" if ep is None else "|" + ep.key))
+        name = _c_name(f"{group.name}_{cand.name}")
+        try:
+            return self.kernel(key, lambda: instantiate(cand, self.target, ep, config), name)
+        except (TempltuneError, ValueError) as exc:
+            fallback = "without the epilogue" if ep is not None else "the default schedule"
+            logger.warning("template %s cannot run %s%s (%s); using %s", cand.name, group.name,
+                           "" if ep is None else f" with epilogue {ep.name}", exc, fallback)
+            return None
 
 
 class GraphExecutorFactoryModule:
@@ -244,6 +270,14 @@ def _check_params(func: Function, params: dict[str, Any]) -> dict[str, np.ndarra
     return out
 
 
+def _alter_layout(mod: Function, pc: PassContext) -> bool:
+    """Whether to run AlterOpLayout: the context allows it, the network has a convolution,
+    and no auto-scheduler records apply (they were tuned on the network's own groups)."""
+    if not pc.alter_layout or not any(c.op == "nn.conv2d" for c in mod.calls()):
+        return False
+    return not (pc.use_auto_scheduler and ApplyHistoryBest.current() is not None)
+
+
 def build(mod: Function, target: Any = None, params: dict[str, Any] | None = None,
           target_host: Any = None, mod_name: str = "default") -> GraphExecutorFactoryModule:
     """Compile a network (``relay.build``): fuse, schedule, and build every group.
@@ -271,6 +305,11 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
     # NOTE: weights re-laid by ConvertLayout become parameters once, here, not per run
     mod, bound = fold_constants(mod, bound)
     pc = PassContext.current()
+    if _alter_layout(mod, pc):
+        from .alter_layout import alter_op_layout
+
+        mod, bound = pc.run_pass("AlterOpLayout", 3, mod,
+                                 lambda: alter_op_layout(mod, bound, tgt), ("InferType",))
     compiler = _Compiler(tgt, bound, pc)
     groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),
                          ("InferType",))

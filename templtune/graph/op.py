@@ -187,8 +187,19 @@ _register("nn.dense", ANCHOR, _dense_infer, lambda x, a: topi.nn.dense(x[0], x[1
           lambda x, a: ref.dense_python(x[0], x[1]))
 
 
+def _is_blocked(layout: str) -> bool:
+    """``NCHW[x]c`` (5-D, pooled like NCHW; see :mod:`templtune.graph.ops.nchwc`)."""
+    return layout.startswith("NCHW") and layout.endswith("c") and layout != "NCHW"
+
+
 def _pool_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     layout = a["layout"]
+    if _is_blocked(layout):
+        n, c1, h, w, b = t[0].shape
+        kh, kw = a["pool_size"]
+        pt, pl, pb, pr = a["padding"]
+        sh, sw = a["strides"]
+        return (n, c1, _out(h, kh, pt, pb, sh), _out(w, kw, pl, pr, sw), b)
     c, h, w = _hw(layout, t[0].shape)
     kh, kw = a["pool_size"]
     pt, pl, pb, pr = a["padding"]
@@ -204,6 +215,12 @@ def _pool(kind: str) -> tuple[Callable, Callable]:
                               layout=a["layout"], count_include_pad=False)
 
     def reference(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+        if _is_blocked(a["layout"]):
+            from .ops.nchwc import pack_data, unpack_data
+
+            out = ref.pool2d_python(unpack_data(x[0]), a["pool_size"], a["strides"],
+                                    a["padding"], kind, count_include_pad=False)
+            return pack_data(out, x[0].shape[4])
         return ref.pool2d_python(x[0], a["pool_size"], a["strides"], a["padding"], kind,
                                  count_include_pad=False, layout=a["layout"])
 
@@ -215,13 +232,16 @@ _register("nn.avg_pool2d", ANCHOR, _pool_infer, *_pool("avg"))
 
 
 def _gap_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    if _is_blocked(a["layout"]):
+        n, c1, _, _, b = t[0].shape
+        return (n, c1, 1, 1, b)
     c, _, _ = _hw(a["layout"], t[0].shape)
     n = t[0].shape[0]
     return (n, c, 1, 1) if a["layout"] == "NCHW" else (n, 1, 1, c)
 
 
 def _gap_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
-    axes = (2, 3) if a["layout"] == "NCHW" else (1, 2)
+    axes = (1, 2) if a["layout"] == "NHWC" else (2, 3)
     return x[0].mean(axis=axes, keepdims=True, dtype=np.float64).astype(x[0].dtype)
 
 

@@ -6,7 +6,11 @@ Honoured: ``opt_level`` (0 disables operator fusion, as Relay's FuseOps), ``disa
 ``ApplyHistoryBest`` is active, where TVM needs the flag) and ``relay.FuseOps.max_depth`` (the
 most operators in one fused group, default 256), and templtune's ``templtune.graph.use_templates``
 (False: no AutoTVM template implementations, only auto-scheduler records and default
-schedules). An unknown config key is an error naming it. ``trace(mod, info, is_before)`` is
+schedules), ``templtune.graph.fuse_epilogues`` (False: a template's group runs its
+element-wise tail as a second kernel instead of in the template's output stage) and
+``templtune.graph.alter_layout`` (False: no ``AlterOpLayout``, which otherwise
+runs at ``opt_level >= 3``: NCHW[x]c convolutions, see :mod:`templtune.graph.alter_layout`).
+An unknown config key is an error naming it. ``trace(mod, info, is_before)`` is
 called around each pass ``relay.build`` runs (``FuseOps``) and around each :class:`Pass` run.
 
 :class:`Pass` and :class:`Sequential` are TVM's module passes (``tvm.transform.Sequential``):
@@ -26,7 +30,8 @@ from typing import Any, TypeVar
 from .op import GraphError
 
 _KNOWN = {"relay.backend.use_auto_scheduler": bool, "relay.FuseOps.max_depth": int,
-          "templtune.graph.use_templates": bool}
+          "templtune.graph.use_templates": bool, "templtune.graph.fuse_epilogues": bool,
+          "templtune.graph.alter_layout": bool}
 _CURRENT: contextvars.ContextVar[PassContext | None] = contextvars.ContextVar(
     "templtune_pass_context", default=None)
 
@@ -97,6 +102,19 @@ class PassContext:
     @property
     def use_templates(self) -> bool:
         return bool(self.config.get("templtune.graph.use_templates", True))
+
+    @property
+    def alter_layout(self) -> bool:
+        """Whether ``relay.build`` runs ``AlterOpLayout`` (NCHW[x]c convolutions, blocked
+        activations): at ``opt_level >= 3`` with templates on, unless the pass is disabled
+        or ``templtune.graph.alter_layout`` is False."""
+        return (self.opt_level >= 3 and "AlterOpLayout" not in self.disabled_pass
+                and self.use_templates
+                and bool(self.config.get("templtune.graph.alter_layout", True)))
+
+    @property
+    def fuse_epilogues(self) -> bool:
+        return bool(self.config.get("templtune.graph.fuse_epilogues", True))
 
     @property
     def use_auto_scheduler(self) -> bool:

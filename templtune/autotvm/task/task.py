@@ -44,10 +44,15 @@ class TaskTemplate:
     fcompute: Callable[..., Any] | None = None
     fschedule: Callable[..., Any] | None = None
 
-    def __call__(self, *raw: Any) -> Any:
+    def __call__(self, *raw: Any, **fused: Any) -> Any:
+        """Run the template on ``raw`` arguments; ``fused`` (``epilogue=...``) goes to a
+        customized template as keywords, outside the workload."""
         args = deserialize_args(raw)
         if self.fcustomized is not None:
-            return self.fcustomized(*args)
+            return self.fcustomized(*args, **fused)
+        if fused:
+            raise TypeError(f"template {self.name!r} (a compute/schedule pair) takes no "
+                            f"keywords, got {sorted(fused)}")
         if self.fcompute is None or self.fschedule is None:
             raise UnknownTemplateError(f"template {self.name!r} has no compute/schedule pair")
         out = self.fcompute(*args)
@@ -142,7 +147,7 @@ def template(task_name: str, func: Callable[..., Any] | None = None,
     """Register an AutoTVM template.
 
     Use as ``@autotvm.template("name")``. The decorated function, when called (keyword arguments
-    are not allowed), asks the current dispatch context for a config for its workload and runs
+    are not allowed, except ``epilogue`` for a template that takes a fused tail), asks the current dispatch context for a config for its workload and runs
     under :class:`ApplyConfig` of that config.
 
     Raises
@@ -159,14 +164,16 @@ def template(task_name: str, func: Callable[..., Any] | None = None,
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if kwargs:
-                raise TypeError(f"template {task_name!r} takes positional arguments only, got "
-                                f"keywords {sorted(kwargs)}")
+            # NOTE: a fused epilogue (the one keyword) is not part of the workload: the anchor's
+            # tuning records apply with and without it.
+            if set(kwargs) - {"epilogue"}:
+                raise TypeError(f"template {task_name!r} takes positional arguments only (and "
+                                f"the keyword epilogue), got keywords {sorted(kwargs)}")
             workload = args_to_workload(args, task_name)
             trace_workload(workload)
             cfg = DispatchContext.current.query(current_target(allow_none=True), workload)
             with ApplyConfig(cfg):
-                return f(*args)
+                return f(*args, **kwargs)
 
         wrapper.template_name = task_name  # type: ignore[attr-defined]
         return wrapper

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from templtune import te
@@ -12,6 +13,18 @@ from templtune.topi.utils import get_const_int, get_const_tuple, get_pad_tuple, 
 
 __all__ = ["pool2d", "adaptive_pool2d", "global_pool2d"]
 
+
+
+def _spatial_axes(layout: str, ndim: int, who: str) -> tuple[int, int]:
+    """The (H, W) axes of ``layout``: NCHW, NHWC, or the blocked NCHW[x]c (5-D)."""
+    if layout == "NCHW" and ndim == 4:
+        return 2, 3
+    if layout == "NHWC" and ndim == 4:
+        return 1, 2
+    if ndim == 5 and re.fullmatch(r"NCHW\d+c", layout):
+        return 2, 3
+    raise ExprError(f"{who}: supports 4-D NCHW / NHWC or 5-D NCHW[x]c data, got layout "
+                    f"{layout!r} on {ndim}-D data")
 
 
 def _value(e: PrimExpr) -> int | float:
@@ -27,7 +40,7 @@ def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: s
     Parameters
     ----------
     data : Tensor
-        4-D, ``layout`` "NCHW" or "NHWC".
+        4-D, ``layout`` "NCHW" or "NHWC"; or 5-D blocked "NCHW16c" (pooled like NCHW).
     kernel, stride, dilation : int or (int, int)
     padding : int, (h, w) or (top, left, bottom, right)
     pool_type : "max" or "avg"
@@ -43,9 +56,7 @@ def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: s
     """
     if pool_type not in ("max", "avg"):
         raise ExprError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    if layout not in ("NCHW", "NHWC") or len(data.shape) != 4:
-        raise ExprError(f"pool2d: supports 4-D NCHW / NHWC data, got layout {layout!r}")
-    hax, wax = (2, 3) if layout == "NCHW" else (1, 2)
+    hax, wax = _spatial_axes(layout, len(data.shape), "pool2d")
     kh, kw = (get_const_int(k) for k in pair(kernel, "kernel"))
     sh, sw = (get_const_int(s) for s in pair(stride, "stride"))
     dh, dw = (get_const_int(d) for d in pair(dilation, "dilation"))
@@ -66,8 +77,8 @@ def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: s
     out_w, ew = out_size(in_w, ekw, pl, pr, sw)
     if out_h <= 0 or out_w <= 0:
         raise ExprError(f"pool2d: empty output for input {in_h}x{in_w}, kernel {kh}x{kw}")
-    before = [0, 0, 0, 0]
-    after = [0, 0, 0, 0]
+    before = [0] * len(shape)
+    after = [0] * len(shape)
     before[hax], before[wax], after[hax], after[wax] = pt, pl, pb + eh, pr + ew
     pad_val = _value(te.min_value(data.dtype)) if pool_type == "max" else 0.0
     padded = pad(data, before, after, pad_value=pad_val, name="pad_temp") \
@@ -83,7 +94,7 @@ def pool2d(data: te.Tensor, kernel: Any, stride: Any, padding: Any, pool_type: s
         ind[wax] = i[wax] * sw + rx * dw
         return tuple(ind)
 
-    names = ("ax0", "ax1", "ax2", "ax3")
+    names = tuple(f"ax{k}" for k in range(len(shape)))
     if pool_type == "max":
         return te.compute(tuple(out_shape), _named(lambda *i: te.max(padded[idx(i)],
                                                                         axis=[ry, rx]), names),
@@ -123,9 +134,7 @@ def adaptive_pool2d(data: te.Tensor, output_size: Any, pool_type: str = "avg",
     """
     if pool_type not in ("max", "avg"):
         raise ExprError(f"adaptive_pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    if layout not in ("NCHW", "NHWC") or len(data.shape) != 4:
-        raise ExprError(f"adaptive_pool2d: supports 4-D NCHW / NHWC data, got {layout!r}")
-    hax, wax = (2, 3) if layout == "NCHW" else (1, 2)
+    hax, wax = _spatial_axes(layout, len(data.shape), "adaptive_pool2d")
     shape = get_const_tuple(data.shape)
     in_h, in_w = shape[hax], shape[wax]
     oh, ow = (get_const_int(x) for x in pair(output_size, "output_size"))
@@ -156,14 +165,14 @@ def adaptive_pool2d(data: te.Tensor, output_size: Any, pool_type: str = "avg",
             v, cond = src(i)
             return te.max(v, axis=[rh, rw], where=cond)
 
-        return te.compute(tuple(out_shape), _named(fmax, ("ax",) * 4), name="tensor",
+        return te.compute(tuple(out_shape), _named(fmax, ("ax",) * len(shape)), name="tensor",
                           tag="adaptive_pool_max")
 
     def fsum(*i: Any) -> PrimExpr:
         v, cond = src(i)
         return te.sum(v, axis=[rh, rw], where=cond)
 
-    psum = te.compute(tuple(out_shape), _named(fsum, ("ax",) * 4), name="tensor",
+    psum = te.compute(tuple(out_shape), _named(fsum, ("ax",) * len(shape)), name="tensor",
                       tag="adaptive_pool_sum")
 
     def favg(*i: Any) -> PrimExpr:
@@ -171,7 +180,7 @@ def adaptive_pool2d(data: te.Tensor, output_size: Any, pool_type: str = "avg",
         ws, we = bounds(i[wax], in_w, ow)
         return psum[i] / ((he - hs) * (we - ws)).astype(data.dtype)
 
-    return te.compute(tuple(out_shape), _named(favg, ("ax",) * 4), name="tensor",
+    return te.compute(tuple(out_shape), _named(favg, ("ax",) * len(shape)), name="tensor",
                       tag="adaptive_pool_avg")
 
 

@@ -1,0 +1,181 @@
+"""x86 ``conv2d_NCHWc`` template: blocked activations in and out (TVM's ``conv2d_NCHWc.x86``).
+
+Layouts (the network's alter-layout pass keeps them between layers):
+
+* data ``[N, CI/ic_bn, H, W, ic_bn]`` (``NCHW{ic_bn}c``);
+* kernel ``[CO/oc_bn, CI/ic_bn, KH, KW, ic_bn, oc_bn]`` (``OIHW{ic_bn}i{oc_bn}o``), packed once
+  when the network is built;
+* output ``[N, CO/oc_bn, OH, OW, oc_bn]`` (``NCHW{oc_bn}c``).
+
+The task is defined on the logical NCHW shapes (as TVM's), so one task's configs cover every
+blocking: ``tile_ic`` ``[ci_o, ic_bn]`` and ``tile_oc`` ``[co_o, oc_bn]`` choose the layouts,
+``tile_ow`` ``[ow_o, ow_bn]`` the register block, ``unroll_kw`` whether the kernel-width loop is
+unrolled. The inner block is a register-blocked micro-kernel: ``ow_bn`` output pixels x
+``oc_bn`` channels of accumulators (``ow_bn * oc_bn / lanes`` vector registers, at most the
+capability record's accumulator registers: 28 zmm with AVX-512, 14 ymm with AVX2), fed by one
+broadcast of an input value and one vector load of ``oc_bn`` weights per FMA chain step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import autotvm, te
+from templtune.autotvm import strategy
+from templtune.autotvm.epilogue import Epilogue, attach, output_stage
+from templtune.autotvm.strategy import OpCall, TemplateInfo
+
+from .._strategy import CONV_PARAMS, KEYS, scalar
+from ._common import (
+    check_positive,
+    divisor_at_most,
+    host_vector,
+    lane_filter,
+    max_inner,
+    pad_tuple,
+    stride_pair,
+    target_vector,
+    vec_regs,
+)
+
+TEMPLATE = "conv2d_NCHWc"
+#: the network op this template implements (TVM's name)
+OP = "nn.contrib_conv2d_NCHWc"
+
+
+def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
+    return (size + lo + hi - k) // s + 1
+
+
+def fallback_block(n: int, lanes: int) -> int:
+    """The channel block of a fallback config: two registers' worth of lanes if it divides
+    ``n``, else one register's, else the largest multiple of 8 up to 64, else the largest
+    divisor up to 64 (the stem's 3 channels stay one block)."""
+    for b in (2 * lanes, lanes):
+        if n % b == 0:
+            return b
+    mult8 = [d for d in range(8, 65, 8) if n % d == 0]
+    return mult8[-1] if mult8 else divisor_at_most(n, 64)
+
+
+def _define(cfg: Any, co: int, ci: int, ow: int) -> None:
+    cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
+    cfg.define_split("tile_oc", co, num_outputs=2, filter=lane_filter(co))
+    cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
+    cfg.define_knob("unroll_kw", [True, False])
+    lanes, regs = target_vector()
+    # NOTE: the micro-kernel's accumulators must stay in registers (no spills): ow_bn rows of
+    # oc_bn lanes each; one register is left for the weights and one for the broadcast.
+    cfg.multi_filter(lambda e: e["tile_ow"].size[-1] * vec_regs(e["tile_oc"].size[-1], lanes)
+                     <= regs, knobs=("tile_ow", "tile_oc"))
+    if cfg.is_fallback:
+        flanes, fregs = host_vector()
+        oc_bn = fallback_block(co, flanes)
+        cfg.fallback_split("tile_ic", [-1, fallback_block(ci, flanes)])
+        cfg.fallback_split("tile_oc", [-1, oc_bn])
+        cfg.fallback_split("tile_ow", [-1, max(1, fregs // vec_regs(oc_bn, flanes))])
+
+
+def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+                  padding: Any, *, epilogue: Epilogue | None = None) -> tuple[Any, list[Any]]:
+    """``(schedule, [data, kernel, output])`` in the blocked layouts the config chooses.
+
+    Arguments are the logical NCHW / OIHW sizes (as ``conv2d_nchw``'s): batch, input
+    height/width, output and input channels, kernel height/width, stride, padding.
+    ``epilogue`` (a fused element-wise tail on the blocked output: bias, residual add, relu)
+    is computed on each register block as it is stored; the arguments are then ``[data,
+    kernel, *epilogue inputs, fused output]``.
+    """
+    check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
+    sh, sw = stride_pair(stride)
+    pt, pl, pb, pr = pad_tuple(padding)
+    oh, ow = out_size(H, KH, pt, pb, sh), out_size(W, KW, pl, pr, sw)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"{TEMPLATE}: empty output ({oh}x{ow}) for a {H}x{W} input")
+    cfg = autotvm.get_config()
+    _define(cfg, CO, CI, ow)
+    cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    ow_bn = cfg["tile_ow"].size[-1]
+
+    data = te.placeholder((N, CI // ic_bn, H, W, ic_bn), name="data")
+    kernel = te.placeholder((CO // oc_bn, CI // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
+    hp, wp = H + pt + pb, W + pl + pr
+    if pt or pl or pb or pr:
+        dpad = te.compute(
+            (N, CI // ic_bn, hp, wp, ic_bn),
+            lambda n, c, y, x, i: te.if_then_else(
+                te.all(y >= pt, y < H + pt, x >= pl, x < W + pl),
+                data[n, c, y - pt, x - pl, i], te.const(0.0, data.dtype)),
+            name="data_pad")
+    else:
+        dpad = data
+    rco = te.reduce_axis((0, CI // ic_bn), name="rco")
+    rci = te.reduce_axis((0, ic_bn), name="rci")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    conv = te.compute(
+        (N, CO // oc_bn, oh, ow, oc_bn),
+        lambda n, o, y, x, v: te.sum(dpad[n, rco, y * sh + ry, x * sw + rx, rci]
+                                     * kernel[o, rco, ry, rx, rci, v],
+                                     axis=[rco, ry, rx, rci]),
+        name="conv2d_NCHWc", tag="conv2d_NCHWc")
+    tail = attach(conv, epilogue)
+    s = te.create_schedule(tail.output.op)
+    if dpad is not data:
+        pn, pc, py, _, pi = s[dpad].op.axis
+        s[dpad].parallel(s[dpad].fuse(pn, pc, py))
+        s[dpad].vectorize(pi)
+
+    # NOTE: the output block (ow_bn pixels x oc_bn channels) accumulates in registers over the
+    # whole reduction, then is stored once (through the epilogue); output rows run in parallel.
+    out, acc = output_stage(s, tail)
+    n, o, y, x, v = s[out].op.axis
+    xo, xi = s[out].split(x, factor=ow_bn)
+    s[out].reorder(n, o, y, xo, xi, v)
+    s[out].parallel(s[out].fuse(n, o, y))
+    s[out].vectorize(v)
+    s[acc].compute_at(s[out], xo)
+    _, _, _, ax, av = s[acc].op.axis
+    arco, ary, arx, arci = s[acc].op.reduce_axis
+    # NOTE: innermost: one broadcast of data[.., rci] times one weight vector per pixel; with
+    # unroll_kw the kw taps are unrolled around the pixel chain (TVM's order).
+    if cfg["unroll_kw"].val:
+        s[acc].reorder(arco, ary, arci, arx, ax, av)
+        s[acc].unroll(arx)
+    else:
+        s[acc].reorder(arco, ary, arx, arci, ax, av)
+    s[acc].unroll(ax)
+    s[acc].vectorize(av)
+    return s, [data, kernel, *tail.extras, out]
+
+
+conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)
+conv2d_NCHWc_x86 = autotvm.template(f"{TEMPLATE}.x86")(_conv2d_nchwc)
+
+
+# ---- strategy and catalogue ---------------------------------------------------------------------
+def logical_args(call: OpCall) -> tuple[Any, ...]:
+    """``(N, H, W, CO, CI, KH, KW, stride, padding)`` of a blocked call (5-D data, 6-D kernel)
+    or of a plain NCHW / OIHW one."""
+    d, k = call.inputs[0], call.inputs[1]
+    if len(d) == 5:
+        n, ci, h, w = d[0], d[1] * d[4], d[2], d[3]
+        co, kh, kw = k[0] * k[5], k[2], k[3]
+    else:
+        n, ci, h, w = d
+        co, _, kh, kw = k
+    return (n, h, w, co, ci, kh, kw, scalar(call.attr("strides")),
+            scalar(call.attr("padding")))
+
+
+def _when(call: OpCall) -> bool:
+    return call.dtype == "float32" and call.attr("groups", 1) == 1
+
+
+strategy.register(OP, KEYS, TEMPLATE, plevel=10, when=_when,
+                  workloads=lambda call: [logical_args(call)], epilogue=True)
+strategy.catalog(TemplateInfo(
+    TEMPLATE, "x86", CONV_PARAMS, (1, 7, 7, 512, 512, 3, 3, 1, 1),
+    "direct conv2d on blocked layouts: NCHW[ic_bn]c data, OIHW[ic_bn]i[oc_bn]o kernel, "
+    "NCHW[oc_bn]c output (the blocks are knobs)"))

@@ -1,0 +1,222 @@
+"""``AlterOpLayout`` for x86: NCHW[x]c through the network (TVM's alter-layout + NCHWc path).
+
+Every float32 NCHW convolution (groups 1, constant weight) becomes ``nn.contrib_conv2d_NCHWc``
+with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config (``tile_ic``/``tile_oc`` of
+the ``conv2d_NCHWc`` task's tuned record, the graph tuner's choice under
+``apply_graph_best``, else the template's fallback). Activations stay blocked between layers:
+``relu``, ``clip``, a residual ``add``, ``bias_add`` (as an ``add`` of the pre-blocked bias),
+depthwise convolutions (``nn.contrib_depthwise_conv2d_NCHWc``, in their input's blocking), max/avg
+pooling, global average pooling and a ``batch_flatten`` of a 1x1 map run on the blocked
+layout; ``layout_transform`` is inserted only where two blockings meet and where an op needs
+plain NCHW (the network's input and output, ops without a blocked form). Weights and biases are
+packed once here, in numpy, and bound as new parameters.
+
+A convolution stays NCHW when an NCHW implementation has a tuning record faster than the
+``conv2d_NCHWc`` task's (or the latter has none): a tuned Winograd kernel is not traded for an
+untuned blocked one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from templtune.autotvm import strategy
+from templtune.autotvm.dispatcher import ApplyGraphBest, DispatchContext
+from templtune.autotvm.strategy import Implementation, OpCall
+from templtune.target import Target
+
+from .ir import Call, Expr, Function, Var
+from .op import make_call
+from .ops.nchwc import (
+    blocked,
+    conv2d_nchwc,
+    depthwise_conv2d_nchwc,
+    layout_transform,
+    pack_bias,
+    pack_depthwise_kernel,
+    pack_kernel,
+)
+
+logger = logging.getLogger("templtune.graph")
+
+__all__ = ["NCHWC_OP", "LayerChoice", "nchwc_implementation", "blockable_convs",
+           "is_blockable_depthwise", "alter_op_layout"]
+
+NCHWC_OP = "nn.contrib_conv2d_NCHWc"
+_KEEP = ("nn.relu", "clip")
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerChoice:
+    """The blocking of one convolution: its config and the blocks it implies."""
+
+    config: Any
+    ic_bn: int
+    oc_bn: int
+
+
+def _as_opcall(call: Call, op: str) -> OpCall:
+    return OpCall(op, tuple(a.shape for a in call.args), call.dtype, call.shape, call.attrs)
+
+
+def nchwc_implementation(conv: Call, target: Any) -> Implementation | None:
+    """The ``conv2d_NCHWc`` implementation of an NCHW convolution (None: none registered)."""
+    impls = strategy.implementations(_as_opcall(conv, NCHWC_OP), target)
+    return impls[0] if impls else None
+
+
+def blockable_convs(func: Function, params: Any, target: Any) -> list[Call]:
+    """The convolutions the pass can block, in the order it visits (and queries) them."""
+    bound = set(params or ())
+    out = []
+    for c in func.calls():
+        if (c.op == "nn.conv2d" and c.dtype == "float32" and c.attr("data_layout") == "NCHW"
+                and c.attr("groups") == 1 and isinstance(c.args[1], Var)
+                and c.args[1].name in bound and nchwc_implementation(c, target) is not None):
+            out.append(c)
+    return out
+
+
+def is_blockable_depthwise(c: Call, params: Any) -> bool:
+    """A float32 NCHW depthwise convolution with a bound weight (run blocked when its input
+    is)."""
+    return (c.op == "nn.conv2d" and c.dtype == "float32" and c.attr("data_layout") == "NCHW"
+            and c.attr("groups") != 1 and c.attr("groups") == c.args[0].shape[1]
+            and c.args[1].shape[1] == 1 and isinstance(c.args[1], Var)
+            and c.args[1].name in set(params or ()))
+
+
+def blocks_of(impl: Implementation, config: Any, target: Any) -> tuple[Any, int, int]:
+    """``(config, ic_bn, oc_bn)``: the template run once under ``config`` (a fallback config
+    is filled in by it), its ``tile_ic``/``tile_oc`` inner sizes read back."""
+    strategy.instantiate(impl, target, config=config)
+    return config, int(config["tile_ic"].size[-1]), int(config["tile_oc"].size[-1])
+
+
+def _choose(conv: Call, target: Target) -> LayerChoice | None:
+    impl = nchwc_implementation(conv, target)
+    assert impl is not None
+    ctx = DispatchContext.current
+    if not isinstance(ctx, ApplyGraphBest):
+        cost = ctx.query_cost(target, impl.workload)
+        plain = strategy.select(_as_opcall(conv, conv.op), target)
+        plain_cost = None if plain is None else ctx.query_cost(target, plain.workload)
+        if plain_cost is not None and (cost is None or plain_cost < cost):
+            return None
+    cfg = ctx.query(target, impl.workload)
+    cfg, ic_bn, oc_bn = blocks_of(impl, cfg, target)
+    return LayerChoice(cfg, ic_bn, oc_bn)
+
+
+class _Rewriter:
+    def __init__(self, params: dict[str, np.ndarray], target: Target,
+                 choices: dict[int, LayerChoice | None]) -> None:
+        self.params, self.target, self.choices = dict(params), target, choices
+        self.new: dict[int, tuple[Expr, int]] = {}
+        self.views: dict[tuple[int, int], Expr] = {}
+        self.n_transforms = 0
+
+    def value(self, e: Expr) -> tuple[Expr, int]:
+        return self.new.get(id(e), (e, 0))
+
+    def as_block(self, e: Expr, b: int) -> Expr:
+        """``e`` in layout ``NCHW{b}c`` (``b`` 0: plain NCHW), transformed once per layout."""
+        new, cur = self.value(e)
+        if cur == b:
+            return new
+        key = (id(e), b)
+        if key not in self.views:
+            self.views[key] = layout_transform(new, blocked(cur), blocked(b))
+            self.n_transforms += 1
+        return self.views[key]
+
+    def param(self, name: str, value: np.ndarray) -> Var:
+        from .nn import var
+
+        self.params[name] = value
+        return var(name, value.shape, str(value.dtype))
+
+    def rewrite(self, c: Call) -> tuple[Expr, int]:
+        choice = self.choices.get(id(c))
+        attrs = dict(c.attrs)
+        if choice is not None:
+            w = c.args[1]
+            assert isinstance(w, Var)
+            kname = f"{w.name}_OIHW{choice.ic_bn}i{choice.oc_bn}o"
+            kvar = self.param(kname, pack_kernel(self.params[w.name], choice.ic_bn,
+                                                 choice.oc_bn))
+            data = self.as_block(c.args[0], choice.ic_bn)
+            return conv2d_nchwc(data, kvar, attrs["strides"], attrs["padding"],
+                                choice.config), choice.oc_bn
+        vals = [self.value(a) for a in c.args]
+        b = vals[0][1] if vals else 0
+        if b and is_blockable_depthwise(c, self.params):
+            # NOTE: a depthwise conv keeps its input's blocking: no transform around it
+            w = c.args[1]
+            assert isinstance(w, Var)
+            kvar = self.param(f"{w.name}_OIHW1i{b}o", pack_depthwise_kernel(self.params[w.name],
+                                                                            b))
+            return depthwise_conv2d_nchwc(vals[0][0], kvar, attrs["strides"],
+                                          attrs["padding"]), b
+        if b and c.op in _KEEP:
+            return make_call(c.op, [vals[0][0]], **attrs), b
+        if (b and c.op == "nn.bias_add" and attrs["axis"] % 4 == 1
+                and isinstance(c.args[1], Var) and c.args[1].name in self.params):
+            bias = c.args[1]
+            bvar = self.param(f"{bias.name}_{b}c", pack_bias(self.params[bias.name], b))
+            return make_call("add", [vals[0][0], bvar]), b
+        if c.op == "add" and len(c.args) == 2 and c.args[0].shape == c.args[1].shape:
+            b = vals[0][1] or vals[1][1]
+            if b:
+                return make_call("add", [self.as_block(a, b) for a in c.args]), b
+        if b and c.op in _POOLS and attrs["layout"] == "NCHW":
+            return make_call(c.op, [vals[0][0]], **{**attrs, "layout": blocked(b)}), b
+        if (b and c.op == "nn.batch_flatten" and c.args[0].shape[2:] == (1, 1)):
+            # NOTE: a 1x1 map flattens to the same channel order in NCHW and NCHW[x]c
+            return make_call(c.op, [vals[0][0]], **attrs), 0
+        args = [self.as_block(a, 0) for a in c.args]
+        if all(n is a for n, a in zip(args, c.args)):
+            return c, 0
+        return make_call(c.op, args, **attrs), 0
+
+
+def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
+                    ) -> tuple[Function, dict[str, np.ndarray]]:
+    """``(network, params)`` with NCHW[x]c convolutions and blocked activations (see the
+    module docstring); the original network when no convolution is blocked.
+
+    Parameters
+    ----------
+    func : Function
+    params : dict of str to ndarray
+        The bound parameters; packed weights are added under new names.
+    target : Target or str
+    """
+    tgt = Target(target) if isinstance(target, str) else target
+    choices = {id(c): _choose(c, tgt) for c in blockable_convs(func, params, tgt)}
+    if not any(v is not None for v in choices.values()):
+        return func, params
+    rw = _Rewriter(params, tgt, choices)
+    for c in func.calls():
+        rw.new[id(c)] = rw.rewrite(c)
+    body = rw.as_block(func.body, 0)
+    assert isinstance(body, Call)
+    used: dict[int, Var] = {}
+    from .ir import topo_order
+
+    for c in topo_order(body):
+        for a in c.args:
+            if isinstance(a, Var):
+                used.setdefault(id(a), a)
+    inputs = [v for v in func.params if v.name not in params]
+    new_params = inputs + [v for v in used.values() if v.name in rw.params
+                           and all(v is not i for i in inputs)]
+    kept = {v.name: rw.params[v.name] for v in new_params if v.name in rw.params}
+    logger.info("AlterOpLayout: %d of %d convolutions blocked, %d layout transforms",
+                sum(v is not None for v in choices.values()), len(choices), rw.n_transforms)
+    return Function(tuple(new_params), body, func.name), kept

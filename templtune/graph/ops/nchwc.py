@@ -1,0 +1,244 @@
+"""Blocked-layout operators: ``layout_transform`` and ``nn.contrib_conv2d_NCHWc`` (TVM's names).
+
+``NCHW{b}c`` stores channel ``c`` of an NCHW activation at ``[n, c // b, y, x, c % b]``; a
+convolution kernel in ``OIHW{i}i{o}o`` stores ``k[o, i, y, x]`` at ``[o // ob, i // ib, y, x,
+i % ib, o % ob]``. The numpy helpers here are what the alter-layout pass packs constant weights
+with, once, when a network is built.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from templtune import te
+from templtune.topi import testing as ref
+
+from ..ir import Call, Expr, TensorType
+from ..op import ANCHOR, INJECTIVE, make_call, register_op
+
+__all__ = ["block_of", "blocked", "pack_data", "unpack_data", "pack_kernel", "pack_bias",
+           "transform_array", "layout_transform", "conv2d_nchwc"]
+
+_BLOCKED = re.compile(r"NCHW(\d+)c")
+
+
+def block_of(layout: str) -> int:
+    """The channel block of ``NCHW{b}c`` (0 for plain ``NCHW``).
+
+    Raises
+    ------
+    ValueError
+        For any other layout.
+    """
+    if layout == "NCHW":
+        return 0
+    m = _BLOCKED.fullmatch(layout)
+    if m is None:
+        raise ValueError(f"unsupported layout {layout!r} (NCHW or NCHW[x]c)")
+    return int(m.group(1))
+
+
+def blocked(b: int) -> str:
+    """The layout name of channel block ``b`` (``0``: ``NCHW``)."""
+    return f"NCHW{b}c" if b else "NCHW"
+
+
+def pack_data(x: np.ndarray, b: int) -> np.ndarray:
+    """NCHW -> NCHW{b}c."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def unpack_data(x: np.ndarray) -> np.ndarray:
+    """NCHW{b}c -> NCHW."""
+    n, c1, h, w, b = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * b, h, w))
+
+
+def transform_array(x: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """``x`` from layout ``src`` to ``dst`` (NCHW or NCHW[x]c)."""
+    sb, db = block_of(src), block_of(dst)
+    plain = unpack_data(x) if sb else x
+    return pack_data(plain, db) if db else np.ascontiguousarray(plain)
+
+
+def pack_kernel(k: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
+    """OIHW -> OIHW{ic_bn}i{oc_bn}o."""
+    o, i, kh, kw = k.shape
+    return np.ascontiguousarray(
+        k.reshape(o // oc_bn, oc_bn, i // ic_bn, ic_bn, kh, kw).transpose(0, 2, 4, 5, 3, 1))
+
+
+def pack_bias(b: np.ndarray, oc_bn: int) -> np.ndarray:
+    """A per-channel vector as ``[1, C/oc_bn, 1, 1, oc_bn]`` (broadcast over NCHW{oc_bn}c)."""
+    return np.ascontiguousarray(b.reshape(1, -1, 1, 1, oc_bn))
+
+
+# ---- layout_transform ---------------------------------------------------------------------------
+def _plain_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int, int, int]:
+    if block_of(layout):
+        n, c1, h, w, b = shape
+        return n, c1 * b, h, w
+    n, c, h, w = shape
+    return n, c, h, w
+
+
+def _lt_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    n, c, h, w = _plain_shape(t[0].shape, a["src_layout"])
+    db = block_of(a["dst_layout"])
+    if db and c % db:
+        raise ValueError(f"{c} channels do not split into blocks of {db}")
+    return (n, c // db, h, w, db) if db else (n, c, h, w)
+
+
+def _lt_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+    data = x[0]
+    shape = _lt_infer([TensorType(tuple(int(s) for s in data.shape))], a)
+    sb, db = block_of(a["src_layout"]), block_of(a["dst_layout"])
+
+    def src(n: Any, c: Any, y: Any, w: Any) -> Any:
+        return data[n, c // sb, y, w, c % sb] if sb else data[n, c, y, w]
+
+    if db:
+        def f(n: Any, c1: Any, y: Any, w: Any, c: Any) -> Any:
+            return src(n, c1 * db + c, y, w)
+    else:
+        def f(n: Any, c: Any, y: Any, w: Any) -> Any:  # type: ignore[misc]
+            return src(n, c, y, w)
+    return te.compute(shape, f, name="layout_transform", tag="injective")
+
+
+register_op("layout_transform", INJECTIVE, _lt_infer, _lt_compute,
+            lambda x, a: transform_array(x[0], a["src_layout"], a["dst_layout"]))
+
+
+def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
+    """``data`` re-laid from ``src_layout`` to ``dst_layout`` (TVM's ``layout_transform``)."""
+    return make_call("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout)
+
+
+# ---- conv2d_NCHWc -------------------------------------------------------------------------------
+def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    n, c1, h, w, ib = t[0].shape
+    o1, i1, kh, kw, kib, ob = t[1].shape
+    if (i1, kib) != (c1, ib):
+        raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape}")
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {kh}x{kw} does not fit {h}x{w}")
+    return (n, o1, oh, ow, ob)
+
+
+def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+    data, kernel = x
+    n, c1, h, w, ib = (int(s) for s in data.shape)
+    o1, _, kh, kw, _, ob = (int(s) for s in kernel.shape)
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    dpad = te.compute(
+        (n, c1, h + pt + pb, w + pl + pr, ib),
+        lambda b, c, y, z, i: te.if_then_else(
+            te.all(y >= pt, y < h + pt, z >= pl, z < w + pl),
+            data[b, c, y - pt, z - pl, i], te.const(0.0, data.dtype)), name="data_pad")
+    rco = te.reduce_axis((0, c1), name="rco")
+    rci = te.reduce_axis((0, ib), name="rci")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (n, o1, oh, ow, ob),
+        lambda b, o, y, z, v: te.sum(dpad[b, rco, y * sh + ry, z * sw + rx, rci]
+                                     * kernel[o, rco, ry, rx, rci, v], axis=[rco, ry, rx, rci]),
+        name="conv2d_NCHWc", tag="conv2d_NCHWc")
+
+
+def _conv_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    data, kernel = x
+    o1, i1, kh, kw, ib, ob = kernel.shape
+    k = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(o1 * ob, i1 * ib, kh, kw)
+    out = ref.conv2d_nchw_python(unpack_data(data), k, a["strides"], a["padding"])
+    return pack_data(out, ob)
+
+
+register_op("nn.contrib_conv2d_NCHWc", ANCHOR, _conv_infer, _conv_compute, _conv_ref)
+
+
+def conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
+                 padding: tuple[int, int, int, int], config: Any = None) -> Call:
+    """A convolution on ``NCHW{ib}c`` data with an ``OIHW{ib}i{ob}o`` kernel, giving
+    ``NCHW{ob}c``; ``config`` is the AutoTVM config its template runs with (None: the one the
+    dispatch context answers)."""
+    ib, ob = data.shape[4], kernel.shape[5]
+    return make_call("nn.contrib_conv2d_NCHWc", [data, kernel], strides=tuple(strides),
+                     padding=tuple(padding), groups=1, data_layout=blocked(ib),
+                     kernel_layout=f"OIHW{ib}i{ob}o", out_layout=blocked(ob),
+                     autotvm_config=config)
+
+
+# ---- depthwise conv2d on NCHW{b}c ---------------------------------------------------------------
+def pack_depthwise_kernel(k: np.ndarray, b: int) -> np.ndarray:
+    """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]`` (TVM's ``OIHW1i{b}o``)."""
+    c, _, kh, kw = k.shape
+    return np.ascontiguousarray(k.reshape(c // b, b, 1, kh, kw).transpose(0, 2, 3, 4, 1)
+                                .reshape(c // b, 1, kh, kw, 1, b))
+
+
+def _dw_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
+    n, c1, h, w, b = t[0].shape
+    k1, _, kh, kw, _, kb = t[1].shape
+    if (k1, kb) != (c1, b):
+        raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape}")
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {kh}x{kw} does not fit {h}x{w}")
+    return (n, c1, oh, ow, b)
+
+
+def _dw_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+    data, kernel = x
+    n, c1, oh, ow, b = _dw_infer([TensorType(tuple(int(s) for s in data.shape)),
+                                  TensorType(tuple(int(s) for s in kernel.shape))], a)
+    h, w = int(data.shape[2]), int(data.shape[3])
+    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    dpad = te.compute(
+        (n, c1, h + pt + pb, w + pl + pr, b),
+        lambda q, c, y, z, i: te.if_then_else(
+            te.all(y >= pt, y < h + pt, z >= pl, z < w + pl),
+            data[q, c, y - pt, z - pl, i], te.const(0.0, data.dtype)), name="data_pad")
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    return te.compute(
+        (n, c1, oh, ow, b),
+        lambda q, c, y, z, v: te.sum(dpad[q, c, y * sh + ry, z * sw + rx, v]
+                                     * kernel[c, 0, ry, rx, 0, v], axis=[ry, rx]),
+        name="DepthwiseConv2d_NCHWc", tag="depthwise_conv2d_NCHWc")
+
+
+def _dw_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
+    data, kernel = x
+    c1, _, kh, kw, _, b = kernel.shape
+    k = kernel.reshape(c1, kh, kw, b).transpose(0, 3, 1, 2).reshape(c1 * b, 1, kh, kw)
+    out = ref.conv2d_nchw_python(unpack_data(data), k, a["strides"], a["padding"],
+                                 groups=c1 * b)
+    return pack_data(out, b)
+
+
+register_op("nn.contrib_depthwise_conv2d_NCHWc", ANCHOR, _dw_infer, _dw_compute, _dw_ref)
+
+
+def depthwise_conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
+                           padding: tuple[int, int, int, int]) -> Call:
+    """A depthwise convolution on ``NCHW{b}c`` data with an ``OIHW1i{b}o`` kernel."""
+    b = data.shape[4]
+    return make_call("nn.contrib_depthwise_conv2d_NCHWc", [data, kernel],
+                     strides=tuple(strides), padding=tuple(padding), data_layout=blocked(b),
+                     kernel_layout=f"OIHW1i{b}o", out_layout=blocked(b))

@@ -1,0 +1,109 @@
+"""The x86 ``conv2d_NCHWc`` template: random legal configs of random workloads match numpy, and
+its blocks fit the capability record's vector registers."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import templtune
+from templtune import autotvm
+from templtune.autotvm.task.space import FallbackConfigEntity
+from templtune.graph.ops.nchwc import pack_data, pack_kernel, unpack_data
+from templtune.target import Target, capabilities
+from templtune.templates.x86._common import target_vector, vec_regs
+from templtune.topi import testing as ref
+
+
+def _run(args: tuple, cfg, rng: np.random.Generator) -> None:
+    n, h, w, co, ci, kh, kw, s, p = args
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args)
+    mod = templtune.build(sch, tensors, target="llvm")
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
+    expect = ref.conv2d_nchw_python(x, k, s, p)
+    out = np.zeros(tuple(int(d) for d in tensors[2].shape), np.float32)
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
+    assert out.shape[-1] == oc_bn
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3, err_msg=str(cfg))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ci=st.sampled_from([3, 8, 16, 24]), co=st.sampled_from([8, 16, 32]),
+       hw=st.integers(3, 9), k=st.sampled_from([1, 3]), stride=st.sampled_from([1, 2]),
+       pad=st.integers(0, 1), pick=st.integers(0, 10 ** 6))
+def test_random_configs_match_numpy(ci, co, hw, k, stride, pad, pick):
+    args = (1, hw, hw + 1, co, ci, k, k, stride, pad)
+    space = autotvm.task.create("conv2d_NCHWc", args, "llvm").config_space
+    idx = space.get_rand_index(rng=np.random.default_rng(pick))
+    _run(args, space.get(idx), np.random.default_rng(pick))
+
+
+def test_fallback_matches_numpy_and_fills_registers():
+    args = (1, 7, 7, 64, 32, 3, 3, 1, 1)
+    cfg = FallbackConfigEntity()
+    _run(args, cfg, np.random.default_rng(0))
+    caps = capabilities("llvm")
+    lanes = caps.lanes("float32")
+    oc_bn, ow_bn = cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]
+    assert oc_bn % lanes == 0
+    assert ow_bn * vec_regs(oc_bn, lanes) <= caps.accumulators(4)
+
+
+def test_space_keeps_accumulators_in_registers():
+    task = autotvm.task.create("conv2d_NCHWc", (1, 14, 14, 64, 64, 3, 3, 1, 1), "llvm")
+    lanes, regs = target_vector()
+    space = task.config_space
+    assert {"tile_ic", "tile_oc", "tile_ow", "unroll_kw"} <= set(space.space_map)
+    for i in space.sample_ints(30, rng=np.random.default_rng(1)):
+        cfg = space.get(int(i))
+        assert cfg["tile_ow"].size[-1] * vec_regs(cfg["tile_oc"].size[-1], lanes) <= regs
+
+
+def test_inner_loop_is_broadcast_fma_without_spills():
+    args = (1, 7, 7, 64, 32, 3, 3, 1, 1)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(FallbackConfigEntity()):
+        sch, tensors = task.func(*args)
+    asm = templtune.build(sch, tensors, target="llvm").get_source("asm")
+    vec = "zmm" if capabilities("llvm").vector_bits == 512 else "ymm"
+    assert len(re.findall(rf"vfmadd\d+ps\s[^\n]*%{vec}", asm)) >= 8
+    assert re.search(rf"vbroadcastss\s[^\n]*%{vec}|\{{1to\d+\}}", asm)
+    assert not re.search(rf"vmovups\s+%{vec}\d+, -?\d*\(%rsp\)", asm)
+
+
+def test_fused_epilogue_bias_residual_relu():
+    from templtune import topi
+    from templtune.autotvm.epilogue import Epilogue, EpilogueInput
+    from templtune.graph.ops.nchwc import pack_bias
+
+    args = (1, 6, 7, 32, 16, 3, 3, 1, 1)
+    cfg = FallbackConfigEntity()
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        task.func(*args)
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    out_shape = (1, 32 // oc_bn, 6, 7, oc_bn)
+    ep = Epilogue((EpilogueInput((1, 32 // oc_bn, 1, 1, oc_bn)), EpilogueInput(out_shape)),
+                  lambda out, ins: topi.nn.relu(topi.add(topi.add(out, ins[0]), ins[1])),
+                  "bias_add_relu")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args, epilogue=ep)
+    assert len(tensors) == 5
+    mod = templtune.build(sch, tensors, target="llvm")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 6, 7)).astype(np.float32)
+    k = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    r = rng.standard_normal((1, 32, 6, 7)).astype(np.float32)
+    expect = np.maximum(ref.conv2d_nchw_python(x, k, 1, 1) + b[None, :, None, None] + r, 0)
+    out = np.zeros(out_shape, np.float32)
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), pack_bias(b, oc_bn),
+        pack_data(r, oc_bn), out)
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)
