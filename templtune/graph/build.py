@@ -270,10 +270,12 @@ def _check_params(func: Function, params: dict[str, Any]) -> dict[str, np.ndarra
     return out
 
 
-def _alter_layout(mod: Function, pc: PassContext) -> bool:
-    """Whether to run AlterOpLayout: the context allows it, the network has a convolution,
-    and no auto-scheduler records apply (they were tuned on the network's own groups)."""
-    if not pc.alter_layout or not any(c.op == "nn.conv2d" for c in mod.calls()):
+def _alter_layout(mod: Function, pc: PassContext, tgt: Target) -> bool:
+    """Whether to run AlterOpLayout: a CPU target (NCHW[x]c is an x86 layout), the context
+    allows it, the network has a convolution, and no auto-scheduler records apply (they were
+    tuned on the network's own groups)."""
+    if tgt.capabilities.is_gpu or not pc.alter_layout or \
+            not any(c.op == "nn.conv2d" for c in mod.calls()):
         return False
     return not (pc.use_auto_scheduler and ApplyHistoryBest.current() is not None)
 
@@ -305,7 +307,7 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
     # NOTE: weights re-laid by ConvertLayout become parameters once, here, not per run
     mod, bound = fold_constants(mod, bound)
     pc = PassContext.current()
-    if _alter_layout(mod, pc):
+    if _alter_layout(mod, pc, tgt):
         from .alter_layout import alter_op_layout
 
         mod, bound = pc.run_pass("AlterOpLayout", 3, mod,
