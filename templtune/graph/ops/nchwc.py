@@ -17,7 +17,7 @@ from templtune import te
 from templtune.topi import testing as ref
 
 from ..ir import Call, Expr, TensorType
-from ..op import ANCHOR, INJECTIVE, make_call, register_op
+from ..op import ANCHOR, make_call, register_op
 
 __all__ = ["block_of", "blocked", "pack_data", "unpack_data", "pack_kernel", "pack_bias",
            "transform_array", "layout_transform", "conv2d_nchwc"]
@@ -111,8 +111,7 @@ def _lt_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     return te.compute(shape, f, name="layout_transform", tag="injective")
 
 
-register_op("layout_transform", INJECTIVE, _lt_infer, _lt_compute,
-            lambda x, a: transform_array(x[0], a["src_layout"], a["dst_layout"]))
+# NOTE: registered once, in .layout_transform, with the axis permutations ConvertLayout uses
 
 
 def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
