@@ -7,8 +7,9 @@ Honoured: ``opt_level`` (0 disables operator fusion, as Relay's FuseOps), ``disa
 most operators in one fused group, default 256), and templtune's ``templtune.graph.use_templates``
 (False: no AutoTVM template implementations, only auto-scheduler records and default
 schedules) and ``templtune.graph.fuse_epilogues`` (False: a template's group runs its
-element-wise tail as a second kernel instead of in the template's output stage). An unknown config key is an error naming it. ``trace(mod, info, is_before)`` is
-called around each pass ``relay.build`` runs (``FuseOps``).
+element-wise tail as a second kernel instead of in the template's output stage). An unknown
+config key is an error naming it. ``trace(mod, info, is_before)`` is called around each pass
+``relay.build`` runs (``FuseOps``).
 """
 
 from __future__ import annotations
