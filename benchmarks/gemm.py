@@ -6,14 +6,18 @@ into register blocks of ``rb`` rows (unrolled) over an unrolled ``k`` step, ``bn
 vectorized, outer rows parallel.
 
 Timing: for each thread count, rounds alternate templtune and numpy; each side reports the median
-over rounds, so both see the same machine load. Run::
+over rounds, so both see the same machine load. Each side's timing starts ``--settle`` seconds
+after the other side's calls: after a call, OpenBLAS's worker threads keep spinning for tens of
+milliseconds (libgomp's for a few), and a kernel timed in that window shares a core with a
+spinner, which made the 2-thread figures of both sides lower than their 1-thread ones. Run::
 
-    python benchmarks/gemm.py [--size 1024] [--rounds 7] [--threads 1 2]
+    python benchmarks/gemm.py [--size 1024] [--rounds 7] [--threads 1 2] [--settle 0.1]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -69,6 +73,8 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=3, help="calls per round and side")
     ap.add_argument("--bn", type=int, default=0, help="tile width (vector lanes); 0: by ISA")
     ap.add_argument("--rb", type=int, default=0, help="register-block rows; 0: by ISA")
+    ap.add_argument("--settle", type=float, default=0.1,
+                    help="idle seconds before each side's timing (spinning peer threads stop)")
     opts = ap.parse_args()
     n = opts.size
     # NOTE: the accumulator block is rb rows x bn lanes. AVX2 (16 ymm registers): 4 x 16 floats
@@ -88,6 +94,7 @@ def main() -> None:
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4)
     flop = 2.0 * n**3
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores)")
     print(f"{'threads':>7} {'templtune GFLOPS':>17} {'numpy GFLOPS':>13} {'ratio':>6}")
     for th in opts.threads:
         mod.set_num_threads(th)
@@ -96,7 +103,9 @@ def main() -> None:
         with threadpool_limits(limits=th):
             a @ b  # warm-up
             for _ in range(opts.rounds):
+                time.sleep(opts.settle)
                 ours.append(ev(a, b, c).results[0])
+                time.sleep(opts.settle)
                 t = time.perf_counter()
                 for _ in range(opts.number):
                     np.matmul(a, b)
@@ -104,6 +113,7 @@ def main() -> None:
         g_ours = flop / statistics.median(ours) / 1e9
         g_np = flop / statistics.median(theirs) / 1e9
         print(f"{th:>7} {g_ours:>17.1f} {g_np:>13.1f} {g_ours / g_np:>6.2f}")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ VEC = 16
 #: vector registers a fallback block leaves for operands: a block two vectors wide needs its
 #: two weight vectors and the broadcast, plus one spare (12 accumulators with AVX2).
 FALLBACK_OPERAND_REGS = 4
+#: independent FMA chains (accumulators) that keep a core's FMA pipes busy: x86 cores with FMA
+#: issue 2 per cycle at a 4-cycle latency, so fewer than 8 accumulators leave pipes idle.
+FMA_CHAINS = 8
 
 
 def vec_regs(lanes: int, width: int = VEC) -> int:
@@ -53,6 +56,38 @@ def target_vector(target: Any = None) -> tuple[int, int]:
     return caps.lanes("float32"), caps.accumulator_registers
 
 
+def register_file(target: Any = None) -> int:
+    """Architectural vector registers of ``target`` (default: the current scope's, else the
+    host): 32 with AVX-512, 16 with AVX2."""
+    return int(_cpu_caps(target).vector_registers)
+
+
+def block_registers(rows: int, vecs: int, steps: int = 1) -> int:
+    """Vector registers a register block of ``rows`` broadcast rows x ``vecs`` vectors needs:
+    its ``rows * vecs`` accumulators plus the operands live at once, per reduction step the
+    ``min(rows, vecs)`` registers of the side reused across the other and one more. ``steps``:
+    reduction steps whose operands are live together (a short inner loop that LLVM unrolls
+    and interleaves). A block over the register file spills in its inner loop."""
+    return rows * vecs + steps * (min(rows, vecs) + 1)
+
+
+def interleaved_steps(inner: int, unrolled_taps: int = 1) -> int:
+    """Reduction steps LLVM keeps in flight in a block's inner loop of ``inner`` iterations:
+    a loop of 2-3 is unrolled and interleaved; with no inner loop (``inner == 1``) the
+    ``unrolled_taps`` of the enclosing unrolled loop are."""
+    if inner == 1:
+        return max(1, unrolled_taps)
+    return inner if inner < 4 else 1
+
+
+def chain_floor(blocks: Sequence[tuple[int, int]], regs: int) -> int:
+    """The fewest accumulators a search space should admit: :data:`FMA_CHAINS`, or less when
+    no block among ``blocks`` (``(rows, vecs)`` pairs) that fits ``regs`` registers has that
+    many."""
+    fit = [r * v for r, v in blocks if block_registers(r, v) <= regs]
+    return min(FMA_CHAINS, max(fit, default=1))
+
+
 def divisor_at_most(n: int, bound: int) -> int:
     """The largest divisor of ``n`` that is ``<= bound`` (at least 1)."""
     return max(d for d in range(1, min(n, max(bound, 1)) + 1) if n % d == 0)
@@ -73,18 +108,49 @@ def vector_divisor(n: int, cap: int = 64) -> int:
     return divisor_at_most(n, cap)
 
 
-def lane_filter(n: int, cap: int = 64) -> Any:
+def lane_filter(n: int, cap: int = 64, lanes: int = 0) -> Any:
     """A ``define_split`` filter keeping inner sizes that are multiples of 8 (or, when ``n`` has
-    none, any size) up to ``cap``."""
+    none, any size) up to ``cap``. With ``lanes`` (the target's float32 lanes), sizes that are
+    multiples of 8 must also fill whole registers or one narrower register (``< lanes``): a
+    40-lane row is 2.5 zmm registers, whose split vectors LLVM spills."""
     has_mult8 = any(n % d == 0 for d in range(8, cap + 1, 8))
 
     def keep(e: Any) -> bool:
         inner = int(e.size[-1])
         if inner > cap:
             return False
-        return inner % 8 == 0 if has_mult8 else True
+        if not has_mult8:
+            return True
+        return inner % 8 == 0 and (not lanes or inner % lanes == 0 or inner < lanes)
 
     return keep
+
+
+class _Inner:
+    """A stand-in split entity of inner size ``b`` (what a split filter reads)."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, b: int) -> None:
+        self.size = (-1, b)
+
+
+def inner_sizes(n: int, keep: Any, cap: int = 64) -> list[int]:
+    """The divisors of ``n`` up to ``cap`` that the split filter ``keep`` admits as the inner
+    size of a two-way split."""
+    return [b for b in range(1, min(n, cap) + 1) if n % b == 0 and keep(_Inner(b))]
+
+
+def whole_vector_divisor(n: int, lanes: int, cap: int = 64) -> int:
+    """:func:`vector_divisor`, moved to a size :func:`lane_filter` with ``lanes`` keeps: whole
+    registers if a multiple of ``lanes`` divides ``n``, else one narrower register."""
+    bn = vector_divisor(n, cap)
+    if bn % 8 or bn % lanes == 0 or bn < lanes:
+        return bn
+    whole = [d for d in range(lanes, cap + 1, lanes) if n % d == 0]
+    if whole:
+        return whole[-1]
+    return max(d for d in range(8, lanes, 8) if n % d == 0)
 
 
 def max_inner(cap: int) -> Any:
@@ -136,11 +202,13 @@ def check_positive(**dims: int) -> None:
 
 
 def best_block(co: int, oh: int, ow: int, ow_cap: int = 32, oh_cap: int = 4,
-               bns: list[int] | None = None) -> tuple[int, int, int]:
-    """A fallback register block ``(bn, oh_bn, ow_bn)``: the most accumulator registers that fit
-    the host's budget, ``bn`` (vector lanes of output channels, from ``bns`` if given)
-    dividing ``co``."""
-    lanes, regs = host_vector()
+               bns: list[int] | None = None, steps: int = 1) -> tuple[int, int, int]:
+    """A fallback register block ``(bn, oh_bn, ow_bn)``: the most accumulator registers whose
+    block fits the register file with its operands (:func:`block_registers`), ``bn`` (vector
+    lanes of output channels, from ``bns`` if given) dividing ``co``; ``steps`` as in
+    :func:`block_registers`."""
+    lanes, _ = host_vector()
+    nregs = register_file()
     if not bns:
         bns = ([d for d in range(lanes, 4 * lanes + 1, lanes) if co % d == 0]
                or [vector_divisor(co)])
@@ -152,7 +220,10 @@ def best_block(co: int, oh: int, ow: int, ow_cap: int = 32, oh_cap: int = 4,
                 used = per * ow_bn * oh_bn
                 # NOTE: most accumulators first, then the wider channel block (fewer
                 # broadcasts per FMA), then the longer row.
-                if used <= regs and (used, bn, ow_bn) > best[:3]:
+                if (block_registers(ow_bn * oh_bn, per, steps) <= nregs
+                        and (used, bn, ow_bn) > best[:3]):
                     best = (used, bn, ow_bn, oh_bn)
     _, bn, ow_bn, oh_bn = best
+    if not bn:  # no block fits: the narrowest channel block, one output per block
+        return bns[0], 1, 1
     return bn, oh_bn, ow_bn

@@ -15,9 +15,10 @@ Inputs are NCHW data and an OIHW kernel, the output is NCHW. Inside the kernel:
 
 Knobs: ``tile_oc`` ``[co_o, bn]``, ``tile_oh`` ``[oh_o, oh_bn]`` (``oh_bn <= 4``), ``tile_ow``
 ``[ow_o, ow_bn]`` (``ow_bn <= 32``), ``tile_ic`` ``[ci_o, ci_i]`` (``ci_i <= 64``),
-``unroll_kw`` (unroll the kernel-width loop). ``multi_filter`` keeps blocks whose accumulators
-fit the target's vector registers (:func:`~._common.target_vector`: 14 ymm accumulators with
-AVX2, 28 zmm with AVX-512).
+``unroll_kw`` (unroll the kernel-width loop). ``multi_filter`` keeps blocks that fit the
+target's vector register file with their operands (:func:`~._common.block_registers`: 32 zmm
+with AVX-512, 16 ymm with AVX2) and have enough accumulators to cover the FMA latency
+(:func:`~._common.chain_floor`).
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ from .._strategy import (
 )
 from ._common import (
     best_block,
+    block_registers,
+    chain_floor,
     check_positive,
     divisor_at_most,
+    inner_sizes,
+    interleaved_steps,
     lane_filter,
     max_inner,
     pad_tuple,
+    register_file,
     stride_pair,
     target_vector,
     vec_regs,
@@ -67,26 +73,44 @@ def _register_tile(cfg: Any, acc: Any, ay: Any, ax: Any, arx: Any, av: Any) -> N
     acc.vectorize(av)
 
 
-def _define(cfg: Any, co: int, oh: int, ow: int, ci: int, prepacked: int = 0) -> None:
+def _define(cfg: Any, co: int, oh: int, ow: int, ci: int, prepacked: int = 0, kw: int = 1
+            ) -> None:
     if prepacked:
         cfg.define_split("tile_oc", co, num_outputs=2, policy="candidate",
                          candidate=[[co // prepacked, prepacked]])
     else:
-        cfg.define_split("tile_oc", co, num_outputs=2, filter=lane_filter(co))
+        keep_oc = lane_filter(co, lanes=target_vector()[0])
+        cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
     cfg.define_split("tile_oh", oh, num_outputs=2, filter=max_inner(4))
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
     cfg.define_knob("unroll_kw", [True, False])
-    lanes, regs = target_vector()
-    cfg.multi_filter(lambda e: 2 <= e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
-                     * vec_regs(e["tile_oc"].size[-1], lanes) <= regs
-                     or e["tile_oh"].size[-1] * e["tile_ow"].size[-1] == oh * ow)
+    lanes, _ = target_vector()
+    nregs = register_file()
+    widths = [prepacked] if prepacked else inner_sizes(co, keep_oc)
+    rows = [y * x for y in range(1, min(oh, 4) + 1) if oh % y == 0
+            for x in range(1, min(ow, 32) + 1) if ow % x == 0]
+    floor = chain_floor([(r, vec_regs(b, lanes)) for r in rows for b in widths], nregs)
+
+    # NOTE: the block (oh_bn * ow_bn broadcast rows x the bn lanes' registers) must fit the
+    # register file with its operands, else the inner loop spills, and should cover the FMA
+    # latency; a block of the whole output stays allowed (small layers).
+    def fits(e: Any) -> bool:
+        r = e["tile_oh"].size[-1] * e["tile_ow"].size[-1]
+        nv = vec_regs(e["tile_oc"].size[-1], lanes)
+        steps = interleaved_steps(e["tile_ic"].size[-1], kw if e["unroll_kw"].val else 1)
+        return ((block_registers(r, nv, steps) <= nregs and r * nv >= max(floor, 2))
+                or r == oh * ow)
+
+    cfg.multi_filter(fits)
     if cfg.is_fallback:
-        bn, oh_bn, ow_bn = best_block(co, oh, ow, bns=[prepacked] if prepacked else None)
+        ci_i = divisor_at_most(ci, 16)
+        bn, oh_bn, ow_bn = best_block(co, oh, ow, bns=[prepacked] if prepacked else None,
+                                      steps=interleaved_steps(ci_i, kw))
         cfg.fallback_split("tile_oc", [-1, bn])
         cfg.fallback_split("tile_oh", [-1, oh_bn])
         cfg.fallback_split("tile_ow", [-1, ow_bn])
-        cfg.fallback_split("tile_ic", [-1, divisor_at_most(ci, 16)])
+        cfg.fallback_split("tile_ic", [-1, ci_i])
 
 
 def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
@@ -112,7 +136,7 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     if oh < 1 or ow < 1:
         raise ValueError(f"conv2d_nchw: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    _define(cfg, CO, oh, ow, CI, prepacked)
+    _define(cfg, CO, oh, ow, CI, prepacked, KW)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     bn = cfg["tile_oc"].size[-1]
     oh_bn = cfg["tile_oh"].size[-1]

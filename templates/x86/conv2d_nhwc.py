@@ -39,7 +39,7 @@ def _conv2d_nhwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     if oh < 1 or ow < 1:
         raise ValueError(f"conv2d_nhwc: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    _define(cfg, CO, oh, ow, CI)
+    _define(cfg, CO, oh, ow, CI, 0, KW)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     bn = cfg["tile_oc"].size[-1]
     oh_bn = cfg["tile_oh"].size[-1]

@@ -11,8 +11,11 @@ weight (``K`` a multiple of the vector lanes) takes a GEMV path instead that rea
 in place (:func:`_gemv`; knobs ``tile_x`` ``[no, nb]`` rows per block, ``tile_k`` ``[ko, ku]``
 over ``K / lanes``, ``rows_inner``): packing it per call cost more than the product.
 
-Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
-of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``).
+Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows, ``rb <= 16``), ``tile_x`` ``[no, bn]`` (columns,
+``bn`` a multiple of 8 filling whole vector registers when ``N`` allows), ``tile_k``
+``[ko, ku]`` (``ku <= 8``). The register block ``rb x bn`` is kept to those that fit the
+target's vector register file with their operands and have enough accumulators to cover the
+FMA latency (:func:`~._common.block_registers`, :func:`~._common.chain_floor`).
 """
 
 from __future__ import annotations
@@ -26,33 +29,56 @@ from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import KEYS, fallback_packed, pack_blocks, pack_dense
 from ._common import (
+    block_registers,
+    chain_floor,
     check_positive,
     divisor_at_most,
     host_vector,
+    inner_sizes,
     lane_filter,
     max_inner,
+    register_file,
     target_vector,
     vec_regs,
-    vector_divisor,
+    whole_vector_divisor,
 )
+
+#: most rows of a register block (unrolled; one broadcast each)
+MAX_ROWS = 16
 
 
 def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
     cfg.define_split("tile_y", m, num_outputs=3,
-                     filter=lambda e: e.size[-1] <= 8 and e.size[-1] * e.size[-2] <= 256)
+                     filter=lambda e: e.size[-1] <= MAX_ROWS and e.size[-1] * e.size[-2] <= 256)
+    t_lanes, _ = target_vector()
+    t_file = register_file()
     if prepacked:
         cfg.define_split("tile_x", n, num_outputs=2, policy="candidate",
                          candidate=[[n // prepacked, prepacked]])
+        widths = [prepacked]
     else:
-        cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
+        keep = lane_filter(n, lanes=t_lanes)
+        cfg.define_split("tile_x", n, num_outputs=2, filter=keep)
+        widths = inner_sizes(n, keep)
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
-    t_lanes, t_regs = target_vector()
-    cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1], t_lanes)
-                     <= t_regs)
+    # NOTE: the register block rb x bn must fit the register file with its operands (else the
+    # inner loop spills) and should have enough accumulators to cover the FMA latency.
+    row_blocks = [r for r in range(1, MAX_ROWS + 1) if m % r == 0]
+    floor = chain_floor([(r, vec_regs(b, t_lanes)) for r in row_blocks for b in widths],
+                        t_file)
+
+    def fits(e: Any) -> bool:
+        rb, nv = e["tile_y"].size[-1], vec_regs(e["tile_x"].size[-1], t_lanes)
+        return block_registers(rb, nv) <= t_file and rb * nv >= floor
+
+    cfg.multi_filter(fits)
     if cfg.is_fallback:
-        lanes, regs = host_vector()
-        bn = prepacked or vector_divisor(n)
-        rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
+        lanes, _ = host_vector()
+        bn = prepacked or whole_vector_divisor(n, lanes)
+        nv = vec_regs(bn, lanes)
+        most = max((r for r in range(1, MAX_ROWS + 1)
+                    if block_registers(r, nv) <= register_file()), default=1)
+        rb = divisor_at_most(m, most)
         # NOTE: 64-row tiles (x bn columns) keep the packed weight block hot in L2; measured
         # ~0.95x numpy at 1024^3 on AVX2 (bn=16, rb=4, ku=4), vs ~0.90x with 32 rows.
         rows = 64 if m % 64 == 0 else 32

@@ -5,7 +5,8 @@ The module holds:
 * the kernel ``i32 @"<name>"(ptr noalias %A, ..., i32 %n, ...)``: one pointer per buffer parameter,
   then one integer per symbolic shape variable (taken from the arrays' shapes at call time); it
   returns a :class:`KernelStatus` (0 on success) that the runtime turns into an exception;
-* one internal function per ``parallel`` loop, run by ``GOMP_parallel`` (libgomp's persistent pool);
+* one internal function per ``parallel`` loop, run by ``GOMP_parallel`` (libgomp's persistent pool),
+  its threads claiming chunks of iterations from a shared counter;
 * ``@"<name>.__timer"(ptr args, i64 number) -> double``: calls the kernel ``number`` times between
   two ``clock_gettime(CLOCK_MONOTONIC)`` so timing loops run in native code (a failed call stops
   the loop and returns minus its status);
@@ -47,6 +48,8 @@ log = logging.getLogger("templtune.codegen.llvm")
 # threads of libgomp have smaller stacks than the main thread, hence the modest limit.
 STACK_LIMIT_BYTES = 128 * 1024
 _ALIGN = 64
+#: chunks of a parallel loop per thread (see :meth:`_Fn.parallel_for`)
+_CHUNKS_PER_THREAD = 8
 
 
 class KernelStatus(enum.IntEnum):
@@ -354,8 +357,8 @@ class _Fn(MemoryRenderer):
 
     # -------------------------------------------------------------------------- parallel
     def parallel_for(self, s: For) -> None:
-        """Outline the loop body into a function and run it on libgomp's thread pool; each
-        thread takes one contiguous chunk of iterations (static schedule).
+        """Outline the loop body into a function and run it on libgomp's thread pool; the
+        threads take chunks of iterations from a shared counter (dynamic schedule).
 
         The body is rendered first, into a function whose parameters are created on demand:
         a variable or buffer the body uses from the enclosing function becomes a capture. The
@@ -369,28 +372,43 @@ class _Fn(MemoryRenderer):
         self.mod.n_par += 1
         fname = _quote(f"{self.mod.entry}.par{k}")
         body_name = _quote(f"{self.mod.entry}.par{k}.body")
+        # NOTE: a static split makes the slowest thread set the time: on a shared machine a
+        # thread whose core is busy (another process, a peer library's spinning workers) holds
+        # the others up, and 2 threads can run slower than 1. Chunks claimed from a counter let
+        # the free thread take the work; several chunks per thread bound the imbalance.
+        counter = self.entry_alloca(ty, 8)
+        self.emit(f"store {ty} 0, ptr {counter}")
         sub = _Fn(self.mod, "", True, parent=self)
-        sub.captures = [(lo[0], ty), (ext[0], ty)]
-        sub.declare("declare i32 @omp_get_thread_num()")
+        sub.captures = [(lo[0], ty), (ext[0], ty), (counter, "ptr")]
         sub.declare("declare i32 @omp_get_num_threads()")
-        tid = sub.cast_to((sub.op("call i32 @omp_get_thread_num()"), "int32"), ivd)[0]
         nt = sub.cast_to((sub.op("call i32 @omp_get_num_threads()"), "int32"), ivd)[0]
-        lo_s, ext_s = "%c0", "%c1"
-        t1 = sub.op(f"add {ty} {ext_s}, {nt}")
+        lo_s, ext_s, cnt_s = "%c0", "%c1", "%c2"
+        per = sub.op(f"mul {ty} {nt}, {_CHUNKS_PER_THREAD}")
+        t1 = sub.op(f"add {ty} {ext_s}, {per}")
         t2 = sub.op(f"sub {ty} {t1}, 1")
-        chunk = sub.op(f"sdiv {ty} {t2}, {nt}")
-        off = sub.op(f"mul {ty} {tid}, {chunk}")
-        begin = sub.op(f"add {ty} {lo_s}, {off}")
+        chunk = sub.op(f"sdiv {ty} {t2}, {per}")
         full_end = sub.op(f"add {ty} {lo_s}, {ext_s}")
-        e1 = sub.op(f"add {ty} {begin}, {chunk}")
         sub.declare(f"declare {ty} @llvm.smin.{T.suffix(ivd)}({ty}, {ty})")
+        grab, run, done = sub.new_label("par_grab"), sub.new_label("par_run"), \
+            sub.new_label("par_done")
+        sub.emit(f"br label %{grab}")
+        sub.start_block(grab)
+        off = sub.op(f"atomicrmw add ptr {cnt_s}, {ty} {chunk} monotonic")
+        more = sub.op(f"icmp slt {ty} {off}, {ext_s}")
+        sub.emit(f"br i1 {more}, label %{run}, label %{done}")
+        sub.start_block(run)
+        begin = sub.op(f"add {ty} {lo_s}, {off}")
+        e1 = sub.op(f"add {ty} {begin}, {chunk}")
         end = sub.op(f"call {ty} @llvm.smin.{T.suffix(ivd)}({ty} {e1}, {ty} {full_end})")
-        sub.serial_loop(s.loop_var, begin, end, s.body, None)
+        sub.serial_loop(s.loop_var, begin, end, s.body, None, nonempty=True)
+        sub.emit(f"br label %{grab}")
+        sub.start_block(done)
         sub.emit("ret void")
         caps = sub.captures
         # NOTE: pointer parameters of the body are ``noalias`` (as the kernel's are); values
         # loaded from the context struct would lose that and block register promotion.
-        params = ", ".join(f"{t}{' noalias' if t == 'ptr' else ''} %c{i}"
+        # The counter (%c2) is shared between the threads, hence not ``noalias``.
+        params = ", ".join(f"{t}{' noalias' if t == 'ptr' and i != 2 else ''} %c{i}"
                            for i, (_, t) in enumerate(caps))
         sub.header = f"define internal void {body_name}({params}) #0 {{"
         self.mod.functions.append(sub.text())
