@@ -1,8 +1,9 @@
 """Whole-network inference: templtune against ONNX Runtime, OpenVINO and PyTorch, same run.
 
 Models: ``resnet-18``, ``resnet-50``, ``mobilenet`` (the zoo's, batch 1, NCHW 224x224, random
-weights with batch-norm folded) and ``conv2d-seed`` (the seed layer alone: conv2d 1x512x7x7,
-512 3x3 filters, pad 1). Every engine computes the same network with the same weights on the
+weights with batch-norm folded; the final softmax is left out so that the outputs compared are
+the logits: with random weights the softmax saturates, which would hide differences) and
+``conv2d-seed`` (the seed layer alone: conv2d 1x512x7x7, 512 3x3 filters, pad 1). Every engine computes the same network with the same weights on the
 same input: templtune builds it with ``relay.build`` (the packaged reference log of the host's
 ISA family, and with ``--log`` too), ONNX Runtime and OpenVINO load its ONNX export
 (:func:`peers.to_onnx`), PyTorch runs it eagerly. Outputs are checked against the numpy
@@ -63,9 +64,14 @@ def seed_layer(seed: int = 0) -> tuple[graph.Function, dict[str, np.ndarray]]:
 
 
 def load_model(name: str) -> tuple[graph.Function, dict[str, np.ndarray]]:
+    """The benchmark's network ``name`` and its params."""
+    from templtune.graph.ir import Function
+
     if name == "conv2d-seed":
         return seed_layer()
     net, params, _, _ = graph.testing.get_network(name, 1, "NCHW")
+    if net.body.op == "nn.softmax":  # compare logits: see the module doc
+        net = Function(net.params, net.body.args[0], net.name)
     return net, params
 
 

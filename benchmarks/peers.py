@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from templtune import graph  # noqa: E402
@@ -108,6 +109,8 @@ def to_onnx(net: graph.Function, params: dict[str, np.ndarray], opset: int = 17)
     for cid, node in deferred.items():  # a conv whose output is the network's (seed layer)
         nodes.append(helper.make_node("Conv", node.pop("inputs"), [names[cid]], **node))
     body = names[id(net.body)]
+    used = {i for n in nodes for i in n.input}
+    inits = [t for t in inits if t.name in used]  # a bias reshaped for broadcasting
     g = helper.make_graph(
         nodes, net.name,
         [helper.make_tensor_value_info(data[0].name, TensorProto.FLOAT, list(data[0].shape))],
