@@ -123,7 +123,7 @@ def to_onnx(net: graph.Function, params: dict[str, np.ndarray], opset: int = 17)
 
 # ---- engines -------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class Engine:
     """One engine over the network: ``prepare(threads)`` -> a call computing the output."""
 
@@ -132,6 +132,7 @@ class Engine:
     #: compared against the other engines with the f32 tolerance (False: reduced precision)
     gated: bool = True
     note: str = ""
+    #: filled by ``prepare`` (OpenVINO: the precision it compiled for)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -224,6 +225,8 @@ _ONNX_FILES: dict[int, str] = {}
 
 def _onnx_path(model_bytes: bytes) -> str:
     """A temporary file holding ``model_bytes`` (OpenVINO reads models from paths)."""
+    import atexit
+    import os
     import tempfile
 
     key = hash(model_bytes)
@@ -232,6 +235,7 @@ def _onnx_path(model_bytes: bytes) -> str:
         f.write(model_bytes)
         f.close()
         _ONNX_FILES[key] = f.name
+        atexit.register(os.unlink, f.name)
     return _ONNX_FILES[key]
 
 
