@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -232,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
 
     emit(f"# python3 benchmarks/inference.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     emit(f"CPU: {cpu_name()}")
+    # NOTE: shared hosts: the load says how far the figures are from an idle machine's.
+    emit("load average (1, 5, 15 min): " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
     fam = isa_family("llvm")
     emit(f"packaged logs: {', '.join(str(f) for f in reference_log_files('llvm')) or 'none'}")
     if fam is not None:
