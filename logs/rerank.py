@@ -1,5 +1,6 @@
 """Re-time the best few configs of raw tuning logs in interleaved rounds and put the winner of
-each workload into the shipped reference log (templates/logs/cpu/x86.log).
+each workload into the shipped reference log of the host's ISA family
+(templates/logs/cpu/x86.log for AVX2, x86_avx512.log for AVX-512).
 
 Why: on a shared 2-core machine one tuning measurement (number 3 x repeat 2) can be off by 2x,
 so the best record of a raw log is often a lucky sample (measured: the stem's tuner pick,
@@ -28,11 +29,12 @@ import numpy as np
 import templtune
 from templtune import autotvm
 from templtune.autotvm.record import encode, load_from_file
+from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family
 from templtune.measure.measure import MeasureErrorNo, MeasureResult
 from templtune.measure.worker import _pin_scratch_allocator
 
 ROOT = Path(__file__).resolve().parents[1]
-REF = ROOT / "templates/logs/cpu/x86.log"
+REF = ROOT / "templates/logs/cpu" / FAMILY_LOGS[isa_family("llvm") or IsaFamily.AVX2]
 
 
 def _key(inp: object) -> tuple[str, str]:

@@ -143,6 +143,7 @@ def test_built_wheel_carries_py_typed_and_no_scikit_learn(tmp_path):
     assert "templtune/py.typed" in names
     assert "templtune/cli/report/page.py" in names
     assert "templtune/templates/logs/cpu/x86.log" in names
+    assert "templtune/templates/logs/cpu/x86_avx512.log" in names
     requires = [x for x in meta.splitlines() if x.startswith("Requires-Dist:")]
     core = [x for x in requires if "extra ==" not in x]
     assert not any("scikit-learn" in x or "matplotlib" in x for x in core), core

@@ -6,22 +6,27 @@ import pytest
 
 from templtune import autotvm
 from templtune.autotvm.record import load_from_file
+from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family
 from templtune.autotvm.task.task import args_to_workload
 from templtune.target import Target
 from templtune.templates import CATALOG, load, reference_log_dir
 
 load("x86")
-LOG = reference_log_dir() / "cpu" / "x86.log"
+FAMILY_FILES = [reference_log_dir() / "cpu" / name for name in FAMILY_LOGS.values()]
+# the log the host's target uses: its ISA family's (the other family's when that is missing)
+_HOST = reference_log_dir() / "cpu" / FAMILY_LOGS[isa_family("llvm") or IsaFamily.AVX2]
+LOG = _HOST if _HOST.exists() else FAMILY_FILES[0]
 SEED = (1, 7, 7, 512, 512, 3, 3, 1, 1)
 
 
-def _records():
-    return list(load_from_file(LOG))
+def _records(log=LOG):
+    return list(load_from_file(log))
 
 
-def test_reference_log_is_shipped_and_clean():
-    recs = _records()
-    assert recs, f"{LOG} is empty"
+@pytest.mark.parametrize("log", [f for f in FAMILY_FILES if f.exists()], ids=lambda f: f.name)
+def test_reference_log_is_shipped_and_clean(log):
+    recs = _records(log)
+    assert recs, f"{log} is empty"
     seen = set()
     for inp, res in recs:
         assert int(res.error_no) == 0 and res.costs
@@ -32,8 +37,9 @@ def test_reference_log_is_shipped_and_clean():
     assert ("conv2d_nchw", SEED) in seen
 
 
-def test_every_reference_config_instantiates():
-    for inp, _ in _records():
+@pytest.mark.parametrize("log", [f for f in FAMILY_FILES if f.exists()], ids=lambda f: f.name)
+def test_every_reference_config_instantiates(log):
+    for inp, _ in _records(log):
         task = autotvm.task.create(inp.task.name, inp.task.args, "llvm")
         s, args = task.instantiate(inp.config)
         assert args

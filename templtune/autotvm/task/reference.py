@@ -9,10 +9,16 @@ plain fallback config, and templates may call
 ``cfg.fallback_with_reference_log(load_reference_log(target, "conv2d_NCHWc.x86"))`` to adapt a
 similar workload's config. Both are off with ``TEMPLTUNE_NO_TOPHUB=1`` or
 ``autotvm.env.set_use_reference_logs(False)``.
+
+CPU logs come per ISA family (:data:`FAMILY_LOGS`: configs tuned on an AVX2 machine are not
+the best ones on an AVX-512 machine, and the other way round): of the files named there, only
+the target's family's are used, chosen by the Target's capability record; when that family has
+no log, the other family's serves, with a warning. Other ``*.log`` files are always used.
 """
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import logging
 from pathlib import Path
@@ -23,6 +29,53 @@ from templtune.autotvm import env
 from templtune.autotvm.task.target_compat import as_target, target_keys
 
 logger = logging.getLogger("autotvm")
+
+
+class IsaFamily(enum.Enum):
+    """The x86 vector ISA families that packaged CPU logs are tuned for."""
+
+    AVX2 = "avx2"
+    AVX512 = "avx512"
+
+
+#: the packaged log of each family, under ``<dir>/cpu/`` (``x86.log`` predates the families)
+FAMILY_LOGS: dict[IsaFamily, str] = {IsaFamily.AVX2: "x86.log",
+                                     IsaFamily.AVX512: "x86_avx512.log"}
+_FAMILY_OF_FILE = {name: fam for fam, name in FAMILY_LOGS.items()}
+# NOTE: warn once per (wanted family, file) rather than at every dispatch miss.
+_warned: set[tuple[IsaFamily, str]] = set()
+
+
+def isa_family(target: Any) -> IsaFamily | None:
+    """The ISA family of a CPU target (AVX-512 F, else AVX2), None for other targets."""
+    caps = as_target(target).capabilities
+    if caps.is_gpu or caps.kind != "llvm":
+        return None
+    if caps.has_avx512:
+        return IsaFamily.AVX512
+    return IsaFamily.AVX2 if caps.has_avx2 else None
+
+
+def _by_family(files: list[Path], family: IsaFamily | None) -> list[Path]:
+    """``files`` less the family logs that do not fit ``family`` (see the module doc)."""
+    fam_files = [f for f in files if f.name in _FAMILY_OF_FILE]
+    if not fam_files:
+        return files
+    own = [f for f in fam_files if _FAMILY_OF_FILE[f.name] is family]
+    if own:
+        keep = set(own)
+    else:
+        # NOTE: no log for this family (or a CPU below AVX2): the other family's configs still
+        # beat the untuned fallbacks, so they serve, with a warning.
+        keep = set(fam_files)
+        for f in fam_files:
+            key = (family or IsaFamily.AVX2, str(f))
+            if key not in _warned:
+                _warned.add(key)
+                logger.warning("no %s reference log; using %s (tuned for %s)",
+                               family.value if family else "baseline x86", f,
+                               _FAMILY_OF_FILE[f.name].value)
+    return [f for f in files if f.name not in _FAMILY_OF_FILE or f in keep]
 
 
 def reference_log_dirs() -> list[Path]:
@@ -39,16 +92,18 @@ def reference_log_dirs() -> list[Path]:
 
 
 def reference_log_files(target: Any) -> list[Path]:
-    """Reference log files for the keys of ``target`` (empty when switched off)."""
+    """Reference log files for the keys of ``target`` (empty when switched off); of the CPU
+    family logs, those of the target's ISA family (see the module doc)."""
     if not env.reference_logs_enabled():
         return []
+    tgt = as_target(target)
     files: list[Path] = []
-    for key in target_keys(as_target(target)):
+    for key in target_keys(tgt):
         for d in reference_log_dirs():
             sub = d / key
             if sub.is_dir():
                 files += sorted(sub.glob("*.log"))
-    return files
+    return _by_family(files, isa_family(tgt)) if "cpu" in target_keys(tgt) else files
 
 
 def load_reference_log(target: Any, workload_name: str) -> list[tuple[Any, Any]]:

@@ -1,0 +1,258 @@
+"""Whole-network inference: templtune against ONNX Runtime, OpenVINO and PyTorch, same run.
+
+Models: ``resnet-18``, ``resnet-50``, ``mobilenet`` (the zoo's, batch 1, NCHW 224x224, random
+weights with batch-norm folded; the final softmax is left out so that the outputs compared are
+the logits: with random weights the softmax saturates, which would hide differences) and
+``conv2d-seed`` (the seed layer alone: conv2d 1x512x7x7, 512 3x3 filters, pad 1). Every engine computes the same network with the same weights on the
+same input: templtune builds it with ``relay.build`` (the packaged reference log of the host's
+ISA family, and with ``--log`` too), ONNX Runtime and OpenVINO load its ONNX export
+(:func:`peers.to_onnx`), PyTorch runs it eagerly. Outputs are checked against the numpy
+interpreter (``graph.evaluate``) and the maximum absolute differences printed; an f32 engine
+off by more than ``--rtol`` of the output's range fails the run (OpenVINO's default precision,
+bf16 on AMX hosts, is printed but not gated).
+
+Timing: for each thread count (each engine's own setting: ``kernel.set_num_threads``, ORT's
+``intra_op_num_threads``, OpenVINO's ``INFERENCE_NUM_THREADS``, ``torch.set_num_threads``)
+rounds interleave the engines, ``--number`` calls each, ``--settle`` idle seconds between
+engines (spinning worker threads of the previous one); medians over ``--rounds`` rounds.
+GFLOPS count 2 x multiply-adds of the convolutions and dense layers; % of peak is against the
+FMA peak measured on the same threads (:func:`ops.fma_peak`). The ratio column is templtune's
+speed over the engine's (> 1: templtune faster). Results are also written to ``--out``.
+
+Run::
+
+    python3 benchmarks/inference.py [--models resnet-18,conv2d-seed] [--rounds 7]
+        [--threads 1,2] [--log LOG] [--engines ort,openvino,openvino-default,torch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from peers import Engine, peer_engines, templtune_engine  # noqa: E402
+
+from templtune import graph  # noqa: E402
+
+MODELS = ("resnet-18", "resnet-50", "mobilenet", "conv2d-seed")
+PEERS = ("ort", "openvino", "openvino-default", "torch")
+
+
+def seed_layer(seed: int = 0) -> tuple[graph.Function, dict[str, np.ndarray]]:
+    """conv2d 1x512x7x7 -> 512 3x3, pad 1 (the seed document's layer), as a network."""
+    from templtune.graph import nn
+    from templtune.graph.ir import Function
+
+    data = nn.var("data", (1, 512, 7, 7))
+    weight = nn.var("weight", (512, 512, 3, 3))
+    body = nn.conv2d(data, weight, padding=(1, 1))
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((512, 512, 3, 3)) * np.sqrt(2 / (512 * 9))).astype("float32")
+    return Function((data, weight), body, name="conv2d_seed"), {"weight": w}
+
+
+def load_model(name: str) -> tuple[graph.Function, dict[str, np.ndarray]]:
+    """The benchmark's network ``name`` and its params."""
+    from templtune.graph.ir import Function
+
+    if name == "conv2d-seed":
+        return seed_layer()
+    net, params, _, _ = graph.testing.get_network(name, 1, "NCHW")
+    if net.body.op == "nn.softmax":  # compare logits: see the module doc
+        net = Function(net.params, net.body.args[0], net.name)
+    return net, params
+
+
+def network_flops(net: graph.Function) -> float:
+    """2 x multiply-adds of the network's convolutions and dense layers."""
+    total = 0.0
+    for c in net.calls():
+        if c.op == "nn.conv2d":
+            o = c.shape  # NCHW output, OIHW weight
+            w = c.args[1].shape
+            total += 2.0 * np.prod(o) * w[1] * w[2] * w[3]
+        elif c.op == "nn.dense":
+            total += 2.0 * np.prod(c.shape) * c.args[0].shape[-1]
+    return total
+
+
+def cpu_name() -> str:
+    """The CPU's marketing name, LLVM's name for it, and the ISA family."""
+    from templtune.autotvm.task.reference import isa_family
+    from templtune.target import Target
+
+    model = platform.processor() or "unknown CPU"
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    caps = Target("llvm").capabilities
+    fam = isa_family("llvm")
+    return (f"{model} (LLVM {caps.cpu}, {fam.value if fam else 'no'} family, "
+            f"{caps.cores} cores)")
+
+
+def tuning_spent(log: Path) -> str:
+    """Records, workloads and the tuning time (timestamp spans) behind a log or raw-log folder."""
+    files = sorted(log.glob("*.log")) if log.is_dir() else [log]
+    n, workloads, spent = 0, set(), 0.0
+    for f in files:
+        stamps = []
+        for line in f.read_text(encoding="utf-8").splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if "input" in r:
+                n += 1
+                workloads.add((r["input"][1], tuple(r["input"][2])))
+                stamps.append(float(r["result"][3]))
+        # NOTE: records are stamped per batch; gaps over 2 minutes are pauses between runs.
+        gaps = np.diff(sorted(stamps))
+        spent += float(gaps[gaps < 120].sum())
+    text = f"{n} records of {len(workloads)} workloads"
+    return text + f", about {spent:.0f} s of tuning"
+
+
+def check(outputs: dict[str, np.ndarray], ref: np.ndarray, gated: dict[str, bool],
+          rtol: float, emit: Any) -> list[str]:
+    """Print each engine's max |diff| to the numpy reference and to the first engine; return
+    the gated engines beyond ``rtol`` x max|ref|."""
+    scale = float(np.abs(ref).max()) or 1.0
+    first_name, first = next(iter(outputs.items()))
+    bad = []
+    for name, out in outputs.items():
+        d_ref = float(np.abs(out - ref).max())
+        d_first = float(np.abs(out - first).max())
+        ok = d_ref <= rtol * scale
+        mark = "ok" if ok else ("MISMATCH" if gated[name] else "not gated (reduced precision)")
+        emit(f"  check {name:38s} max|diff| to numpy {d_ref:.2e}, to {first_name} {d_first:.2e}"
+             f"  (output range {scale:.2e}) {mark}")
+        if gated[name] and not ok:
+            bad.append(name)
+    return bad
+
+
+def time_engines(runners: dict[str, Any], rounds: int, number: int, settle: float
+                 ) -> dict[str, float]:
+    """Median ms per call of each runner over interleaved rounds."""
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for fn in runners.values():  # warm-up: first-call allocations, lazy compilation
+        fn()
+    for _ in range(rounds):
+        for name, fn in runners.items():
+            time.sleep(settle)
+            t = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[name].append((time.perf_counter() - t) / number * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit: Any) -> bool:
+    """Check and time one model on every engine; False on a mismatch."""
+    net, params = load_model(name)
+    data = next(v for v in net.params if v.name not in params)
+    x = np.random.default_rng(0).uniform(size=data.shape).astype("float32")
+    gflop = network_flops(net) / 1e9
+    emit(f"\n== {name} {tuple(data.shape)}: {gflop:.3f} GFLOP per inference")
+    t0 = time.time()
+    engines: list[Engine] = [templtune_engine("templtune (packaged log)", net, params, x)]
+    if a.log:
+        engines.append(templtune_engine(f"templtune (+{Path(a.log).name})", net, params, x,
+                                        a.log))
+    emit(f"  templtune built in {time.time() - t0:.1f} s; "
+         + "; ".join(f"{e.name}: {e.note}" for e in engines))
+    peers, skipped = peer_engines(net, params, x, tuple(a.engines.split(",")))
+    engines += peers
+    for line in skipped:
+        emit(f"  skipped {line}")
+    ref = graph.evaluate(net, params, **{data.name: x})
+    for nt in (int(t) for t in a.threads.split(",")):
+        runners = {e.name: e.prepare(nt) for e in engines}
+        outputs = {k: fn() for k, fn in runners.items()}
+        if nt == int(a.threads.split(",")[0]):
+            labels = [f"{e.name}: {e.extra['precision']}" for e in engines
+                      if "precision" in e.extra]
+            if labels:
+                emit("  inference precision: " + "; ".join(labels))
+            bad = check(outputs, ref, {e.name: e.gated for e in engines}, a.rtol, emit)
+            if bad:
+                emit(f"  FAIL: {', '.join(bad)} disagree with numpy")
+                return False
+        ms = time_engines(runners, a.rounds, a.number, a.settle)
+        base = ms[engines[0].name]
+        emit(f"  {nt} thread(s), FMA peak {peaks[nt]:.0f} GFLOPS, median of {a.rounds} rounds:")
+        for e in engines:
+            m = ms[e.name]
+            gf = gflop / m * 1e3
+            emit(f"    {e.name:38s} {m:8.2f} ms {gf:7.1f} GFLOPS {gf / peaks[nt]:6.1%} of peak"
+                 f"   templtune/engine speed {m / base:5.2f}")
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--engines", default=",".join(PEERS), help="peers, comma-separated")
+    ap.add_argument("--log", default=None, help="tuning records for a second templtune build")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--number", type=int, default=3, help="calls per engine per round")
+    ap.add_argument("--settle", type=float, default=0.05)
+    ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--out", default=str(HERE / "results" / "inference.txt"))
+    a = ap.parse_args(argv)
+    for m in a.models.split(","):
+        if m not in MODELS:
+            ap.error(f"unknown model {m!r}; choose from {', '.join(MODELS)}")
+
+    from ops import fma_peak
+
+    from templtune.autotvm.task.reference import FAMILY_LOGS, isa_family, reference_log_files
+
+    lines: list[str] = []
+
+    def emit(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    emit(f"# python3 benchmarks/inference.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+    emit(f"CPU: {cpu_name()}")
+    # NOTE: shared hosts: the load says how far the figures are from an idle machine's.
+    emit("load average (1, 5, 15 min): " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
+    fam = isa_family("llvm")
+    emit(f"packaged logs: {', '.join(str(f) for f in reference_log_files('llvm')) or 'none'}")
+    if fam is not None:
+        raw = HERE.parent / "logs" / "pretune" / fam.value
+        if raw.is_dir():
+            emit(f"  {FAMILY_LOGS[fam]} distilled from logs/pretune/{fam.value}: "
+                 f"{tuning_spent(raw)}")
+    if a.log:
+        emit(f"--log {a.log}: {tuning_spent(Path(a.log))}")
+    peaks = {nt: fma_peak(nt) for nt in (int(t) for t in a.threads.split(","))}
+    emit("FMA peak: " + ", ".join(f"{v:.0f} GFLOPS on {k} thread(s)" for k, v in peaks.items()))
+    ok = all([bench_model(m, a, peaks, emit) for m in a.models.split(",")])  # every model
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"written to {out}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

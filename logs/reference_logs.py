@@ -1,0 +1,213 @@
+"""Regenerate the packaged reference log of the host's ISA family in one command.
+
+The workloads are listed in ``logs/reference_workloads.txt`` (one ``template args`` line each;
+``#`` starts a comment). The pipeline
+
+1. optionally rewrites that file (``--refresh-workloads``) from the networks: every AutoTVM
+   task that ``relay.build`` of resnet-18, resnet-50 and mobilenet (batch 1, NCHW, 224x224)
+   would instantiate, both with no tuning record (the strategies' fallback choice) and with the
+   records of the other family's packaged log (the implementations a log selects, e.g.
+   Winograd), plus ``--all-candidates``: every registered implementation of every layer;
+   the benchmark workloads section (``# section: benchmarks``) is kept as it is;
+2. tunes each workload with XGB (``--trials`` per workload, at most an equal share of what is
+   left of ``--time-budget``), one thread, appending to ``logs/pretune/<family>/<name>.log``
+   (a rerun resumes: records already there count toward ``--trials``);
+3. writes the best successful record of each workload to the family's packaged log
+   (``templates/logs/cpu/x86.log`` for AVX2, ``x86_avx512.log`` for AVX-512; see
+   :data:`templtune.autotvm.task.reference.FAMILY_LOGS`).
+
+The family is that of ``--target`` (default ``llvm``: the host), read from the Target's
+capability record. Usage::
+
+    python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# NOTE: one thread: the 2 shared cores make 2-thread timings mostly noise; set before the
+# measurement processes start (they inherit it).
+os.environ.setdefault("TEMPLTUNE_NUM_THREADS", "1")
+
+from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family  # noqa: E402
+
+WORKLOADS = ROOT / "logs" / "reference_workloads.txt"
+NETWORKS = ("resnet-18", "resnet-50", "mobilenet")
+BENCH_SECTION = "# section: benchmarks"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One line of the workload file."""
+
+    template: str
+    args: tuple[int, ...]
+    note: str = ""
+
+    @property
+    def stem(self) -> str:
+        return f"{self.template}_{'_'.join(map(str, self.args))}"
+
+    def line(self) -> str:
+        text = f"{self.template} {','.join(map(str, self.args))}"
+        return f"{text:56s} # {self.note}" if self.note else text
+
+
+def read_workloads(path: Path = WORKLOADS) -> list[Workload]:
+    """The workloads of ``path`` in file order (duplicates dropped)."""
+    out: dict[tuple[str, tuple[int, ...]], Workload] = {}
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        body, _, note = raw.partition("#")
+        if not body.strip():
+            continue
+        parts = body.split()
+        if len(parts) != 2:
+            raise ValueError(f"{path}:{n}: expected 'template a,b,c', got {raw!r}")
+        try:
+            args = tuple(int(a) for a in parts[1].split(","))
+        except ValueError:
+            raise ValueError(f"{path}:{n}: arguments must be integers: {raw!r}") from None
+        out.setdefault((parts[0], args), Workload(parts[0], args, note.strip()))
+    return list(out.values())
+
+
+def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
+    """The AutoTVM workloads building the zoo networks instantiates (see the module doc)."""
+    from templtune import autotvm, graph
+    from templtune.autotvm import env
+    from templtune.graph.autotvm_integration import candidates
+    from templtune.graph.fuse import partition
+
+    found: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+
+    def add(name: str, args: tuple[int, ...], net_name: str) -> None:
+        nets = found.setdefault((name, tuple(int(a) for a in args)), [])
+        if net_name not in nets:
+            nets.append(net_name)
+
+    for net_name in NETWORKS:
+        net, params, _, _ = graph.testing.get_network(net_name, 1, "NCHW")
+        for refs in (False, True):
+            env.set_use_reference_logs(refs)
+            try:
+                for t in autotvm.task.extract_from_program(net, params, target):
+                    add(t.name, t.args, net_name)
+            finally:
+                env.set_use_reference_logs(True)
+        if all_candidates:
+            for g in partition(net):
+                for c in candidates(g.calls[0], target):
+                    add(c.template, c.args, net_name)
+    return [Workload(n, a, " ".join(nets)) for (n, a), nets in found.items()]
+
+
+def refresh(target: str, all_candidates: bool, path: Path = WORKLOADS) -> list[Workload]:
+    """Rewrite the network section of ``path``; the benchmark section is kept."""
+    bench: list[str] = []
+    if path.exists():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if BENCH_SECTION in lines:
+            bench = lines[lines.index(BENCH_SECTION):]
+    nets = network_workloads(target, all_candidates)
+    head = ["# Workloads of the packaged reference logs (logs/reference_logs.py).",
+            "# section: networks (generated by --refresh-workloads: resnet-18, resnet-50,",
+            "# mobilenet, batch 1, NCHW 224x224, as relay.build instantiates them)"]
+    path.write_text("\n".join(head + [w.line() for w in nets] + [""] + bench) + "\n",
+                    encoding="utf-8")
+    return read_workloads(path)
+
+
+def distill(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
+    """Write the best successful record of each workload of ``raw_dir`` to ``out``; returns
+    the number of records written."""
+    from templtune.autotvm.record import encode, load_from_file
+
+    wanted = {(w.template, w.args) for w in workloads}
+    best: dict[tuple[str, tuple[int, ...]], tuple[float, str]] = {}
+    for path in sorted(raw_dir.glob("*.log")):
+        for inp, res in load_from_file(path):
+            if int(res.error_no) != 0 or not res.costs:
+                continue
+            key = (inp.task.name, tuple(int(a) for a in inp.task.args))
+            if key not in wanted:
+                continue
+            cost = sum(res.costs) / len(res.costs)
+            if key not in best or cost < best[key][0]:
+                best[key] = (cost, encode(inp, res))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        for key in sorted(best):
+            f.write(best[key][1] + "\n")
+    return len(best)
+
+
+def tune_all(workloads: list[Workload], target: str, raw_dir: Path, trials: int,
+             budget: float) -> None:
+    """Tune every workload into ``raw_dir`` under one wall-time budget."""
+    from templtune import autotvm
+    from templtune.cli.tune_cmd import create_task, tune_task
+
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                                    runner=autotvm.LocalRunner(number=3, repeat=2))
+    t0 = time.time()
+    try:
+        for i, w in enumerate(workloads):
+            left = budget - (time.time() - t0)
+            if left <= 0:
+                print(f"time budget spent: workloads {i + 1}..{len(workloads)} not tuned")
+                break
+            share = left / (len(workloads) - i)
+            task = create_task(w.template, w.args, target)
+            s = tune_task(task, tuner="xgb", n_trial=trials, log=raw_dir / f"{w.stem}.log",
+                          early_stopping=None, seed=0, progress=False, option=option,
+                          resume=True, time_budget=share)
+            print(f"[{i + 1:3d}/{len(workloads)}] {w.template}{w.args}: {s.best_gflops:7.2f} "
+                  f"GFLOPS, {s.trials} trials (+{s.resumed} resumed) in {s.wall_s:.0f} s",
+                  flush=True)
+    finally:
+        for part in option.values():
+            part.close()
+    print(f"tuned in {time.time() - t0:.0f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="llvm", help="its ISA family picks the output log")
+    ap.add_argument("--refresh-workloads", action="store_true")
+    ap.add_argument("--all-candidates", action="store_true",
+                    help="with --refresh-workloads: every implementation of every layer")
+    ap.add_argument("--trials", type=int, default=16, help="trials per workload")
+    ap.add_argument("--time-budget", type=float, default=1500.0, help="seconds in all")
+    ap.add_argument("--only", default=None, help="tune only workloads of this template")
+    ap.add_argument("--no-tune", action="store_true", help="only distill the raw logs")
+    a = ap.parse_args(argv)
+
+    family = isa_family(a.target)
+    if family is None:
+        known = ", ".join(f.value for f in IsaFamily)
+        raise SystemExit(f"target {a.target!r} is in no ISA family ({known})")
+    workloads = (refresh(a.target, a.all_candidates) if a.refresh_workloads
+                 else read_workloads())
+    if a.only:
+        workloads = [w for w in workloads if w.template == a.only]
+    raw_dir = ROOT / "logs" / "pretune" / family.value
+    out = ROOT / "templates" / "logs" / "cpu" / FAMILY_LOGS[family]
+    print(f"{family.value}: {len(workloads)} workloads, raw logs {raw_dir}, output {out}")
+    if not a.no_tune:
+        tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget)
+    n = distill(raw_dir, out, read_workloads())
+    print(f"wrote {n} records to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

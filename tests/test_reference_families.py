@@ -1,0 +1,127 @@
+"""Packaged CPU reference logs per ISA family: the Target's capabilities pick the file, the
+other family's log serves (with a warning) when the own one is missing; and the pipeline
+(logs/reference_logs.py) that regenerates them from one workload file."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from templtune.autotvm import record
+from templtune.autotvm.measure import MeasureInput, MeasureResult
+from templtune.autotvm.task import reference
+from templtune.autotvm.task.reference import (
+    FAMILY_LOGS,
+    IsaFamily,
+    isa_family,
+    load_reference_log,
+    reference_log_files,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "logs"))
+
+import reference_logs  # noqa: E402
+
+AVX2 = "llvm -mcpu=haswell"
+AVX512 = "llvm -mcpu=skylake-avx512"
+
+
+def test_family_from_target_capabilities():
+    assert isa_family(AVX2) is IsaFamily.AVX2
+    assert isa_family(AVX512) is IsaFamily.AVX512
+    assert isa_family("llvm -mcpu=icelake-server") is IsaFamily.AVX512
+    assert isa_family("llvm -mcpu=x86-64") is None  # SSE only: no family
+    assert isa_family("cuda") is None
+
+
+def _dense_task():
+    from templtune import autotvm
+    from templtune.templates import load
+
+    load("x86")
+    return autotvm.task.create("dense", (1, 1000, 512), "llvm")
+
+
+def _write(path: Path, task, index: int) -> None:
+    inp = MeasureInput("llvm", task, task.config_space.get(index))
+    record.save_to_file([(inp, MeasureResult((1e-4,), 0, 0.0, 0.0))], path)
+
+
+@pytest.fixture
+def family_dir(tmp_path, monkeypatch):
+    """Only a temporary folder with one record per family log and a user log."""
+    monkeypatch.setattr(reference, "reference_log_dirs", lambda: [tmp_path])
+    monkeypatch.delenv("TEMPLTUNE_NO_TOPHUB", raising=False)
+    reference._warned.clear()
+    (tmp_path / "cpu").mkdir()
+    task = _dense_task()
+    _write(tmp_path / "cpu" / FAMILY_LOGS[IsaFamily.AVX2], task, 1)
+    _write(tmp_path / "cpu" / FAMILY_LOGS[IsaFamily.AVX512], task, 2)
+    _write(tmp_path / "cpu" / "mine.log", task, 3)
+    return tmp_path / "cpu"
+
+
+def test_target_family_picks_its_log(family_dir):
+    names = {t: sorted(f.name for f in reference_log_files(t)) for t in (AVX2, AVX512)}
+    assert names[AVX2] == ["mine.log", "x86.log"]
+    assert names[AVX512] == ["mine.log", "x86_avx512.log"]
+    idx = {t: sorted(i.config.index for i, _ in load_reference_log(t, "dense"))
+           for t in (AVX2, AVX512)}
+    assert idx == {AVX2: [1, 3], AVX512: [2, 3]}
+
+
+def test_missing_family_log_falls_back_with_a_warning(family_dir, caplog):
+    (family_dir / FAMILY_LOGS[IsaFamily.AVX512]).unlink()
+    with caplog.at_level(logging.WARNING, logger="autotvm"):
+        files = sorted(f.name for f in reference_log_files(AVX512))
+        reference_log_files(AVX512)  # warned once only
+    assert files == ["mine.log", "x86.log"]
+    warnings = [r for r in caplog.records if "no avx512 reference log" in r.getMessage()]
+    assert len(warnings) == 1 and "tuned for avx2" in warnings[0].getMessage()
+    # an own-family log present: no warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="autotvm"):
+        reference_log_files(AVX2)
+    assert not caplog.records
+
+
+def test_workload_file_parses_and_round_trips(tmp_path):
+    ws = reference_logs.read_workloads()
+    assert len(ws) >= 50
+    keys = {(w.template, w.args) for w in ws}
+    assert ("conv2d_nchw", (1, 7, 7, 512, 512, 3, 3, 1, 1)) in keys  # the seed layer
+    assert len(keys) == len(ws)
+    f = tmp_path / "w.txt"
+    f.write_text("\n".join(w.line() for w in ws) + "\n")
+    assert reference_logs.read_workloads(f) == ws
+    f.write_text("dense 1,x,3\n")
+    with pytest.raises(ValueError, match="integers"):
+        reference_logs.read_workloads(f)
+
+
+def test_workload_file_covers_what_the_build_instantiates():
+    """Every AutoTVM task building the three networks extracts is in the workload file."""
+    listed = {(w.template, w.args) for w in reference_logs.read_workloads()}
+    found = {(w.template, w.args) for w in reference_logs.network_workloads("llvm", False)}
+    assert found <= listed, ("run python3 logs/reference_logs.py --refresh-workloads: "
+                             f"missing {sorted(found - listed)}")
+
+
+def test_distill_keeps_the_best_record_of_listed_workloads(tmp_path):
+    task = _dense_task()
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    cfg = task.config_space
+    recs = [(MeasureInput("llvm", task, cfg.get(i)), MeasureResult((c,), err, 0.0, 0.0))
+            for i, c, err in ((0, 3e-4, 0), (1, 1e-4, 0), (2, 1e-5, 4))]  # 2: an error
+    record.save_to_file(recs, raw / "a.log")
+    out = tmp_path / "out.log"
+    wl = [reference_logs.Workload("dense", (1, 1000, 512))]
+    assert reference_logs.distill(raw, out, wl) == 1
+    (inp, _), = list(record.load_from_file(out))
+    assert inp.config.index == 1
+    assert reference_logs.distill(raw, out, [reference_logs.Workload("dense", (1, 2, 3))]) == 0
