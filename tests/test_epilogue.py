@@ -258,18 +258,29 @@ def test_packaged_logs_still_apply_to_fused_groups() -> None:
                                rtol=1e-3, atol=1e-3)
 
 
+def _conv_stage(sch: Any) -> Any:
+    return next(st.op for st in sch.stages if st.op.name == "conv2d_nchw")
+
+
 @pytest.mark.slow
 def test_auto_scheduler_record_runs_its_group_as_one_fused_kernel(tmp_path) -> None:
+    """On CPU the sketch policy offers the conv tiled with its tail fused and (as TVM's) tiled
+    alone; the record of a fused state builds as one kernel whose output stage computes the
+    tail, the conv at its tiles."""
     from templtune import auto_scheduler
     from templtune.auto_scheduler.measure import MeasureInput, MeasureResult
+    from templtune.auto_scheduler.replay import replay_schedule
     from templtune.graph.build import _auto_scheduled
 
     net, params, ishape, _ = graph.testing.get_network("resnet-18", image_shape=(3, 32, 32))
     tasks, _ = auto_scheduler.extract_tasks(net, params, "llvm")
     task = next(t for t in tasks if t.desc == "fused_nn_conv2d_nn_bias_add_add_nn_relu")
     policy = auto_scheduler.SketchPolicy(task, auto_scheduler.RandomModel(seed=0), verbose=0)
+    dag = task.compute_dag
+    state = next(st for st in policy.sample_initial_population(16)
+                 if tail_in_output_stage(sch := replay_schedule(dag, st)[0], _conv_stage(sch)))
     log = str(tmp_path / "one.json")
-    auto_scheduler.save_records(log, [MeasureInput(task, policy.sample_initial_population(2)[0])],
+    auto_scheduler.save_records(log, [MeasureInput(task, state)],
                                 [MeasureResult((1e-4,), 0, "", 1.0, time.time())])
     x = np.random.default_rng(0).standard_normal(ishape).astype(np.float32)
     with auto_scheduler.ApplyHistoryBest(log):
@@ -277,9 +288,8 @@ def test_auto_scheduler_record_runs_its_group_as_one_fused_kernel(tmp_path) -> N
         groups = [g for g in lib.groups if g.impl == "auto_scheduler"]
         assert groups and all(len(g.steps) == 1 and g.steps[0].output is g.group.output
                               for g in groups)
-        sch, tensors, _, _ = _auto_scheduled(groups[0].group, Target("llvm"), True, set())
-    conv = next(st.op for st in sch.stages if st.op.name == "conv2d_nchw")
-    assert tail_in_output_stage(sch, conv)
+        sch, _, _, _ = _auto_scheduled(groups[0].group, Target("llvm"), True, set())
+    assert tail_in_output_stage(sch, _conv_stage(sch))
     np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
                                rtol=1e-4, atol=1e-5)
 
@@ -325,3 +335,16 @@ def test_a_template_failing_with_its_epilogue_runs_without_it(monkeypatch, caplo
     assert "with epilogue nn_bias_add_nn_relu" in caplog.text
     np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_the_decorated_template_takes_the_epilogue_keyword_only() -> None:
+    from templtune.templates.x86.dense import dense
+
+    anchor, axis = _anchors()["dense_b8"]
+    ft = fused_tail(partition(_with_tail(anchor, axis, "clip"))[0])
+    assert ft is not None
+    with autotvm.ApplyConfig(create("dense", (8, 32, 40), "llvm").config_space.get(0)) as ctx:
+        _, bufs = dense(8, 32, 40, epilogue=ft.epilogue)
+        with pytest.raises(TypeError, match="keyword epilogue"):
+            dense(8, 32, 40, tail=ft.epilogue)
+    assert ctx.workload == ("dense", 8, 32, 40) and bufs[-1].op.name == "T_clip"
