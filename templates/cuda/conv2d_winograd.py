@@ -6,19 +6,31 @@ the inverse transform and the output gather. Knobs on the GEMM: ``tile_b`` (the 
 4-way split (block, vthread, thread, inner); ``tile_rc`` (2-way split of input channels, one
 shared-memory slice per outer step); ``auto_unroll_max_step`` in {0, 128, 1500} and
 ``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one thread per (channel,
-tile) with the small ``alpha x alpha`` loops unrolled.
+tile) with the small ``alpha x alpha`` loops unrolled. Configs over the target's per-block
+limits are filtered out (:func:`prune_winograd`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from templtune import autotvm, te, topi
 from templtune.autotvm import strategy
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import GPU_KEYS, conv_nchw_args, is_conv
-from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
+from ._common import (
+    BlockUsage,
+    bind_tiles,
+    block_limits,
+    cooperative_fetch,
+    prune_over_limits,
+    unroll_pragmas,
+)
+
+__all__ = ["conv2d_winograd", "prune_winograd"]
 
 _THREADS = 64
 
@@ -28,6 +40,34 @@ def _flat_bind(s: Any, stage: Any, axes: list[Any], threads: int = _THREADS) -> 
     bx, tx = s[stage].split(fused, factor=threads)
     s[stage].bind(bx, te.thread_axis("blockIdx.x"))
     s[stage].bind(tx, te.thread_axis("threadIdx.x"))
+
+
+def prune_winograd(cfg: Any, alpha: int) -> None:
+    """Drop the batched-GEMM configs over the target's per-block limits
+    (:func:`prune_over_limits`; the transform kernels use a fixed 64 threads and no shared
+    memory). Threads are the thread factors of ``tile_b/y/x``; shared memory holds one
+    ``tile_rc`` slice of both packed operands over the ``(eps, nu)`` pairs a block's run of
+    the fused batch axis covers (:func:`_covered`); registers per thread are the accumulators,
+    once per virtual thread."""
+
+    def threads(b: Any, y: Any, x: Any) -> Any:
+        return b[2] * y[2] * x[2]
+
+    def usage(b: Any, y: Any, x: Any, rc: Any) -> BlockUsage:
+        pairs = _covered(b[1] * b[2] * b[3], alpha)
+        shared = 4 * pairs * rc[1] * (y[1] * y[2] * y[3] + x[1] * x[2] * x[3])
+        words = b[1] * y[1] * x[1] * (b[3] * y[3] * x[3])
+        return BlockUsage(threads(b, y, x), shared, words)
+
+    prune_over_limits(cfg, ("tile_b", "tile_y", "tile_x", "tile_rc"), usage, threads,
+                      thread_knobs=3)
+
+
+def _covered(run: Any, alpha: int) -> Any:
+    """``(eps, nu)`` pairs in the shared tile of a run of ``run`` fused ``eps * alpha + nu``
+    indices (bound inference): whole rows when the run spans rows, else its ``nu`` range."""
+    rows = np.maximum(1, run // alpha)
+    return np.where(run >= alpha, rows * alpha, run)
 
 
 def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
@@ -45,6 +85,7 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     cfg.define_split("tile_rc", rc, num_outputs=2)
     cfg.define_knob("auto_unroll_max_step", [0, 128, 1500])
     cfg.define_knob("unroll_explicit", [0, 1])
+    prune_winograd(cfg, int(bgemm.shape[0]))
 
     bz, vz, tz, zi = cfg["tile_b"].apply(s, bgemm, b)
     by, vy, ty, yi = cfg["tile_y"].apply(s, bgemm, y)
@@ -87,6 +128,9 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
             if getattr(t.op, "tag", "") == "const_matrix" or t.op.name in ("A", "B", "G"):
                 s[t].compute_inline()
 
+    # NOTE: the fixed transform kernels must fit a target of fewer threads per block too
+    lim = block_limits()
+    threads = min(_THREADS, lim.threads) if lim else _THREADS
     # weight and input transforms: one thread per (channel, tile), alpha x alpha unrolled
     for stage in (kernel_pack, data_pack):
         eps, nu, c, p = s[stage].op.axis
@@ -94,7 +138,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
         s[stage].reorder(c, p, eps, nu, r_a, r_b)
         for ax in (eps, nu, r_a, r_b):
             s[stage].unroll(ax)
-        _flat_bind(s, stage, [c, p])
+        _flat_bind(s, stage, [c, p], threads)
 
     _bgemm(cfg, s, bgemm)
 
@@ -103,9 +147,9 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[inverse].reorder(k, p, vh, vw, r_a, r_b)
     for ax in (vh, vw, r_a, r_b):
         s[inverse].unroll(ax)
-    _flat_bind(s, inverse, [k, p])
+    _flat_bind(s, inverse, [k, p], threads)
 
-    _flat_bind(s, output, list(s[output].op.axis))
+    _flat_bind(s, output, list(s[output].op.axis), threads)
     return s, [data, kernel, output]
 
 
