@@ -20,7 +20,8 @@ from templtune.target import Target
 importlib.import_module("templtune.templates.cuda.dense")
 importlib.import_module("templtune.templates.cuda.conv2d_winograd")
 
-TILE_KNOBS = ("tile_y", "tile_x", "tile_k", "tile_b", "tile_rc")
+#: the knobs that change a kernel's resources
+TILE_KNOBS = ("tile_y", "tile_x", "tile_k", "pad", "tile_b", "tile_rc")
 
 
 def _verdict(task, index: int, lim: CudaLimits) -> str:

@@ -21,22 +21,22 @@ MAX_LOCAL_WORDS = 1024
 @dataclass(frozen=True)
 class KnobFilter:
     """A ``multi_filter`` on the factors of some split knobs: ``keep(*sizes)`` gets, per knob
-    of ``knobs``, the tuple of its split factors (``entity.size``), and must work when the
-    factors are numpy arrays too: :meth:`table` evaluates it over all the knobs' entities at
-    once, so the space is sized without a Python call per point."""
+    of ``knobs``, the tuple of its split factors (``entity.size``; ``(entity.val,)`` for a
+    ``define_knob`` knob of ints), and must work when the factors are numpy arrays too:
+    :meth:`table` evaluates it over all the knobs' entities at once, so the space is sized
+    without a Python call per point."""
 
     knobs: tuple[str, ...]
     keep: Callable[..., Any]
 
     def __call__(self, entities: Any) -> bool:
-        return bool(self.keep(*(tuple(int(v) for v in entities[k].size) for k in self.knobs)))
+        return bool(self.keep(*(_values(entities[k]) for k in self.knobs)))
 
     def table(self, *spaces: Any) -> np.ndarray:
         n = len(spaces)
         args = []
         for i, space in enumerate(spaces):
-            sizes = np.array([[int(v) for v in space[j].size] for j in range(len(space))],
-                             dtype=np.int64)
+            sizes = np.array([_values(space[j]) for j in range(len(space))], dtype=np.int64)
             shape = [-1 if d == i else 1 for d in range(n)]
             args.append(tuple(sizes[:, c].reshape(shape) for c in range(sizes.shape[1])))
         return np.broadcast_to(self.keep(*args), [len(s) for s in spaces])
@@ -99,6 +99,11 @@ def prune_over_limits(cfg: Any, knobs: Sequence[str], usage: Callable[..., Block
         cfg.multi_filter(KnobFilter(head, lambda *sizes: threads(*sizes) <= lim.threads),
                          knobs=head)
     cfg.multi_filter(KnobFilter(knobs, lambda *sizes: usage(*sizes).fits(lim)), knobs=knobs)
+
+
+def _values(entity: Any) -> tuple[int, ...]:
+    size = getattr(entity, "size", None)
+    return tuple(int(v) for v in (size if size is not None else (entity.val,)))
 
 
 def cooperative_fetch(s: Any, load: Any, parts: Sequence[tuple[Any, str]],

@@ -4,10 +4,11 @@ Five kernels: the weight transform, the input transform, the batched GEMM (the t
 the inverse transform and the output gather. Knobs on the GEMM: ``tile_b`` (the fused
 ``alpha x alpha`` batch axis), ``tile_y`` (output channels) and ``tile_x`` (tiles), each a
 4-way split (block, vthread, thread, inner); ``tile_rc`` (2-way split of input channels, one
-shared-memory slice per outer step); ``auto_unroll_max_step`` in {0, 128, 1500} and
-``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one thread per (channel,
-tile) with the small ``alpha x alpha`` loops unrolled. Configs over the target's per-block
-limits are filtered out (:func:`prune_winograd`).
+shared-memory slice per outer step); ``vec`` in {1, 2, 4} (elements each thread copies per
+shared-memory load: 4 gives ``float4`` loads where aligned); ``auto_unroll_max_step`` in
+{0, 128, 1500} and ``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one
+thread per (channel, tile) with the small ``alpha x alpha`` loops unrolled. Configs over the
+target's per-block limits are filtered out (:func:`prune_winograd`).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     cfg.define_split("tile_y", y, num_outputs=4)
     cfg.define_split("tile_x", x, num_outputs=4)
     cfg.define_split("tile_rc", rc, num_outputs=2)
+    cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("auto_unroll_max_step", [0, 128, 1500])
     cfg.define_knob("unroll_explicit", [0, 1])
     prune_winograd(cfg, int(bgemm.shape[0]))
@@ -102,7 +104,8 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
         s[load].compute_at(s[acc], rco)
         cooperative_fetch(s, load, [(cfg["tile_b"].size[2], "threadIdx.z"),
                                     (cfg["tile_y"].size[2], "threadIdx.y"),
-                                    (cfg["tile_x"].size[2], "threadIdx.x")])
+                                    (cfg["tile_x"].size[2], "threadIdx.x")],
+                          vector=cfg["vec"].val)
     unroll_pragmas(cfg, s[bgemm], bz)
 
 

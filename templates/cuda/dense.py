@@ -4,8 +4,10 @@ Knobs: ``tile_y`` / ``tile_x`` (4-way splits of the batch and output axes: block
 thread, inner), ``tile_k`` (3-way reduction split: each outer step fetches one k-slice of both
 operands into shared memory, each middle step copies the thread's rows of it into registers),
 ``vec`` in {1, 2, 4} (elements each thread copies per shared-memory load: 4 gives ``float4``
-loads where the rows are aligned), ``auto_unroll_max_step`` in {0, 64, 512} and
-``unroll_explicit`` in {0, 1}. A thread accumulates a ``(vthread x inner)`` register tile of
+loads where the rows are aligned), ``pad`` in {0, 1} (1 pads the shared rows to a stride of
+``8n + 1`` words, so that threads reading different rows of the same column hit different
+banks; the float4 stores into shared memory then become element stores),
+``auto_unroll_max_step`` in {0, 64, 512} and ``unroll_explicit`` in {0, 1}. A thread accumulates a ``(vthread x inner)`` register tile of
 the output. Configs over the target's per-block limits are filtered out (:func:`prune_dense`).
 """
 
@@ -23,6 +25,13 @@ from ._common import BlockUsage, cooperative_fetch, prune_over_limits, unroll_pr
 __all__ = ["dense", "prune_dense"]
 
 _VECTOR = (1, 2, 4)
+#: the shared rows' stride with ``pad``: ``_PAD[1]`` modulo ``_PAD[0]`` words
+_PAD = (8, 1)
+
+
+def padded_row(k_in: Any, pad: Any) -> Any:
+    """Words per shared row of a ``k_in``-element k-slice (the lowering's storage_align)."""
+    return k_in + pad * ((_PAD[1] - k_in) % _PAD[0])
 
 
 def prune_dense(cfg: Any) -> None:
@@ -34,13 +43,14 @@ def prune_dense(cfg: Any) -> None:
     def threads(y: Any, x: Any) -> Any:
         return y[2] * x[2]
 
-    def usage(y: Any, x: Any, k: Any) -> BlockUsage:
+    def usage(y: Any, x: Any, k: Any, pad: Any) -> BlockUsage:
         blk_y, blk_x = y[1] * y[2] * y[3], x[1] * x[2] * x[3]
-        k_in = k[1] * k[2]
+        row = padded_row(k[1] * k[2], pad[0])
         words = y[1] * x[1] * (y[3] * x[3] + y[3] * k[2] + x[3] * k[2])
-        return BlockUsage(threads(y, x), 4 * k_in * (blk_y + blk_x), words)
+        return BlockUsage(threads(y, x), 4 * row * (blk_y + blk_x), words)
 
-    prune_over_limits(cfg, ("tile_y", "tile_x", "tile_k"), usage, threads, thread_knobs=2)
+    prune_over_limits(cfg, ("tile_y", "tile_x", "tile_k", "pad"), usage, threads,
+                      thread_knobs=2)
 
 
 def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
@@ -58,6 +68,7 @@ def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
     cfg.define_split("tile_x", j, num_outputs=4)
     cfg.define_split("tile_k", k, num_outputs=3)
     cfg.define_knob("vec", list(_VECTOR))
+    cfg.define_knob("pad", [0, 1])
     cfg.define_knob("auto_unroll_max_step", [0, 64, 512])
     cfg.define_knob("unroll_explicit", [0, 1])
     prune_dense(cfg)
@@ -83,6 +94,8 @@ def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
     s[acc].reorder(ko, km, ki, ai, aj)
     for load in (data_sh, weight_sh):
         s[load].compute_at(s[acc], ko)
+        if cfg["pad"].val:
+            s[load].storage_align(s[load].op.axis[0], *_PAD)
         cooperative_fetch(s, load, [(cfg["tile_y"].size[2], "threadIdx.y"),
                                     (cfg["tile_x"].size[2], "threadIdx.x")],
                           vector=cfg["vec"].val)
