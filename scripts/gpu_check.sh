@@ -23,7 +23,6 @@ set -uo pipefail
 MODE=${1:-run}
 OUT=${OUT:-$PWD/gpu_check_out}
 LOGS=${GPU_CHECK_LOGS:-/tmp/gpu_check_logs}
-mkdir -p "$OUT" "$LOGS"
 RUN=$OUT/run.txt
 export PYTHONUNBUFFERED=1
 export TEMPLTUNE_CUDA_CACHE=${TEMPLTUNE_CUDA_CACHE:-/tmp/templtune_cuda_cache}
@@ -40,6 +39,7 @@ if [ "$MODE" = --prepare ]; then
   exit $?
 fi
 
+mkdir -p "$OUT" "$LOGS"
 CONV="(1, 7, 7, 512, 512, 3, 3, (1, 1), (1, 1))"
 WINO2="(1, 7, 7, 512, 512, 3, 3, (1, 1), 2)"
 WINO4="(1, 7, 7, 512, 512, 3, 3, (1, 1), 4)"

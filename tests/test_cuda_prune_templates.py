@@ -73,7 +73,7 @@ def _check_every_config(task) -> None:
         msg = _verdict(task, index, lim)
         n_tiles += 1
         n_fit += msg == ""
-        assert bool(valid[index]) == (msg == ""), (space.get(index), msg)
+        assert bool(valid[index]) == (msg == ""), (space._entities_at(index), msg)
         if msg:
             assert _exceeds(msg, lim), msg
     # the independent count: the backend's fits times the resource-neutral knob choices
@@ -92,9 +92,13 @@ def test_every_dense_config_fits_exactly_when_kept():
 
 
 @pytest.mark.slow
-def test_every_winograd_config_fits_exactly_when_kept():
-    task = autotvm.task.create("conv2d_nchw_winograd.cuda", (1, 2, 2, 4, 2, 3, 3, (1, 1), 2),
-                               "cuda -max_threads_per_block=16 -max_shared_memory_per_block=256")
+@pytest.mark.parametrize("args, target", [
+    ((1, 2, 2, 4, 2, 3, 3, (1, 1), 2), "-max_threads_per_block=16 -max_shared_memory_per_block=256"),
+    # F(4x4, 3x3): 6 x 6 pairs, whose runs of 4 and 9 do not tile the rows
+    ((1, 4, 4, 1, 1, 3, 3, (1, 1), 4), "-max_threads_per_block=8 -max_shared_memory_per_block=64"),
+])
+def test_every_winograd_config_fits_exactly_when_kept(args, target):
+    task = autotvm.task.create("conv2d_nchw_winograd.cuda", args, f"cuda {target}")
     _check_every_config(task)
 
 
@@ -115,7 +119,7 @@ def test_sampled_configs_of_real_workloads(name, args):
         assert _verdict(task, int(index), lim) == "", space.get(int(index))
     dropped = np.flatnonzero(~space._valid_all())
     for index in rng.choice(dropped, 4, replace=False):
-        assert _exceeds(_verdict(task, int(index), lim), lim), space.get(int(index))
+        assert _exceeds(_verdict(task, int(index), lim), lim), space._entities_at(int(index))
 
 
 def test_precheck_counts_each_kernel_on_its_own():

@@ -4,9 +4,9 @@ Five kernels: the weight transform, the input transform, the batched GEMM (the t
 the inverse transform and the output gather. Knobs on the GEMM: ``tile_b`` (the fused
 ``alpha x alpha`` batch axis), ``tile_y`` (output channels) and ``tile_x`` (tiles), each a
 4-way split (block, vthread, thread, inner); ``tile_rc`` (2-way split of input channels, one
-shared-memory slice per outer step); ``vec`` in {1, 2, 4} (elements each thread copies per
-shared-memory load: 4 gives ``float4`` loads where aligned); ``auto_unroll_max_step`` in
-{0, 128, 1500} and ``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one
+shared-memory slice per outer step, one register copy per input channel); ``vec`` in
+{1, 2, 4} (elements each thread copies per shared-memory load: 4 gives ``float4`` loads where
+aligned); ``auto_unroll_max_step`` in {0, 128, 1500} and ``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one
 thread per (channel, tile) with the small ``alpha x alpha`` loops unrolled. Configs over the
 target's per-block limits are filtered out (:func:`prune_winograd`).
 """
@@ -48,16 +48,17 @@ def prune_winograd(cfg: Any, alpha: int) -> None:
     (:func:`prune_over_limits`; the transform kernels use a fixed 64 threads and no shared
     memory). Threads are the thread factors of ``tile_b/y/x``; shared memory holds one
     ``tile_rc`` slice of both packed operands over the ``(eps, nu)`` pairs a block's run of
-    the fused batch axis covers (:func:`_covered`); registers per thread are the accumulators,
-    once per virtual thread."""
+    the fused batch axis covers (:func:`_covered`); registers per thread are the accumulators
+    and the register copies of one input channel of both operands, once per virtual
+    thread."""
 
     def threads(b: Any, y: Any, x: Any) -> Any:
         return b[2] * y[2] * x[2]
 
     def usage(b: Any, y: Any, x: Any, rc: Any) -> BlockUsage:
-        pairs = _covered(b[1] * b[2] * b[3], alpha)
+        pairs, own = _covered(b[1] * b[2] * b[3], alpha), _covered(b[3], alpha)
         shared = 4 * pairs * rc[1] * (y[1] * y[2] * y[3] + x[1] * x[2] * x[3])
-        words = b[1] * y[1] * x[1] * (b[3] * y[3] * x[3])
+        words = b[1] * y[1] * x[1] * own * (y[3] * x[3] + y[3] + x[3])
         return BlockUsage(threads(b, y, x), shared, words)
 
     prune_over_limits(cfg, ("tile_b", "tile_y", "tile_x", "tile_rc"), usage, threads,
@@ -65,10 +66,13 @@ def prune_winograd(cfg: Any, alpha: int) -> None:
 
 
 def _covered(run: Any, alpha: int) -> Any:
-    """``(eps, nu)`` pairs in the shared tile of a run of ``run`` fused ``eps * alpha + nu``
-    indices (bound inference): whole rows when the run spans rows, else its ``nu`` range."""
-    rows = np.maximum(1, run // alpha)
-    return np.where(run >= alpha, rows * alpha, run)
+    """``(eps, nu)`` pairs in the tile of a run of ``run`` fused ``eps * alpha + nu`` indices,
+    as bound inference sizes it: the run itself when it is whole rows or divides a row; whole
+    rows around it when its remainder divides a row (9 of 6 x 6: 2 rows); else all pairs."""
+    rem = run % alpha
+    aligned = (rem == 0) | (alpha % run == 0)
+    rows = np.where(alpha % np.maximum(rem, 1) == 0, run // alpha + 1, alpha)
+    return np.where(aligned, run, rows * alpha)
 
 
 def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
@@ -76,6 +80,8 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     acc = s.cache_write(bgemm, "local")
     a_sh = s.cache_read(kernel_pack, "shared", [acc])
     b_sh = s.cache_read(data_pack, "shared", [acc])
+    a_reg = s.cache_read(a_sh, "local", [acc])
+    b_reg = s.cache_read(b_sh, "local", [acc])
 
     eps, nu, y, x = s[bgemm].op.axis
     b = s[bgemm].fuse(eps, nu)
@@ -106,6 +112,10 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
                                     (cfg["tile_y"].size[2], "threadIdx.y"),
                                     (cfg["tile_x"].size[2], "threadIdx.x")],
                           vector=cfg["vec"].val)
+    # register tiles: each input channel's operands are read from shared memory once per
+    # thread, then reused across the thread's outputs
+    for reg in (a_reg, b_reg):
+        s[reg].compute_at(s[acc], rci)
     unroll_pragmas(cfg, s[bgemm], bz)
 
 
