@@ -72,6 +72,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
+# NOTE: a bare checkout (the device machine's copy) has no installed templtune: the top-level
+# templates/ folder is templtune.templates through the same link the developers' worktrees use
+if ! "$PY" -c "import templtune.templates" 2>/dev/null; then
+  [ -e templtune/templates ] || ln -s ../templates templtune/templates
+fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   nvcc --version | tail -1; "$PY" -c "import sys; print(sys.version)"
   "$PY" -c "import xgboost; print('xgboost', xgboost.__version__)"; } 2>&1 | tee "$RUN"

@@ -7,8 +7,9 @@ operands into shared memory, each middle step copies the thread's rows of it int
 loads where the rows are aligned), ``pad`` in {0, 1} (1 pads the shared rows to a stride of
 ``8n + 1`` words, so that threads reading different rows of the same column hit different
 banks; the float4 stores into shared memory then become element stores),
-``auto_unroll_max_step`` in {0, 64, 512} and ``unroll_explicit`` in {0, 1}. A thread accumulates a ``(vthread x inner)`` register tile of
-the output. Configs over the target's per-block limits are filtered out (:func:`prune_dense`).
+``auto_unroll_max_step`` in {0, 64, 512} and ``unroll_explicit`` in {0, 1}. A thread
+accumulates a ``(vthread x inner)`` register tile of the output. Configs over the target's
+per-block limits are filtered out (:func:`prune_dense`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from templtune.autotvm.strategy import OpCall, TemplateInfo
 from .._strategy import GPU_KEYS
 from ._common import BlockUsage, cooperative_fetch, prune_over_limits, unroll_pragmas
 
-__all__ = ["dense", "prune_dense"]
+__all__ = ["dense", "padded_row", "prune_dense"]
 
 _VECTOR = (1, 2, 4)
 #: the shared rows' stride with ``pad``: ``_PAD[1]`` modulo ``_PAD[0]`` words
