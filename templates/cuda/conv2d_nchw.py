@@ -5,7 +5,7 @@ thread, inner), ``tile_rc``, ``tile_ry``, ``tile_rx`` (3-way reduction splits),
 ``auto_unroll_max_step`` in {0, 512, 1500} and ``unroll_explicit`` in {0, 1}. The output tile of
 a block is accumulated in registers (``local``); input and weight tiles are fetched
 cooperatively into shared memory by all threads of the block at each outer reduction step.
-Configs over the target's per-block limits are filtered out (:func:`prune_over_limits`); the
+Configs over the target's per-block limits are filtered out (:func:`prune_conv2d`); the
 index space stays the tutorial's.
 
 Registered as ``"tutorial/conv2d_no_batching"`` (the seed's name) and ``"conv2d_nchw.cuda"``.
@@ -18,32 +18,30 @@ from typing import Any
 import numpy as np
 
 from templtune import autotvm, te, topi
-from templtune import target as _target
 from templtune.autotvm import strategy
 from templtune.autotvm.strategy import TemplateInfo
 
 from .._strategy import CONV_PARAMS, GPU_KEYS, conv_nchw_args, is_conv
-from ._common import KnobFilter, bind_tiles, cooperative_fetch, unroll_pragmas
+from ._common import (
+    MAX_LOCAL_WORDS,
+    BlockUsage,
+    bind_tiles,
+    cooperative_fetch,
+    prune_over_limits,
+    unroll_pragmas,
+)
 
-#: local words per thread the CUDA backend builds at most (its ``max_local_words_per_thread``)
-MAX_LOCAL_WORDS = 1024
+__all__ = ["MAX_LOCAL_WORDS", "conv2d_nchw", "conv2d_no_batching", "prune_conv2d"]
 
 
-def prune_over_limits(cfg: Any, stride: tuple[int, int], padded_hw: tuple[int, int]) -> None:
-    """Drop the configs whose blocks exceed the target's threads, shared memory or registers
-    per block (its capability record), so no trial is spent on an ``INSTANTIATION_ERROR``.
+def prune_conv2d(cfg: Any, stride: tuple[int, int], padded_hw: tuple[int, int]) -> None:
+    """Drop the configs over the target's per-block limits (:func:`prune_over_limits`).
 
     Threads per block are the product of the thread factors of ``tile_f/y/x``; shared memory
     holds one outer reduction step of the input tile (the block's output rows and columns
     widened by the kernel window) and of the weight tile; registers per thread are the
-    accumulators and the two register tiles, times the virtual threads (at most
-    :data:`MAX_LOCAL_WORDS`, and times the threads within the registers per block).
+    accumulators and the two register tiles, times the virtual threads.
     """
-    caps = _target.capabilities(None)
-    max_threads, max_shared = caps.max_threads_per_block, caps.max_shared_memory_per_block
-    max_regs = caps.max_registers_per_block
-    if not (max_threads and max_shared and max_regs):
-        return  # not a GPU target: no per-block limits
     sh, sw = stride
     # NOTE: tile_rx splits ry and tile_ry splits rx (see _schedule)
     knobs = ("tile_f", "tile_y", "tile_x", "tile_rc", "tile_rx", "tile_ry")
@@ -51,23 +49,18 @@ def prune_over_limits(cfg: Any, stride: tuple[int, int], padded_hw: tuple[int, i
     def threads(f: Any, y: Any, x: Any) -> Any:
         return f[2] * y[2] * x[2]
 
-    def fits(f: Any, y: Any, x: Any, rc: Any, ry: Any, rx: Any) -> Any:
-        n = threads(f, y, x)
+    def usage(f: Any, y: Any, x: Any, rc: Any, ry: Any, rx: Any) -> BlockUsage:
         blk_f, blk_y, blk_x = f[1] * f[2] * f[3], y[1] * y[2] * y[3], x[1] * x[2] * x[3]
         rc_in, ry_in, rx_in = rc[1] * rc[2], ry[1] * ry[2], rx[1] * rx[2]
         h = np.minimum((blk_y - 1) * sh + ry_in, padded_hw[0])
         w = np.minimum((blk_x - 1) * sw + rx_in, padded_hw[1])
-        shared = 4 * (rc_in * h * w + blk_f * rc_in * ry_in * rx_in)
         acc = f[3] * y[3] * x[3]
         data = rc[2] * ((y[3] - 1) * sh + ry[2]) * ((x[3] - 1) * sw + rx[2])
         weight = f[3] * rc[2] * ry[2] * rx[2]
-        words = f[1] * y[1] * x[1] * (acc + data + weight)
-        return ((n <= max_threads) & (shared <= max_shared) & (words <= MAX_LOCAL_WORDS)
-                & (words * n <= max_regs))
+        return BlockUsage(threads(f, y, x), 4 * (rc_in * h * w + blk_f * rc_in * ry_in * rx_in),
+                          f[1] * y[1] * x[1] * (acc + data + weight))
 
-    cfg.multi_filter(KnobFilter(knobs[:3], lambda f, y, x: threads(f, y, x) <= max_threads),
-                     knobs=knobs[:3])
-    cfg.multi_filter(KnobFilter(knobs, fits), knobs=knobs)
+    prune_over_limits(cfg, knobs, usage, threads, thread_knobs=3)
 
 
 def _schedule(cfg: Any, s: Any, conv: Any, stride: tuple[int, int] = (1, 1)) -> None:
@@ -83,7 +76,7 @@ def _schedule(cfg: Any, s: Any, conv: Any, stride: tuple[int, int] = (1, 1)) -> 
     cfg.define_knob("unroll_explicit", [0, 1])
 
     padded = s[conv].op.input_tensors[0]
-    prune_over_limits(cfg, stride, (int(padded.shape[2]), int(padded.shape[3])))
+    prune_conv2d(cfg, stride, (int(padded.shape[2]), int(padded.shape[3])))
     weight = s[conv].op.input_tensors[1]
     s[padded].compute_inline()
 

@@ -4,21 +4,34 @@ Five kernels: the weight transform, the input transform, the batched GEMM (the t
 the inverse transform and the output gather. Knobs on the GEMM: ``tile_b`` (the fused
 ``alpha x alpha`` batch axis), ``tile_y`` (output channels) and ``tile_x`` (tiles), each a
 4-way split (block, vthread, thread, inner); ``tile_rc`` (2-way split of input channels, one
-shared-memory slice per outer step); ``auto_unroll_max_step`` in {0, 128, 1500} and
-``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one thread per (channel,
-tile) with the small ``alpha x alpha`` loops unrolled.
+shared-memory slice per outer step, one register copy per input channel); ``vec`` in
+{1, 2, 4} (elements each thread copies per shared-memory load: 4 gives ``float4`` loads where
+aligned); ``auto_unroll_max_step`` in {0, 128, 1500} and ``unroll_explicit`` in {0, 1}. The transforms are fixed schedules: one
+thread per (channel, tile) with the small ``alpha x alpha`` loops unrolled. Configs over the
+target's per-block limits are filtered out (:func:`prune_winograd`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from templtune import autotvm, te, topi
 from templtune.autotvm import strategy
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import GPU_KEYS, conv_nchw_args, is_conv
-from ._common import bind_tiles, cooperative_fetch, unroll_pragmas
+from ._common import (
+    BlockUsage,
+    bind_tiles,
+    block_limits,
+    cooperative_fetch,
+    prune_over_limits,
+    unroll_pragmas,
+)
+
+__all__ = ["conv2d_winograd", "prune_winograd"]
 
 _THREADS = 64
 
@@ -30,11 +43,45 @@ def _flat_bind(s: Any, stage: Any, axes: list[Any], threads: int = _THREADS) -> 
     s[stage].bind(tx, te.thread_axis("threadIdx.x"))
 
 
+def prune_winograd(cfg: Any, alpha: int) -> None:
+    """Drop the batched-GEMM configs over the target's per-block limits
+    (:func:`prune_over_limits`; the transform kernels use a fixed 64 threads and no shared
+    memory). Threads are the thread factors of ``tile_b/y/x``; shared memory holds one
+    ``tile_rc`` slice of both packed operands over the ``(eps, nu)`` pairs a block's run of
+    the fused batch axis covers (:func:`_covered`); registers per thread are the accumulators
+    and the register copies of one input channel of both operands, once per virtual
+    thread."""
+
+    def threads(b: Any, y: Any, x: Any) -> Any:
+        return b[2] * y[2] * x[2]
+
+    def usage(b: Any, y: Any, x: Any, rc: Any) -> BlockUsage:
+        pairs, own = _covered(b[1] * b[2] * b[3], alpha), _covered(b[3], alpha)
+        shared = 4 * pairs * rc[1] * (y[1] * y[2] * y[3] + x[1] * x[2] * x[3])
+        words = b[1] * y[1] * x[1] * own * (y[3] * x[3] + y[3] + x[3])
+        return BlockUsage(threads(b, y, x), shared, words)
+
+    prune_over_limits(cfg, ("tile_b", "tile_y", "tile_x", "tile_rc"), usage, threads,
+                      thread_knobs=3)
+
+
+def _covered(run: Any, alpha: int) -> Any:
+    """``(eps, nu)`` pairs in the tile of a run of ``run`` fused ``eps * alpha + nu`` indices,
+    as bound inference sizes it: the run itself when it is whole rows or divides a row; whole
+    rows around it when its remainder divides a row (9 of 6 x 6: 2 rows); else all pairs."""
+    rem = run % alpha
+    aligned = (rem == 0) | (alpha % run == 0)
+    rows = np.where(alpha % np.maximum(rem, 1) == 0, run // alpha + 1, alpha)
+    return np.where(aligned, run, rows * alpha)
+
+
 def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     kernel_pack, data_pack = s[bgemm].op.input_tensors
     acc = s.cache_write(bgemm, "local")
     a_sh = s.cache_read(kernel_pack, "shared", [acc])
     b_sh = s.cache_read(data_pack, "shared", [acc])
+    a_reg = s.cache_read(a_sh, "local", [acc])
+    b_reg = s.cache_read(b_sh, "local", [acc])
 
     eps, nu, y, x = s[bgemm].op.axis
     b = s[bgemm].fuse(eps, nu)
@@ -43,8 +90,10 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
     cfg.define_split("tile_y", y, num_outputs=4)
     cfg.define_split("tile_x", x, num_outputs=4)
     cfg.define_split("tile_rc", rc, num_outputs=2)
+    cfg.define_knob("vec", [1, 2, 4])
     cfg.define_knob("auto_unroll_max_step", [0, 128, 1500])
     cfg.define_knob("unroll_explicit", [0, 1])
+    prune_winograd(cfg, int(bgemm.shape[0]))
 
     bz, vz, tz, zi = cfg["tile_b"].apply(s, bgemm, b)
     by, vy, ty, yi = cfg["tile_y"].apply(s, bgemm, y)
@@ -61,7 +110,12 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
         s[load].compute_at(s[acc], rco)
         cooperative_fetch(s, load, [(cfg["tile_b"].size[2], "threadIdx.z"),
                                     (cfg["tile_y"].size[2], "threadIdx.y"),
-                                    (cfg["tile_x"].size[2], "threadIdx.x")])
+                                    (cfg["tile_x"].size[2], "threadIdx.x")],
+                          vector=cfg["vec"].val)
+    # register tiles: each input channel's operands are read from shared memory once per
+    # thread, then reused across the thread's outputs
+    for reg in (a_reg, b_reg):
+        s[reg].compute_at(s[acc], rci)
     unroll_pragmas(cfg, s[bgemm], bz)
 
 
@@ -87,6 +141,9 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
             if getattr(t.op, "tag", "") == "const_matrix" or t.op.name in ("A", "B", "G"):
                 s[t].compute_inline()
 
+    # NOTE: the fixed transform kernels must fit a target of fewer threads per block too
+    lim = block_limits()
+    threads = min(_THREADS, lim.threads) if lim else _THREADS
     # weight and input transforms: one thread per (channel, tile), alpha x alpha unrolled
     for stage in (kernel_pack, data_pack):
         eps, nu, c, p = s[stage].op.axis
@@ -94,7 +151,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
         s[stage].reorder(c, p, eps, nu, r_a, r_b)
         for ax in (eps, nu, r_a, r_b):
             s[stage].unroll(ax)
-        _flat_bind(s, stage, [c, p])
+        _flat_bind(s, stage, [c, p], threads)
 
     _bgemm(cfg, s, bgemm)
 
@@ -103,9 +160,9 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[inverse].reorder(k, p, vh, vw, r_a, r_b)
     for ax in (vh, vw, r_a, r_b):
         s[inverse].unroll(ax)
-    _flat_bind(s, inverse, [k, p])
+    _flat_bind(s, inverse, [k, p], threads)
 
-    _flat_bind(s, output, list(s[output].op.axis))
+    _flat_bind(s, output, list(s[output].op.axis), threads)
     return s, [data, kernel, output]
 
 

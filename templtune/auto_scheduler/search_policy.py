@@ -14,6 +14,7 @@ import numpy as np
 from templtune.target import kind_of
 
 from .cost_model import RandomModel
+from .gpu_limits import GpuLimitFilter
 from .init_rules import sample_one
 from .loop_state import State
 from .mutation import (
@@ -161,6 +162,8 @@ class SketchPolicy:
         self.is_gpu = task.is_gpu
         self.num_cores = max(1, task.hardware_params.num_cores)
         self._vector = None if self.is_gpu else cpu_vector(task)
+        # NOTE: GPU states over the block limits are dropped before measurement (.gpu_limits)
+        self.gpu_limits = GpuLimitFilter(task) if self.is_gpu else None
         self.structure = self.params["gpu_multi_level_tiling_structure" if self.is_gpu
                                      else "cpu_multi_level_tiling_structure"]
         self.measured_keys: set[str] = set()
@@ -198,7 +201,7 @@ class SketchPolicy:
                 if s is None:
                     continue
                 k = state_key(s)
-                if k in keys:
+                if k in keys or not self._fits(s, k):
                     continue
                 keys.add(k)
                 out.append(s)
@@ -293,11 +296,15 @@ class SketchPolicy:
                 s = rand[ri]
                 ri += 1
             k = state_key(s)
-            if k in self.measured_keys:
+            if k in self.measured_keys or not self._fits(s, k):
                 continue
             self.measured_keys.add(k)
             out.append(s)
         return out
+
+    def _fits(self, state: State, key: str) -> bool:
+        """Whether a state may be measured: on GPU, within the target's block limits."""
+        return self.gpu_limits is None or self.gpu_limits.fits(state, key)
 
     def _record_measured(self, inputs: list, results: list) -> None:
         """Keep the states that measured without error, with their throughput."""

@@ -89,51 +89,62 @@ def check_limits(kernels: list[Kernel], lim: CudaLimits) -> None:
 
 def precheck(func: PrimFunc, lim: CudaLimits) -> None:
     """Cheap resource estimate on the IR before the (possibly expensive) passes: threads per
-    block, shared bytes and local words per thread with vthread expansion."""
+    block, shared bytes and local words per thread with vthread expansion, per kernel (each
+    outermost thread-bound loop nest starts one)."""
     from templtune.codegen.cuda.analysis import node_children
     from templtune.codegen.cuda.kernel import THREAD_TAGS, is_vthread
     from templtune.lower.ir import Allocate, For, ForKind
     from templtune.te.expr import const_int
 
-    threads: dict[str, int] = {}
-    local: dict[Buffer, int] = {}
-    shared: dict[Buffer, int] = {}
-    stack: list[tuple[Any, int]] = [(func.body, 1)]
+    threads: dict[tuple[int, str], int] = {}
+    local: dict[tuple[int, Buffer], int] = {}
+    shared: dict[tuple[int, Buffer], int] = {}
+    n_kernels = 0
+    # NOTE: kernel -1 is host code around the kernels (allocations outside any launch)
+    stack: list[tuple[Any, int, int]] = [(func.body, 1, -1)]
     while stack:
-        node, vt = stack.pop()
+        node, vt, kid = stack.pop()
         if isinstance(node, For) and node.kind is ForKind.THREAD_BINDING:
+            if kid < 0:
+                kid, n_kernels = n_kernels, n_kernels + 1
             ext = const_int(node.extent) or 1
             if is_vthread(node.thread_tag):
                 vt *= ext
             elif node.thread_tag in THREAD_TAGS:
-                threads[node.thread_tag] = max(threads.get(node.thread_tag, 1), ext)
+                key = (kid, node.thread_tag)
+                threads[key] = max(threads.get(key, 1), ext)
         elif isinstance(node, Allocate):
             try:
                 size = buffer_size(node.buffer)
             except Exception:  # noqa: BLE001 - symbolic sizes are reported later
                 size = 0
             if node.buffer.scope == "local":
-                local[node.buffer] = max(local.get(node.buffer, 0), size * vt)
+                local[kid, node.buffer] = max(local.get((kid, node.buffer), 0), size * vt)
             elif node.buffer.scope == "shared":
-                shared[node.buffer] = size * dt.itemsize(node.buffer.dtype)
-        stack.extend((c, vt) for c in node_children(node) if not isinstance(c, PrimExpr))
-    n = 1
-    for v in threads.values():
-        n *= v
+                shared[kid, node.buffer] = size * dt.itemsize(node.buffer.dtype)
+        stack.extend((c, vt, kid) for c in node_children(node) if not isinstance(c, PrimExpr))
+    for kid in range(-1, n_kernels):
+        n = 1
+        for (k, _), v in threads.items():
+            n *= v if k == kid else 1
+        sh = sum(v for (k, _), v in shared.items() if k == kid)
+        words = sum(v for (k, _), v in local.items() if k == kid)
+        _check_estimate(func.name, n, sh, words, lim)
+
+
+def _check_estimate(name: str, n: int, sh: int, words: int, lim: CudaLimits) -> None:
     if n > lim.max_threads_per_block:
-        raise InstantiationError(f"{func.name}: {n} threads per block > limit "
+        raise InstantiationError(f"{name}: {n} threads per block > limit "
                                  f"{lim.max_threads_per_block}")
-    sh = sum(shared.values())
     if sh > lim.max_shared_memory_per_block:
-        raise InstantiationError(f"{func.name}: {sh} bytes of shared memory > limit "
+        raise InstantiationError(f"{name}: {sh} bytes of shared memory > limit "
                                  f"{lim.max_shared_memory_per_block}")
-    words = sum(local.values())
     if words > lim.max_local_words_per_thread:
         raise InstantiationError(
-            f"{func.name}: local arrays need {words} words per thread (vthreads included) > "
+            f"{name}: local arrays need {words} words per thread (vthreads included) > "
             f"{lim.max_local_words_per_thread}")
     if words * n > lim.max_registers_per_block:
-        raise InstantiationError(f"{func.name}: local arrays need {words} registers per thread "
+        raise InstantiationError(f"{name}: local arrays need {words} registers per thread "
                                  f"x {n} threads > {lim.max_registers_per_block} per block")
 
 
