@@ -6,8 +6,10 @@ folded biases converted to NCHW/OIHW), checks both against the numpy interpreter
 them interleaved in rounds at 1 and 2 threads and prints medians and the ratio.
 
 Run: ``python benchmarks/network.py [--network resnet-18] [--image 224] [--layout NCHW]
-[--log LOG] [--autotvm-log LOG] [--tune-trials N]``. With ``--tune-trials`` the tasks are first tuned into the log
-with the task scheduler (``templtune tune-network`` does the same).
+[--log LOG] [--autotvm-log LOG] [--tune-trials N] [--compare-epilogues]``. With ``--tune-trials`` the tasks are first tuned into the log
+with the task scheduler (``templtune tune-network`` does the same). ``--compare-epilogues``
+times, instead of PyTorch, the same network built with ``templtune.graph.fuse_epilogues``
+off (each template group's element-wise tail as a second kernel).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from templtune import auto_scheduler, autotvm, graph  # noqa: E402
+from templtune import auto_scheduler, autotvm, graph, transform  # noqa: E402
 
 
 def torch_forward(net: graph.Function, params: dict[str, np.ndarray]) -> Any:
@@ -106,6 +108,8 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--profile", action="store_true", help="print the time of every group")
+    ap.add_argument("--compare-epilogues", action="store_true",
+                    help="time against the build without fused epilogues, not PyTorch")
     a = ap.parse_args()
 
     import torch
@@ -134,6 +138,10 @@ def main() -> None:
         if a.autotvm_log:
             stack.enter_context(autotvm.apply_history_best(a.autotvm_log))
         lib = graph.build(net, "llvm", params)
+        split = None
+        if a.compare_epilogues:
+            with transform.PassContext(config={"templtune.graph.fuse_epilogues": False}):
+                split = graph.build(net, "llvm", params)
     impls = sorted({cg.impl for cg in lib.groups})
     print(f"{lib.num_tuned} of {len(lib.groups)} groups from tuning records ({log}"
           f"{', ' + a.autotvm_log if a.autotvm_log else ''}); implementations: {impls}")
@@ -148,6 +156,16 @@ def main() -> None:
     with torch.no_grad():
         np.testing.assert_allclose(fwd(xt).numpy(), ref, rtol=1e-3, atol=1e-5)
     print("check: templtune and PyTorch both match numpy")
+    peer = "PyTorch"
+    if split is not None:
+        peer = "unfused"
+        other = graph.GraphModule(split)
+        other.set_input("data", x)
+        other.run()
+        np.testing.assert_allclose(other.get_output(0).numpy(), ref, rtol=1e-3, atol=1e-5)
+        print(f"kernels: {sum(len(g.steps) for g in lib.groups)} with fused epilogues, "
+              f"{sum(len(g.steps) for g in split.groups)} without")
+        fwd = lambda _x: other.run()  # noqa: E731
 
     if a.profile:
         rows = module.profile()
@@ -157,7 +175,7 @@ def main() -> None:
             print(f"{name[:48]:48s} {impl[:32]:32s} {sec * 1e3:8.3f} {sec / total:6.1%}")
     for nt in (int(t) for t in a.threads.split(",")):
         torch.set_num_threads(nt)
-        for cg in lib.groups:
+        for cg in lib.groups + (split.groups if split is not None else []):
             for kernel in cg.kernels:
                 kernel.set_num_threads(nt)
         ours, theirs = [], []
@@ -169,7 +187,7 @@ def main() -> None:
                 theirs.append(_median_ms(lambda: fwd(xt), a.number))
         mo, mt = statistics.median(ours), statistics.median(theirs)
         print(f"{nt} thread(s): templtune {mo:8.2f} ms ({gflop / mo * 1e3:6.1f} GFLOPS)   "
-              f"PyTorch {mt:8.2f} ms ({gflop / mt * 1e3:6.1f} GFLOPS)   ratio {mt / mo:.2f}x")
+              f"{peer} {mt:8.2f} ms ({gflop / mt * 1e3:6.1f} GFLOPS)   ratio {mt / mo:.2f}x")
 
 
 if __name__ == "__main__":

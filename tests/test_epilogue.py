@@ -282,3 +282,46 @@ def test_auto_scheduler_record_runs_its_group_as_one_fused_kernel(tmp_path) -> N
     assert tail_in_output_stage(sch, conv)
     np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
                                rtol=1e-4, atol=1e-5)
+
+
+def _conv_relu_flatten() -> tuple[graph.Function, dict[str, np.ndarray], np.ndarray]:
+    x = nn.var("data", (1, 16, 6, 6))
+    w, b = nn.var("w", (16, 16, 3, 3)), nn.var("b", (16,))
+    y = nn.batch_flatten(nn.relu(nn.bias_add(nn.conv2d(x, w, padding=1), b)))
+    rng = np.random.default_rng(7)
+    params = {"w": rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.2,
+              "b": rng.standard_normal(16).astype(np.float32)}
+    return (graph.Function((x, w, b), y), params,
+            rng.standard_normal((1, 16, 6, 6)).astype(np.float32))
+
+
+def test_what_follows_the_fused_tail_runs_as_a_second_kernel() -> None:
+    net, params, x = _conv_relu_flatten()
+    (cg,) = _build(net, params, True).groups
+    assert [s.output.op for s in cg.steps] == ["nn.relu", "nn.batch_flatten"]
+    np.testing.assert_allclose(_run(_build(net, params, True), x),
+                               graph.evaluate(net, params, data=x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_template_failing_with_its_epilogue_runs_without_it(monkeypatch, caplog) -> None:
+    import importlib
+
+    from templtune.errors import TempltuneError
+
+    build_mod = importlib.import_module("templtune.graph.build")  # the module, not graph.build
+
+    real = build_mod.instantiate
+
+    def refuse(cand: Any, target: Any, epilogue: Any = None) -> Any:
+        if epilogue is not None:
+            raise TempltuneError("no room for the epilogue")
+        return real(cand, target)
+
+    monkeypatch.setattr(build_mod, "instantiate", refuse)
+    net, params, x = _conv_relu_flatten()
+    lib = _build(net, params, True)
+    (cg,) = lib.groups
+    assert cg.impl == "autotvm:conv2d_nchw" and len(cg.steps) == 2
+    assert "with epilogue nn_bias_add_nn_relu" in caplog.text
+    np.testing.assert_allclose(_run(lib, x), graph.evaluate(net, params, data=x),
+                               rtol=1e-4, atol=1e-5)
