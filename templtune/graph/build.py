@@ -213,7 +213,9 @@ class _Compiler:
                + ("" if ep is None else "|" + ep.key))
         name = _c_name(f"{group.name}_{cand.name}")
         try:
-            return self.kernel(key, lambda: instantiate(cand, self.target, ep, config), name)
+            # NOTE: config only when a pass chose one (instantiate's signature otherwise)
+            extra = {} if config is None else {"config": config}
+            return self.kernel(key, lambda: instantiate(cand, self.target, ep, **extra), name)
         except (TempltuneError, ValueError) as exc:
             fallback = "without the epilogue" if ep is not None else "the default schedule"
             logger.warning("template %s cannot run %s%s (%s); using %s", cand.name, group.name,

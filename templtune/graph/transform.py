@@ -11,7 +11,8 @@ element-wise tail as a second kernel instead of in the template's output stage) 
 ``templtune.graph.alter_layout`` (False: no ``AlterOpLayout``, which otherwise
 runs at ``opt_level >= 3``: NCHW[x]c convolutions, see :mod:`templtune.graph.alter_layout`).
 An unknown config key is an error naming it. ``trace(mod, info, is_before)`` is
-called around each pass ``relay.build`` runs (``FuseOps``) and around each :class:`Pass` run.
+called around each pass ``relay.build`` runs (``AlterOpLayout``, ``FuseOps``) and around each
+:class:`Pass` run.
 
 :class:`Pass` and :class:`Sequential` are TVM's module passes (``tvm.transform.Sequential``):
 a pass is called on a network and returns a new one; a ``Sequential`` runs only the passes
