@@ -174,5 +174,9 @@ def test_extraction_at_opt_level_3_gives_nchwc_tasks():
     with PassContext(opt_level=3):
         tasks = autotvm.task.extract_from_program(mod, params, "llvm", ops=["nn.conv2d"])
     assert [t.name for t in tasks] == ["conv2d_NCHWc"] * 4
-    plain = autotvm.task.extract_from_program(mod, params, "llvm", ops=["nn.conv2d"])
+    # as TVM's, extraction assumes opt_level 3 outside a context too; the pass's switch holds
+    assert [t.name for t in autotvm.task.extract_from_program(
+        mod, params, "llvm", ops=["nn.conv2d"])] == ["conv2d_NCHWc"] * 4
+    with PassContext(disabled_pass=["AlterOpLayout"]):
+        plain = autotvm.task.extract_from_program(mod, params, "llvm", ops=["nn.conv2d"])
     assert "conv2d_NCHWc" not in [t.name for t in plain]

@@ -239,6 +239,7 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
 def _autotvm(args: argparse.Namespace, net: Function, params: dict,
              inputs: dict[str, tuple[int, ...]], log: str, name: str, ref_net: Function) -> int:
     from templtune import autotvm, graph
+    from templtune.graph.transform import PassContext
 
     tasks = autotvm.task.extract_from_program(net, params, args.target)
     print(f"{name}: {len(tasks)} AutoTVM tasks; log: {log}")
@@ -271,11 +272,13 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
                 part.close()
         print(f"tuned {len(tasks)} tasks in {time.time() - t0:.1f} s")
     t0 = time.time()
-    if os.path.isfile(log):
-        with autotvm.apply_history_best(log):
+    # NOTE: opt_level 3, as the tasks were extracted: convolutions run their NCHW[x]c configs
+    with PassContext(opt_level=3):
+        if os.path.isfile(log):
+            with autotvm.apply_history_best(log):
+                lib = graph.build(net, target=args.target, params=params)
+        else:  # the packaged reference logs and fallback configs
             lib = graph.build(net, target=args.target, params=params)
-    else:  # the packaged reference logs and fallback configs
-        lib = graph.build(net, target=args.target, params=params)
     return _check_and_time(args, ref_net, params, inputs, lib, t0)
 
 

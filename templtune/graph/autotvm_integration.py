@@ -141,9 +141,10 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
         seen: set[tuple[Any, ...]] = set()
         names = bound if bound is not None else {v.name for v in mod.params}
         # NOTE: at opt_level 3 relay.build gives these convolutions NCHW[x]c layouts: their
-        # tasks are conv2d_NCHWc's (whose configs choose the blocks)
+        # tasks are conv2d_NCHWc's (whose configs choose the blocks); extraction assumes
+        # opt_level 3, as TVM's does
         blocked = ({id(c) for c in blockable_convs(mod, names, tgt)}
-                   if PassContext.current().alter_layout else set())
+                   if PassContext.current().extracts_blocked else set())
         for g in partition(mod):
             anchor = g.calls[0]
             if wanted is not None and anchor.op not in wanted:

@@ -114,6 +114,14 @@ class PassContext:
                 and bool(self.config.get("templtune.graph.alter_layout", True)))
 
     @property
+    def extracts_blocked(self) -> bool:
+        """Whether task extraction gives convolutions their NCHW[x]c tasks: as TVM, tasks are
+        extracted as an ``opt_level=3`` build runs them, whatever this context's level (the
+        pass's switches still apply)."""
+        return ("AlterOpLayout" not in self.disabled_pass and self.use_templates
+                and bool(self.config.get("templtune.graph.alter_layout", True)))
+
+    @property
     def fuse_epilogues(self) -> bool:
         return bool(self.config.get("templtune.graph.fuse_epilogues", True))
 
