@@ -53,6 +53,9 @@ SUBLAYERS: dict[str, str] = {
     "templtune.autotvm.measure": "autotvm.measure",
     "templtune.autotvm.tuner": "autotvm.tuner",
     "templtune.autotvm.callback": "autotvm.tuner",
+    # TVM's module name for the network conversion and sketch rules of block-sparse dense: a
+    # facade over graph and auto_scheduler, as relay is
+    "templtune.topi.sparse.utils": "relay",
 }
 
 # Modules of templtune that templates may import: the public API a user's own template file has.

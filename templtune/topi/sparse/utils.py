@@ -1,0 +1,72 @@
+"""TVM's ``topi.sparse.utils``: make a network's dense layers block-sparse.
+
+A facade over :mod:`templtune.graph.sparse` (the conversion) and the auto-scheduler (the
+sketch rules), ranked with ``relay`` in the layering.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from templtune.graph.ir import Function
+from templtune.graph.sparse import bsr_dense_convert, simplify_fc_transpose_convert
+from templtune.topi.sparse import BSRMatrix, dense_to_bsr, random_bsr_matrix
+
+__all__ = ["BSRMatrix", "convert_model_dense_to_sparse", "dense_to_bsr",
+           "random_bsr_matrix", "random_sparse_dense_params"]
+
+
+def random_sparse_dense_params(func: Function, params: dict[str, Any], bs_r: int, bs_c: int,
+                               density: float, seed: int = 0) -> dict[str, Any]:
+    """``params`` with the constant weight of every ``nn.dense`` replaced by a random matrix
+    whose ``(bs_r, bs_c)`` blocks are nonzero with about ``density`` (TVM's helper of the
+    same name; a weight the blocks do not divide is kept)."""
+    rng = np.random.default_rng(seed)
+    out = dict(params)
+    for c in func.calls():
+        w = c.args[1] if c.op == "nn.dense" else None
+        if w is None or getattr(w, "name", None) not in params:
+            continue
+        n, k = w.shape
+        if n % bs_r or k % bs_c:
+            continue
+        out[w.name] = random_bsr_matrix(n, k, bs_r, bs_c, density, w.dtype, rng=rng).todense()
+    return out
+
+
+def convert_model_dense_to_sparse(mod: Function, params: dict[str, Any],
+                                  random_params: bool = False, bs_r: int = 1,
+                                  sparsity: float = 0.85, layout: str = "NHWC"
+                                  ) -> tuple[Function, dict[str, Any]]:
+    """Convert the dense layers of a network to block-sparse ``nn.sparse_dense`` (blocks
+    ``(bs_r, 1)``), as TVM's ``tune_network_x86`` tutorial does with ``use_sparse=True``.
+
+    Parameters
+    ----------
+    mod : Function
+        The network.
+    params : dict of str to array
+        Its parameters.
+    random_params : bool
+        Replace the dense weights by random ones of the given ``sparsity`` first (the
+        tutorial's way to get a sparse network from a dense model zoo).
+    bs_r : int
+        Rows per block.
+    sparsity : float
+        The fraction of zero blocks of the random weights.
+    layout : str
+        The network's data layout; accepted for TVM's signature (only dense layers convert).
+
+    Returns
+    -------
+    (Function, dict)
+        The converted network and its parameters.
+    """
+    del layout  # NOTE: TVM converts 1x1 convolutions too only for its sparse conv2d
+    func = mod["main"] if isinstance(mod, Function) else mod
+    func, params = simplify_fc_transpose_convert(func, params)
+    if random_params:
+        params = random_sparse_dense_params(func, params, bs_r, 1, 1.0 - sparsity)
+    return bsr_dense_convert(func, params, (bs_r, 1), sparsity_threshold=0.8)
