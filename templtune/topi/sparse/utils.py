@@ -10,12 +10,17 @@ from typing import Any
 
 import numpy as np
 
+from templtune.auto_scheduler.search_callback import PreloadCustomSketchRule
+from templtune.auto_scheduler.sketch import follow_tiling, multi_level_tiling, single_ew_consumer
 from templtune.graph.ir import Function
 from templtune.graph.sparse import bsr_dense_convert, simplify_fc_transpose_convert
 from templtune.topi.sparse import BSRMatrix, dense_to_bsr, random_bsr_matrix
 
 __all__ = ["BSRMatrix", "convert_model_dense_to_sparse", "dense_to_bsr",
-           "random_bsr_matrix", "random_sparse_dense_params"]
+           "random_bsr_matrix", "random_sparse_dense_params", "sparse_sketch_rules"]
+
+#: the stage name of topi.nn.sparse_dense's compute
+_SPARSE_STAGE = "T_sparse_dense"
 
 
 def random_sparse_dense_params(func: Function, params: dict[str, Any], bs_r: int, bs_c: int,
@@ -70,3 +75,35 @@ def convert_model_dense_to_sparse(mod: Function, params: dict[str, Any],
     if random_params:
         params = random_sparse_dense_params(func, params, bs_r, 1, 1.0 - sparsity)
     return bsr_dense_convert(func, params, (bs_r, 1), sparsity_threshold=0.8)
+
+
+def _meet_sparse(policy: Any, state: Any, stage_id: int) -> int:
+    stage = state.stages[stage_id]
+    if stage.op_type == 0 or stage.op_name != _SPARSE_STAGE:
+        return PreloadCustomSketchRule.PASS
+    return PreloadCustomSketchRule.APPLY_AND_SKIP_REST
+
+
+def _apply_sparse(policy: Any, state: Any, stage_id: int) -> list[list[Any]]:
+    """Multi-level tiling of the rows and columns around the guarded block reduction, with
+    the element-wise consumer (bias, activation) fused at each spatial level, and a variant
+    without fusion; no rfactor or cache stages (the reduction's extent is a bound, not the
+    row's length, so factoring it only adds guarded work)."""
+    tiled, steps = multi_level_tiling(state, stage_id, policy.structure)
+    out: list[list[Any]] = [[tiled, stage_id - 1]]
+    c = single_ew_consumer(state, stage_id)
+    if c is None or not steps or len(state.stages[c].iters) != len(steps):
+        return out
+    for level in (1, 2):
+        if policy.structure[level - 1] != "S":
+            continue
+        fused = follow_tiling(tiled, c, steps, level)
+        out.append([fused.compute_at(stage_id, c, level * len(steps) - 1), stage_id - 1])
+    return out
+
+
+def sparse_sketch_rules() -> list[PreloadCustomSketchRule]:
+    """The auto-scheduler sketch rules for ``nn.sparse_dense`` tasks: pass them as
+    ``SketchPolicy(task, init_search_callbacks=sparse_sketch_rules())`` (TVM's
+    ``tune_network_x86`` does so for every task; other stages keep the built-in rules)."""
+    return [PreloadCustomSketchRule(_meet_sparse, _apply_sparse, "SparseDense")]
