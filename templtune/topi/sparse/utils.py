@@ -12,7 +12,7 @@ import numpy as np
 
 from templtune.auto_scheduler.search_callback import PreloadCustomSketchRule
 from templtune.auto_scheduler.sketch import follow_tiling, multi_level_tiling, single_ew_consumer
-from templtune.graph.ir import Function
+from templtune.graph.ir import Function, Var
 from templtune.graph.sparse import bsr_dense_convert, simplify_fc_transpose_convert
 from templtune.topi.sparse import BSRMatrix, dense_to_bsr, random_bsr_matrix
 
@@ -32,7 +32,7 @@ def random_sparse_dense_params(func: Function, params: dict[str, Any], bs_r: int
     out = dict(params)
     for c in func.calls():
         w = c.args[1] if c.op == "nn.dense" else None
-        if w is None or getattr(w, "name", None) not in params:
+        if not isinstance(w, Var) or w.name not in params:
             continue
         n, k = w.shape
         if n % bs_r or k % bs_c:
