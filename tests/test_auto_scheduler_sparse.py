@@ -91,7 +91,8 @@ def test_one_policy_per_task_is_checked():
 
 
 @pytest.mark.slow
-def test_tune_sparse_network_then_build(tmp_path):
+def test_tune_sparse_network_then_build(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                  # the task scheduler writes its tsv here
     smod, sparams = _net()
     tasks, weights = auto_scheduler.extract_tasks(smod, sparams, "llvm")
     log = os.fspath(tmp_path / "sparse.json")
