@@ -55,6 +55,9 @@ SUBLAYERS: dict[str, str] = {
     "templtune.autotvm.callback": "autotvm.tuner",
     # TVM's module name for a network-level tool: it reads networks, so it ranks as graph
     "templtune.autotvm.graph_tuner": "graph",
+    # TVM's module name for the network conversion and sketch rules of block-sparse dense: a
+    # facade over graph and auto_scheduler, as relay is
+    "templtune.topi.sparse.utils": "relay",
 }
 
 # Modules of templtune that templates may import: the public API a user's own template file has.

@@ -22,12 +22,15 @@ __all__ = ["NetworkGroup", "extract_tasks", "register_network"]
 
 @dataclass(frozen=True, slots=True)
 class NetworkGroup:
-    """One fused group of a network: its function name, its tensors (the output last) and
-    whether it is simple (no reduction: TVM skips those by default)."""
+    """One fused group of a network: its function name, its tensors (the output last),
+    whether it is simple (no reduction: TVM skips those by default) and, as
+    ``(placeholder name, network parameter name)`` pairs, the inputs its task must be measured
+    with (the index arrays of a sparse layer: random ones would read out of bounds)."""
 
     name: str
     tensors: tuple[Any, ...]
     is_simple: bool
+    param_inputs: tuple[tuple[str, str], ...] = ()
 
 
 #: (network, opt_level) -> its fused groups, in order
@@ -60,7 +63,8 @@ def extract_tasks(mod: Any, params: dict[str, Any] | None = None, target: Any = 
     mod : Function
         The network (``mod["main"]``).
     params : dict, optional
-        Bound parameters; accepted for API compatibility (task shapes do not depend on values).
+        Bound parameters: task shapes do not depend on them, but a group's
+        ``param_inputs`` (a sparse layer's index arrays) become its task's ``task_inputs``.
     target : str or Target
     include_simple_tasks : bool
         Also return groups without a reduction (e.g. a lone flatten); TVM's default skips them.
@@ -80,6 +84,7 @@ def extract_tasks(mod: Any, params: dict[str, Any] | None = None, target: Any = 
     order: list[str] = []
     found: dict[str, tuple[ComputeDAG, list[str]]] = {}
     weights: dict[str, int] = {}
+    inputs: dict[str, dict[str, Any]] = {}
     for group in groups(mod, opt_level):
         if group.is_simple and not include_simple_tasks:
             continue
@@ -89,12 +94,20 @@ def extract_tasks(mod: Any, params: dict[str, Any] | None = None, target: Any = 
             found[key] = (dag, [])
             order.append(key)
             weights[key] = 0
+        for ph_name, param in group.param_inputs:
+            if params is None or param not in params:
+                raise TempltuneError(f"task {group.name} must be measured with parameter "
+                                     f"{param!r}; pass the network's params to extract_tasks")
+            value = params[param]
+            inputs.setdefault(key, {}).setdefault(
+                ph_name, value.numpy() if hasattr(value, "numpy") else value)
         if group.name not in found[key][1]:
             found[key][1].append(group.name)
         weights[key] += 1
     tasks = [SearchTask(compute_dag=found[k][0], workload_key=k, target=tgt,
                         target_host=target_host, hardware_params=hardware_params,
-                        desc=",".join(found[k][1]))
+                        desc=",".join(found[k][1]), task_inputs=inputs.get(k),
+                        task_inputs_overwrite=True)
              for k in order]
     if dump_workload_to_dag_log is not None:
         with open(dump_workload_to_dag_log, "w") as f:

@@ -70,7 +70,7 @@ class TaskScheduler:
     def _score(self) -> float:
         return self.objective_func(list(self.best_costs))
 
-    def tune(self, tune_option: Any, search_policy: str = "default",
+    def tune(self, tune_option: Any, search_policy: str | list[Any] = "default",
              search_policy_params: dict | None = None, adaptive_training: bool = False,
              per_task_early_stopping: int | None = None) -> None:
         """Tune all tasks with ``tune_option.num_measure_trials`` trials in total."""
@@ -86,7 +86,14 @@ class TaskScheduler:
                              f"should be at least {len(self.tasks)} for this model")
         if self.load_log_file:
             self._restore_status(self.load_log_file, self.num_measures_per_round)
-        if search_policy in ("default", "sketch.xgb"):
+        # NOTE: TVM's other form: one ready policy per task (e.g. with custom sketch rules)
+        ready = list(search_policy) if isinstance(search_policy, (list, tuple)) else None
+        if ready is not None:
+            if len(ready) != len(self.tasks) or not all(isinstance(p, SketchPolicy)
+                                                        for p in ready):
+                raise ValueError(f"search_policy must be a policy name or one SketchPolicy "
+                                 f"per task ({len(self.tasks)}), got {search_policy!r}")
+        elif search_policy in ("default", "sketch.xgb"):
             model: Any = XGBModel(num_warmup_sample=len(self.tasks) * self.num_measures_per_round,
                                   adaptive_training=adaptive_training)
             if self.load_model_file and os.path.isfile(self.load_model_file):
@@ -98,7 +105,7 @@ class TaskScheduler:
         else:
             raise ValueError(f"invalid search policy {search_policy!r}")
         cbs = [PreloadMeasuredStates(self.load_log_file)] if self.load_log_file else []
-        self.search_policies = [
+        self.search_policies = ready or [
             SketchPolicy(t, model, params=search_policy_params,
                          seed=int(self.rng.integers(1 << 30)), verbose=0,
                          init_search_callbacks=cbs) for t in self.tasks]

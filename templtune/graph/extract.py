@@ -16,8 +16,8 @@ from templtune.auto_scheduler.relay_integration import (
 )
 
 from .fold import fold_constants
-from .fuse import partition
-from .ir import Function
+from .fuse import FusedGroup, partition
+from .ir import Function, Var
 from .op import GraphError
 from .transform import PassContext
 
@@ -27,7 +27,17 @@ __all__ = ["extract_tasks"]
 def _groups(mod: Function, opt_level: int) -> Iterator[NetworkGroup]:
     pc = PassContext.current()
     for group in partition(mod, opt_level >= 1 and pc.fuse, pc.max_fuse_depth):
-        yield NetworkGroup(group.name, tuple(group.to_tensors()), group.is_simple)
+        yield NetworkGroup(group.name, tuple(group.to_tensors()), group.is_simple,
+                           _sparse_inputs(group))
+
+
+def _sparse_inputs(group: FusedGroup) -> tuple[tuple[str, str], ...]:
+    """The BSR arrays read by the group's ``nn.sparse_dense`` calls that are network
+    variables, as (placeholder name, variable name); placeholders are named by position
+    (:meth:`FusedGroup.to_tensors`)."""
+    sparse = {id(a) for c in group.calls if c.op == "nn.sparse_dense" for a in c.args[1:]}
+    return tuple((f"p{k}", e.name) for k, e in enumerate(group.inputs)
+                 if id(e) in sparse and isinstance(e, Var))
 
 
 register_network(Function, _groups)

@@ -10,6 +10,12 @@ from templtune.graph import *  # noqa: F403
 from templtune.graph import __all__ as _graph_all
 
 # TVM's module names; relay.testing is the package below, not graph.testing
-from . import build_module, op, testing, transform  # type: ignore[no-redef]  # noqa: F401,F811
+from . import (  # type: ignore[no-redef]  # noqa: F401,F811
+    build_module,
+    data_dep_optimization,
+    op,
+    testing,
+    transform,
+)
 
 __all__ = list(_graph_all)

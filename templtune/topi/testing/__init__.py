@@ -14,10 +14,12 @@ from templtune.topi.testing.misc import (
     pool2d_python,
     softmax_python,
 )
+from templtune.topi.testing.sparse import bsr_to_dense, sparse_dense_python
 
 # the Winograd convolution computes a plain convolution
 winograd_python = conv2d_nchw_python
 
 __all__ = ["conv2d_nchw_python", "conv2d_nhwc_python", "depthwise_conv2d_python_nchw",
            "dense_python", "pool2d_python", "softmax_python", "winograd_python",
-           "adaptive_pool2d_python", "batch_matmul_python"]
+           "adaptive_pool2d_python", "batch_matmul_python", "bsr_to_dense",
+           "sparse_dense_python"]
