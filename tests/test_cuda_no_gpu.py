@@ -256,8 +256,14 @@ def test_emulated_cuda_candidates_get_stretched_timeouts():
     import shutil
 
     from templtune import config
-    from templtune.autotvm.measure import (LocalBuilder, LocalRunner, MeasureErrorNo,
-                                           MeasureInput, create_measure_batch, measure_option)
+    from templtune.autotvm.measure import (
+        LocalBuilder,
+        LocalRunner,
+        MeasureErrorNo,
+        MeasureInput,
+        create_measure_batch,
+        measure_option,
+    )
 
     if shutil.which("nvcc") is None:
         pytest.skip("needs nvcc")

@@ -1,6 +1,6 @@
 """TVM's tutorials, ported by changing only their import lines (issue 17's "done means").
 
-Each ``*.py`` script beside this file follows one tutorial's calls in order, written against TVM
+Each script in ``scripts/`` follows one tutorial's calls in order, written against TVM
 (``import tvm``); :mod:`port` rewrites its import lines, and nothing else, and the result runs in
 a fresh interpreter in a temporary directory (the logs a tutorial writes land there). What each
 tutorial computes is checked by the tutorial itself (``assert_allclose`` against numpy); the
@@ -24,7 +24,7 @@ ROOT = HERE.parents[1]
 
 def run_tutorial(name: str, tmp_path: Path, timeout: float = 900,
                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    source, changed = port((HERE / f"{name}.py").read_text())
+    source, changed = port((HERE / "scripts" / f"{name}.py").read_text())
     assert changed >= 1
     script = tmp_path / f"{name}.py"
     script.write_text(source)
