@@ -119,6 +119,17 @@ def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
     return make_call("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout)
 
 
+def _pad_blocked(data: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
+    """``data`` (NCHW[x]c) zero-padded by ``(top, left, bottom, right)`` in H and W."""
+    pt, pl, pb, pr = pads
+    n, c1, h, w, ib = (int(d) for d in data.shape)
+    return te.compute(
+        (n, c1, h + pt + pb, w + pl + pr, ib),
+        lambda q, c, y, z, i: te.if_then_else(
+            te.all(y >= pt, y < h + pt, z >= pl, z < w + pl),
+            data[q, c, y - pt, z - pl, i], te.const(0.0, data.dtype)), name="data_pad")
+
+
 # ---- conv2d_NCHWc -------------------------------------------------------------------------------
 def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     n, c1, h, w, ib = t[0].shape
@@ -140,11 +151,7 @@ def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     pt, pl, pb, pr = a["padding"]
     sh, sw = a["strides"]
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-    dpad = te.compute(
-        (n, c1, h + pt + pb, w + pl + pr, ib),
-        lambda b, c, y, z, i: te.if_then_else(
-            te.all(y >= pt, y < h + pt, z >= pl, z < w + pl),
-            data[b, c, y - pt, z - pl, i], te.const(0.0, data.dtype)), name="data_pad")
+    dpad = _pad_blocked(data, (pt, pl, pb, pr))
     rco = te.reduce_axis((0, c1), name="rco")
     rci = te.reduce_axis((0, ib), name="rci")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -204,15 +211,10 @@ def _dw_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data, kernel = x
     n, c1, oh, ow, b = _dw_infer([TensorType(tuple(int(s) for s in data.shape)),
                                   TensorType(tuple(int(s) for s in kernel.shape))], a)
-    h, w = int(data.shape[2]), int(data.shape[3])
     kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
     pt, pl, pb, pr = a["padding"]
     sh, sw = a["strides"]
-    dpad = te.compute(
-        (n, c1, h + pt + pb, w + pl + pr, b),
-        lambda q, c, y, z, i: te.if_then_else(
-            te.all(y >= pt, y < h + pt, z >= pl, z < w + pl),
-            data[q, c, y - pt, z - pl, i], te.const(0.0, data.dtype)), name="data_pad")
+    dpad = _pad_blocked(data, (pt, pl, pb, pr))
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     return te.compute(
