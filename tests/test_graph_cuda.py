@@ -227,7 +227,8 @@ def test_autotvm_network_flow_for_cuda(tmp_path, tiny) -> None:
     net, params, x = tiny
     tasks = autotvm.task.extract_from_program(net, params, "cuda")
     names = sorted(t.name for t in tasks)
-    assert names == ["conv2d_nchw.cuda", "conv2d_nchw.cuda", "dense.cuda"]
+    assert names == ["conv2d_nchw.cuda", "conv2d_nchw.cuda", "dense.cuda",
+                     "depthwise_conv2d_nchw.cuda"]
     task = next(t for t in tasks if t.name == "dense.cuda")
     log = str(tmp_path / "dense.log")
     option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
