@@ -138,12 +138,15 @@ class Engine:
 
 def templtune_engine(name: str, net: graph.Function, params: dict[str, np.ndarray],
                      x: np.ndarray, log: str | None = None) -> Engine:
-    """``relay.build`` under the packaged reference logs, plus ``log`` when given (AutoTVM
-    or auto-scheduler records)."""
+    """``relay.build`` at ``opt_level=3`` under the packaged reference logs, plus ``log`` when
+    given (AutoTVM or auto-scheduler records)."""
     from templtune import auto_scheduler, autotvm
     from templtune.cli.log_format import LogFormat, survey
+    from templtune.graph.transform import PassContext
 
     with contextlib.ExitStack() as stack:
+        # NOTE: opt_level 3, as users build (NCHW[x]c convolutions, fused epilogues)
+        stack.enter_context(PassContext(opt_level=3))
         if log is not None:
             fmt = survey(log).format
             if fmt is LogFormat.AUTO_SCHEDULER:
