@@ -119,6 +119,17 @@ def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
     return make_call("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout)
 
 
+def _window_out(h: int, w: int, kh: int, kw: int, a: dict[str, Any]) -> tuple[int, int]:
+    """Output height and width of a ``kh x kw`` window over ``h x w`` with ``a``'s padding
+    ``(top, left, bottom, right)`` and strides."""
+    pt, pl, pb, pr = a["padding"]
+    sh, sw = a["strides"]
+    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"window {kh}x{kw} does not fit {h}x{w}")
+    return oh, ow
+
+
 def _pad_blocked(data: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
     """``data`` (NCHW[x]c) zero-padded by ``(top, left, bottom, right)`` in H and W."""
     pt, pl, pb, pr = pads
@@ -136,11 +147,7 @@ def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     o1, i1, kh, kw, kib, ob = t[1].shape
     if (i1, kib) != (c1, ib):
         raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape}")
-    pt, pl, pb, pr = a["padding"]
-    sh, sw = a["strides"]
-    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-    if oh < 1 or ow < 1:
-        raise ValueError(f"window {kh}x{kw} does not fit {h}x{w}")
+    oh, ow = _window_out(h, w, kh, kw, a)
     return (n, o1, oh, ow, ob)
 
 
@@ -148,10 +155,9 @@ def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data, kernel = x
     n, c1, h, w, ib = (int(s) for s in data.shape)
     o1, _, kh, kw, _, ob = (int(s) for s in kernel.shape)
-    pt, pl, pb, pr = a["padding"]
+    oh, ow = _window_out(h, w, kh, kw, a)
     sh, sw = a["strides"]
-    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-    dpad = _pad_blocked(data, (pt, pl, pb, pr))
+    dpad = _pad_blocked(data, a["padding"])
     rco = te.reduce_axis((0, c1), name="rco")
     rci = te.reduce_axis((0, ib), name="rci")
     ry = te.reduce_axis((0, kh), name="ry")
@@ -199,11 +205,7 @@ def _dw_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     k1, _, kh, kw, _, kb = t[1].shape
     if (k1, kb) != (c1, b):
         raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape}")
-    pt, pl, pb, pr = a["padding"]
-    sh, sw = a["strides"]
-    oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-    if oh < 1 or ow < 1:
-        raise ValueError(f"window {kh}x{kw} does not fit {h}x{w}")
+    oh, ow = _window_out(h, w, kh, kw, a)
     return (n, c1, oh, ow, b)
 
 
@@ -212,9 +214,8 @@ def _dw_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     n, c1, oh, ow, b = _dw_infer([TensorType(tuple(int(s) for s in data.shape)),
                                   TensorType(tuple(int(s) for s in kernel.shape))], a)
     kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
-    pt, pl, pb, pr = a["padding"]
     sh, sw = a["strides"]
-    dpad = _pad_blocked(data, (pt, pl, pb, pr))
+    dpad = _pad_blocked(data, a["padding"])
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
     return te.compute(
