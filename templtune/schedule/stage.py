@@ -271,8 +271,16 @@ class Stage:
         self.scope = scope
 
     def double_buffer(self) -> None:
-        """Accepted for TVM compatibility (a hint only: the stage is computed as usual)."""
+        """Double-buffer this stage's buffer, as TVM's: with the stage attached inside a loop
+        ``ko`` (``compute_at``), lowering allocates the buffer twice, fills one half for
+        ``ko = 0`` before the loop and, in iteration ``ko``, prefetches iteration ``ko + 1``
+        into the other half while the consumer reads half ``ko % 2``; on CUDA one barrier per
+        iteration remains. Lowering raises :class:`~templtune.errors.LoweringError` when the
+        stage is not attached inside a serial loop (see
+        :func:`templtune.lower.double_buffer.inject_double_buffer`)."""
         self._check_compute("double_buffer")
+        if self.is_output:
+            raise self._err("cannot double_buffer an output stage")
         self.double_buffered = True
 
     # ------------------------------------------------------------------------- placement

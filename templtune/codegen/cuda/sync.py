@@ -8,6 +8,10 @@ fixed point with the accesses at the end of one iteration flowing into the next,
 barrier that protects a shared tile from being overwritten while other threads still read it
 (at the top of the loop body).
 
+A prefetch that double buffering marks ``double_buffer_write`` writes the half of its buffer that
+the rest of the iteration does not read, so reads after it in the same iteration do not conflict
+with it (TVM's rule); across iterations of its loop it is an ordinary write.
+
 Two accesses are by *the same thread* only when their indices are structurally equal and depend on
 nothing but thread indices covering every multi-thread axis; everything else conflicts
 (conservative: an extra barrier costs time, a missing one gives wrong answers).
@@ -21,6 +25,7 @@ from typing import Any
 
 from templtune.codegen.cuda.analysis import free_vars, node_children
 from templtune.codegen.cuda.kernel import THREAD_TAGS, Kernel
+from templtune.lower.double_buffer import DB_WRITE
 from templtune.lower.ir import (
     AttrStmt,
     Buffer,
@@ -55,6 +60,14 @@ class _Access:
     buffer: Buffer
     write: bool
     index: PrimExpr
+    # the double-buffered loop's variable, for a prefetch write (see the module docstring)
+    db_loop: Any = None
+
+
+def _carry(accs: list[_Access], loop_var: Var) -> list[_Access]:
+    """``accs`` as seen from the next iteration of ``loop_var`` (or after the loop): its
+    prefetches become ordinary writes."""
+    return [replace(a, db_loop=None) if a.db_loop is loop_var else a for a in accs]
 
 
 class _Planner:
@@ -74,6 +87,8 @@ class _Planner:
             out.append(_Access(s.buffer, isinstance(s, Store), s.index))
         for c in node_children(s):
             out.extend(self.accesses(c))
+        if isinstance(s, AttrStmt) and s.key == DB_WRITE:
+            out = [replace(a, db_loop=s.value) if a.write else a for a in out]
         self._memo[id(s)] = (s, out)
         return out
 
@@ -115,6 +130,8 @@ class _Planner:
             for p in pending:
                 # NOTE: read-after-write and write-after-read only, as barriers order those; a
                 # write-write overlap of different threads is a schedule bug no barrier fixes.
+                if p.db_loop is not None and not a.write:
+                    continue  # the read is of the half the prefetch does not write
                 if (p.buffer is a.buffer and p.write != a.write
                         and not self.same_thread(p, a)):
                     return True
@@ -122,9 +139,9 @@ class _Planner:
 
     def union(self, a: list[_Access], b: list[_Access]) -> list[_Access]:
         out = list(a)
-        seen = {(id(y.buffer), y.write, self.key(y.index)) for y in out}
+        seen = {(id(y.buffer), y.write, id(y.db_loop), self.key(y.index)) for y in out}
         for x in b:
-            kx = (id(x.buffer), x.write, self.key(x.index))
+            kx = (id(x.buffer), x.write, id(x.db_loop), self.key(x.index))
             if kx not in seen:
                 seen.add(kx)
                 out.append(x)
@@ -159,6 +176,7 @@ class _Planner:
             entry = pending
             for _ in range(4):
                 body, exit_ = self.plan(s.body, entry)
+                exit_ = _carry(exit_, s.loop_var)
                 nxt = self.union(entry, exit_)
                 if len(nxt) == len(entry):
                     break
@@ -173,6 +191,10 @@ class _Planner:
         inner = getattr(s, "body", None)
         if isinstance(inner, Stmt):
             b2, out = self.plan(inner, pending)
+            if isinstance(s, AttrStmt) and s.key == DB_WRITE:
+                old = {id(a) for a in pending}
+                out = [replace(a, db_loop=s.value) if a.write and id(a) not in old else a
+                       for a in out]
             return replace(s, body=b2), out  # type: ignore[call-arg, type-var]
         return s, self.union(pending, accs)
 
