@@ -21,7 +21,7 @@ importlib.import_module("templtune.templates.cuda.dense")
 importlib.import_module("templtune.templates.cuda.conv2d_winograd")
 
 #: the knobs that change a kernel's resources
-TILE_KNOBS = ("tile_y", "tile_x", "tile_k", "pad", "tile_b", "tile_rc")
+TILE_KNOBS = ("tile_y", "tile_x", "tile_k", "pad", "double_buffer", "tile_b", "tile_rc")
 
 
 def _verdict(task, index: int, lim: CudaLimits) -> str:

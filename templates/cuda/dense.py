@@ -7,6 +7,9 @@ operands into shared memory, each middle step copies the thread's rows of it int
 loads where the rows are aligned), ``pad`` in {0, 1} (1 pads the shared rows to a stride of
 ``8n + 1`` words, so that threads reading different rows of the same column hit different
 banks; the float4 stores into shared memory then become element stores),
+``double_buffer`` in {0, 1} (1 double-buffers both shared tiles, as TVM's
+``dense_large_batch.gpu``: twice the shared memory, the next k-slice fetched while the current
+one is used, one barrier per outer k-step instead of two),
 ``auto_unroll_max_step`` in {0, 64, 512} and ``unroll_explicit`` in {0, 1}. A thread
 accumulates a ``(vthread x inner)`` register tile of the output. Configs over the target's
 per-block limits are filtered out (:func:`prune_dense`).
@@ -35,23 +38,28 @@ def padded_row(k_in: Any, pad: Any) -> Any:
     return k_in + pad * ((_PAD[1] - k_in) % _PAD[0])
 
 
-def prune_dense(cfg: Any) -> None:
+def prune_dense(cfg: Any, in_dim: int | None = None) -> None:
     """Drop the configs over the target's per-block limits (:func:`prune_over_limits`): the
     threads are the thread factors of ``tile_y`` and ``tile_x``; shared memory holds the
-    block's rows of both operands for one outer k-step; registers per thread are the
-    accumulators and the register copies of both operands, once per virtual thread."""
+    block's rows of both operands for one outer k-step, twice with ``double_buffer`` where
+    the reduction (``in_dim`` long; unknown: assume so) takes more than one k-step; registers
+    per thread are the accumulators and the register copies of both operands, once per
+    virtual thread."""
 
     def threads(y: Any, x: Any) -> Any:
         return y[2] * x[2]
 
-    def usage(y: Any, x: Any, k: Any, pad: Any) -> BlockUsage:
+    def usage(y: Any, x: Any, k: Any, pad: Any, db: Any) -> BlockUsage:
         blk_y, blk_x = y[1] * y[2] * y[3], x[1] * x[2] * x[3]
         row = padded_row(k[1] * k[2], pad[0])
         words = y[1] * x[1] * (y[3] * x[3] + y[3] * k[2] + x[3] * k[2])
-        return BlockUsage(threads(y, x), 4 * row * (blk_y + blk_x), words)
+        # NOTE: a double buffer is two tiles, unless one k-step covers the whole reduction
+        steps = k[1] * k[2] < in_dim if in_dim is not None else 1
+        halves = 1 + db[0] * steps
+        return BlockUsage(threads(y, x), 4 * row * (blk_y + blk_x) * halves, words)
 
-    prune_over_limits(cfg, ("tile_y", "tile_x", "tile_k", "pad"), usage, threads,
-                      thread_knobs=2)
+    prune_over_limits(cfg, ("tile_y", "tile_x", "tile_k", "pad", "double_buffer"), usage,
+                      threads, thread_knobs=2)
 
 
 def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
@@ -70,9 +78,10 @@ def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
     cfg.define_split("tile_k", k, num_outputs=3)
     cfg.define_knob("vec", list(_VECTOR))
     cfg.define_knob("pad", [0, 1])
+    cfg.define_knob("double_buffer", [0, 1])
     cfg.define_knob("auto_unroll_max_step", [0, 64, 512])
     cfg.define_knob("unroll_explicit", [0, 1])
-    prune_dense(cfg)
+    prune_dense(cfg, in_dim)
 
     acc = s.cache_write(out, "local")
     data_sh = s.cache_read(data, "shared", [acc])
@@ -100,6 +109,8 @@ def _dense(batch: int, in_dim: int, out_dim: int, dtype: str = "float32"
         cooperative_fetch(s, load, [(cfg["tile_y"].size[2], "threadIdx.y"),
                                     (cfg["tile_x"].size[2], "threadIdx.x")],
                           vector=cfg["vec"].val)
+        if cfg["double_buffer"].val:
+            s[load].double_buffer()
     for reg in (data_reg, weight_reg):
         s[reg].compute_at(s[acc], km)
 
