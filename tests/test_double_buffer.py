@@ -7,6 +7,7 @@ nvcc on the generated source.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,11 +18,13 @@ import templtune
 from templtune import te
 from templtune.codegen.cuda.build import lower_to_kernels
 from templtune.codegen.cuda.compile import find_nvcc
-from templtune.codegen.cuda.sync import strip_barriers
+from templtune.codegen.cuda.sync import is_barrier
 from templtune.errors import LoweringError, ScheduleError
+from templtune.lower.ir import Evaluate, For, SeqStmt, seq
 from templtune.runtime.cuda.emulate import RaceError, emulate, run_kernels
 from templtune.runtime.cuda.host_emulate import emulate_llvm
 from templtune.runtime.cuda.module import build_cuda
+from templtune.te.functor import Mutator, handles, post_order
 
 needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 
@@ -39,9 +42,10 @@ def _matmul(m, n, k):
     return a, b, c
 
 
-def gpu_matmul(m, n, k, t=4, bk=4, db=True, vt=1):
+def gpu_matmul(m, n, k, t=4, bk=4, db=True, vt=1, unroll=0, explicit=0):
     """Shared tiles of A and B fetched cooperatively at ko (TVM's dense_large_batch layout):
-    a ``t x t`` thread block, ``vt`` virtual threads along the rows, a k-slice of ``bk``."""
+    a ``t x t`` thread block, ``vt`` virtual threads along the rows, a k-slice of ``bk``,
+    the unroll pragmas on the outermost axis."""
     a, b, c = _matmul(m, n, k)
     s = te.create_schedule(c.op)
     aa, bb = s.cache_read(a, "shared", [c]), s.cache_read(b, "shared", [c])
@@ -66,6 +70,9 @@ def gpu_matmul(m, n, k, t=4, bk=4, db=True, vt=1):
         s[x].bind(f2, thx)
         if db:
             s[x].double_buffer()
+    if unroll:
+        s[c].pragma(by, "auto_unroll_max_step", unroll)
+        s[c].pragma(by, "unroll_explicit", explicit)
     return s, [a, b, c]
 
 
@@ -122,15 +129,33 @@ def test_source_has_2x_buffer_parity_prefetch_and_one_barrier_per_iteration():
     assert _loop_body(plain).count("__syncthreads();") == 2
 
 
-def test_removing_the_barrier_is_a_race():
-    """The one barrier left is needed: the race detector flags the kernel without it."""
+class _DropLoopBarriers(Mutator):
+    """Remove the barriers of the k.outer loop's body (the prologue's barrier stays)."""
+
+    @handles(For)
+    def visit_For(self, node):
+        node = self.generic(node)
+        if node.loop_var.name != "k.outer" or not isinstance(node.body, SeqStmt):
+            return node
+        return replace(node, body=seq(*[c for c in node.body.seq if not is_barrier(c)]))
+
+
+def test_the_one_barrier_per_iteration_is_needed():
+    """The race detector flags the double-buffered kernel without its loop's barrier."""
     m, n, k = 8, 8, 16
     s, args = gpu_matmul(m, n, k)
     func = templtune.lower(s, args)
     kernels, workspace = lower_to_kernels(func)
+    dropped = [replace(kr, body=_DropLoopBarriers().visit(kr.body)) for kr in kernels]
+    assert sum(_barriers(kr.body) for kr in kernels) == 2
+    assert sum(_barriers(kr.body) for kr in dropped) == 1
     with pytest.raises(RaceError):
-        run_kernels([strip_barriers(kr) for kr in kernels], func.params, workspace,
-                    _arrays(m, n, k, np.random.default_rng(0)), True)
+        run_kernels(dropped, func.params, workspace, _arrays(m, n, k, np.random.default_rng(0)),
+                    True)
+
+
+def _barriers(stmt):
+    return sum(1 for x in post_order(stmt) if isinstance(x, Evaluate) and is_barrier(x))
 
 
 @pytest.mark.cuda
@@ -142,12 +167,13 @@ def test_double_buffered_kernel_compiles_with_nvcc():
 
 
 @seed(18)
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(t=st.sampled_from([2, 4]), bk=st.integers(1, 5), k=st.integers(1, 13),
-       mt=st.integers(1, 2), vt=st.sampled_from([1, 2]))
-def test_property_tile_sizes_match_numpy_race_free(t, bk, k, mt, vt):
+       mt=st.integers(1, 2), vt=st.sampled_from([1, 2]), unroll=st.sampled_from([0, 16, 512]),
+       explicit=st.sampled_from([0, 1]))
+def test_property_tile_sizes_match_numpy_race_free(t, bk, k, mt, vt, unroll, explicit):
     m, n = t * vt * mt, t * 2
-    s, args = gpu_matmul(m, n, k, t=t, bk=bk, vt=vt)
+    s, args = gpu_matmul(m, n, k, t=t, bk=bk, vt=vt, unroll=unroll, explicit=explicit)
     _check_emulated(templtune.lower(s, args), m, n, k, seed_=bk * 10 + k)
 
 

@@ -65,6 +65,16 @@ class _Entry:
         self.switch = Var(f"{self.loop.loop_var.name}.db", self.loop.loop_var.dtype)
 
 
+def mark_double_buffer(op: Any, buffer: Buffer, body: Stmt, unit_loop: bool) -> Stmt:
+    """``body`` (the nest of stage ``op``, emitted at its attach point) with the
+    ``double_buffer_scope`` mark; unchanged when the attach loop has one iteration (lowering
+    removes such a loop, and there is nothing to overlap)."""
+    if op.num_outputs != 1:
+        raise LoweringError(f"stage {op.name}: double_buffer needs a single-output stage (it "
+                            f"has {op.num_outputs})")
+    return body if unit_loop else AttrStmt(DB_SCOPE, buffer, op.name, body)
+
+
 def _fmod2(e: PrimExpr) -> PrimExpr:
     return BinOp(BinOpKind.FLOORMOD, e, const(2, e.dtype), e.dtype)
 
@@ -253,4 +263,4 @@ def inject_double_buffer(body: Stmt,
     return _Injector(entries, ranges).visit(body)
 
 
-__all__ = ["inject_double_buffer", "DB_SCOPE", "DB_WRITE"]
+__all__ = ["inject_double_buffer", "mark_double_buffer", "DB_SCOPE", "DB_WRITE"]

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from templtune.errors import LoweringError
+from templtune.lower.double_buffer import mark_double_buffer
 from templtune.lower.ir import (
     Allocate,
-    AttrStmt,
     Buffer,
     For,
     ForKind,
@@ -396,19 +396,12 @@ class NestBuilder:
         return body
 
     def _attached_stmt(self, info: StageBound) -> Stmt:
-        body = self.stage_stmt(info)
-        st = info.stage
+        body, st = self.stage_stmt(info), info.stage
         if not st.double_buffered:
             return body
         parent = self.br.infos[st.attach_stage]  # type: ignore[index]
-        if not isinstance(parent.loop_var[st.attach_ivar], Var):  # type: ignore[index]
-            return body  # NOTE: a one-iteration attach loop is removed: nothing to overlap
-        if info.op.num_outputs != 1:
-            raise LoweringError(f"stage {info.op.name}: double_buffer needs a single-output "
-                                f"stage (it has {info.op.num_outputs})")
-        # NOTE: the mark is applied by lower.double_buffer.inject_double_buffer
-        buf = self._storage[info.op.output(0)].buffer
-        return AttrStmt("double_buffer_scope", buf, info.op.name, body)
+        unit = not isinstance(parent.loop_var[st.attach_ivar], Var)  # type: ignore[index]
+        return mark_double_buffer(info.op, self._storage[info.op.output(0)].buffer, body, unit)
 
     def _loop(self, info: StageBound, lv: IterVar, var: PrimExpr, body: Stmt) -> Stmt:
         ext = info.launch_ext.get(lv, info.ext[lv])
