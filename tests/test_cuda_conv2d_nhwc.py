@@ -67,6 +67,25 @@ def test_sampled_configs_match_numpy_and_compile(args: tuple) -> None:
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
+def test_lockstep_emulation_finds_no_shared_memory_race() -> None:
+    from templtune.runtime.cuda.emulate import emulate
+
+    args = (1, 5, 6, 8, 6, 3, 3, 1, 1)
+    task = create(NAME, args, "cuda")
+    space = _space(task)
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((1, 5, 6, 6)).astype("float32")
+    kernel = rng.standard_normal((3, 3, 6, 8)).astype("float32")
+    ref = conv2d_nhwc_python(data, kernel, 1, 1)
+    for idx in space.sample_ints(2, rng):
+        cfg = space.get(int(idx))
+        with Target("cuda"):
+            s, tensors = task.instantiate(cfg)
+        out = np.zeros(ref.shape, np.float32)
+        emulate(lower(s, tensors, "default_function"), data, kernel, out, check_races=True)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
 def test_space_is_pruned_to_the_target_limits() -> None:
     args = (1, 14, 14, 64, 64, 3, 3, 1, 1)
     target = "cuda -max_threads_per_block=64 -max_shared_memory_per_block=2048"

@@ -7,7 +7,8 @@ Each template module registers, beside its own definition::
                       workloads=_workloads,      # OpCall -> template argument tuples
                       transform=_transform,      # template args -> weight transform (or None)
                       fallback=_fallback,        # what runs without a tuning record
-                      epilogue=True)             # takes a fused element-wise tail
+                      epilogue=True,             # takes a fused element-wise tail
+                      tuned_as=_plain_args)      # args -> the task whose records apply
     strategy.catalog(TemplateInfo("dense", "x86", ...))   # the command line's entry
 
 Consumers (``relay.build``, ``autotvm.task.extract_from_program``, ``templtune templates``, the
@@ -18,6 +19,11 @@ A strategy registered with ``epilogue=True`` declares that its template takes th
 ``epilogue`` (:class:`~templtune.autotvm.epilogue.Epilogue`): the group's element-wise tail,
 computed in the template's output stage. :func:`instantiate` passes it; the workload key, hence
 every tuning record, stays the anchor's.
+
+``tuned_as`` maps a variant's arguments to those of the task that configures it (a Winograd
+template taking pre-transformed weights runs the configs tuned on the plain task, whose space
+is the same): the variant's ``workload`` is that task's, so record lookups, fallback warnings
+and task extraction all see the plain task.
 """
 
 from __future__ import annotations
