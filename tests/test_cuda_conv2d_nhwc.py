@@ -14,11 +14,13 @@ import pytest
 import templtune
 from templtune import autotvm, graph, relay
 from templtune.autotvm import strategy
+from templtune.autotvm.space import ConfigEntity
 from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.autotvm.task.task import TASK_TABLE, create
 from templtune.codegen.cuda.build import limits_from_target, precheck
 from templtune.codegen.cuda.compile import find_nvcc
 from templtune.contrib import graph_executor
+from templtune.errors import InstantiationError
 from templtune.graph import nn
 from templtune.lower.lower_api import lower
 from templtune.target import Target
@@ -86,23 +88,39 @@ def test_lockstep_emulation_finds_no_shared_memory_race() -> None:
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
-def test_space_is_pruned_to_the_target_limits() -> None:
-    args = (1, 14, 14, 64, 64, 3, 3, 1, 1)
-    target = "cuda -max_threads_per_block=64 -max_shared_memory_per_block=2048"
-    small, full = _space(create(NAME, args, target)), _space(create(NAME, args, "cuda"))
-    assert 0 < len(small) < len(full) < full.range_length
-    assert set(full.space_map) == {"tile_n", "num_thread_n", "vthread_n", "tile_c",
-                                   "num_thread_c", "vthread_c", "step"}
-    task = create(NAME, args, target)
-    lim = limits_from_target(task.target)
-    rng = np.random.default_rng(7)
-    for idx in small.sample_ints(6, rng):  # kept configs pass the backend's resource check
-        cfg = small.get(int(idx))
-        threads = cfg["num_thread_n"].val * cfg["num_thread_c"].val
-        assert threads <= 64
-        with Target(target):
-            s, tensors = task.instantiate(cfg)
+def _verdict(task: Any, index: int, lim: Any) -> str:
+    """The CUDA backend's resource check of config ``index`` (empty: within ``lim``)."""
+    cfg = ConfigEntity(index, None, _space(task)._entities_at(index), [])
+    with Target(str(task.target)):
+        s, tensors = task.instantiate(cfg)
+    try:
         precheck(lower(s, tensors, "default_function"), lim)
+    except InstantiationError as exc:
+        return str(exc)
+    return ""
+
+
+@pytest.mark.parametrize("args, limits", [
+    ((1, 3, 40, 32, 6, 3, 3, 1, 1), "-max_threads_per_block=64 -max_shared_memory_per_block=1024"),
+    ((1, 3, 41, 16, 5, 3, 3, 2, (1, 0)),
+     "-max_threads_per_block=128 -max_shared_memory_per_block=768"),
+])
+def test_space_keeps_exactly_the_configs_within_the_target_limits(args: tuple, limits: str
+                                                                  ) -> None:
+    task = create(NAME, args, f"cuda {limits}")
+    space = _space(task)
+    assert set(space.space_map) == {"tile_n", "num_thread_n", "vthread_n", "tile_c",
+                                    "num_thread_c", "vthread_c", "step"}
+    lim = limits_from_target(task.target)
+    valid = space._valid_all()
+    # on a target without limits only the idle-thread filter applies: check all it keeps
+    checked = np.flatnonzero(_space(create(NAME, args, "llvm"))._valid_all())
+    n_fit = 0
+    for index in checked:
+        msg = _verdict(task, int(index), lim)
+        n_fit += msg == ""
+        assert bool(valid[index]) == (msg == ""), (space._entities_at(int(index)), msg)
+    assert 0 < n_fit == len(space) < len(checked)
 
 
 def test_fallback_config_runs() -> None:
