@@ -72,6 +72,7 @@ def test_predicates_pick_by_layout_groups_stride_and_kernel() -> None:
             for c in _calls()]
     assert cuda[0] == ["conv2d_nchw.cuda", "conv2d_nchw_winograd.cuda"]
     assert cuda[2] == ["depthwise_conv2d_nchw.cuda"] and cuda[4] == ["dense.cuda"]
+    assert cuda[3] == ["conv2d_nhwc.cuda"]
 
 
 def test_fallback_without_records_is_the_top_strategy_packed_by_its_config() -> None:

@@ -1,7 +1,12 @@
 """CUDA Winograd conv2d (NCHW, stride 1) AutoTVM template, ``"conv2d_nchw_winograd.cuda"``.
 
 Five kernels: the weight transform, the input transform, the batched GEMM (the tuned part),
-the inverse transform and the output gather. Knobs on the GEMM: ``tile_b`` (the fused
+the inverse transform and the output gather; four with ``pre_transformed=1``, which takes the
+kernel already transformed to ``U = G g G^T`` as ``[alpha, alpha, CI, CO]``
+(``topi.nn.conv2d_winograd_weight_transform``): what ``relay.build`` runs for a constant
+weight, transformed once at build time by the strategy's weight transform. That variant is
+configured by the records of the plain task (the same config space: the knobs are the GEMM's),
+as TVM's ``conv2d_nchw_winograd_without_weight_transform.cuda`` is by its plain task's. Knobs on the GEMM: ``tile_b`` (the fused
 ``alpha x alpha`` batch axis), ``tile_y`` (output channels) and ``tile_x`` (tiles), each a
 4-way split (block, vthread, thread, inner); ``tile_rc`` (2-way split of input channels, one
 shared-memory slice per outer step, one register copy per input channel); ``vec`` in
@@ -21,7 +26,7 @@ from templtune import autotvm, te, topi
 from templtune.autotvm import strategy
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
-from .._strategy import GPU_KEYS, conv_nchw_args, is_conv
+from .._strategy import GPU_KEYS, conv_nchw_args, is_conv, winograd_weights
 from ._common import (
     BlockUsage,
     bind_tiles,
@@ -120,11 +125,21 @@ def _bgemm(cfg: Any, s: Any, bgemm: Any) -> None:
 
 
 def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
-                    padding: Any, tile_size: int = 2) -> tuple[Any, list[Any]]:
-    """The template body: ``(schedule, [data, kernel, output])`` for the current config."""
+                    padding: Any, tile_size: int = 2, pre_transformed: int = 0
+                    ) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [data, kernel, output])`` for the current config;
+    ``kernel`` is OIHW, or ``[alpha, alpha, CI, CO]`` (``alpha = tile_size + KH - 1``) with
+    ``pre_transformed=1``."""
+    if pre_transformed not in (0, 1):
+        raise ValueError(f"pre_transformed must be 0 or 1, got {pre_transformed}")
+    if KH != KW:
+        raise ValueError(f"conv2d_nchw_winograd.cuda needs a square kernel, got {KH}x{KW}")
     data = te.placeholder((N, CI, H, W), name="data")
-    kernel = te.placeholder((CO, CI, KH, KW), name="kernel")
-    output = topi.nn.conv2d_winograd_nchw(data, kernel, padding, tile_size=tile_size)
+    alpha = tile_size + KH - 1
+    kernel = te.placeholder((alpha, alpha, CI, CO) if pre_transformed else (CO, CI, KH, KW),
+                            name="kernel")
+    output = topi.nn.conv2d_winograd_nchw(data, kernel, padding, tile_size=tile_size,
+                                          pre_transformed=bool(pre_transformed))
     s = te.create_schedule([output.op])
     cfg = autotvm.get_config()
 
@@ -145,7 +160,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     lim = block_limits()
     threads = min(_THREADS, lim.threads) if lim else _THREADS
     # weight and input transforms: one thread per (channel, tile), alpha x alpha unrolled
-    for stage in (kernel_pack, data_pack):
+    for stage in (data_pack,) if pre_transformed else (kernel_pack, data_pack):
         eps, nu, c, p = s[stage].op.axis
         r_a, r_b = s[stage].op.reduce_axis
         s[stage].reorder(c, p, eps, nu, r_a, r_b)
@@ -174,14 +189,32 @@ def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
     n, h, w, co, ci, kh, kw, _, pad = conv_nchw_args(call)
     if not (kh == kw == 3 and call.attr("strides") == (1, 1)):
         return []
-    return [(n, h, w, co, ci, kh, kw, pad, m) for m in (2, 4)]
+    # NOTE: the pre-transformed variant first: on equal recorded costs (the two share their
+    # plain task's records) it wins wherever the weight is a constant
+    return [(n, h, w, co, ci, kh, kw, pad, m, *pt) for m in (2, 4) for pt in ((1,), ())]
+
+
+def _transform(args: tuple[Any, ...]) -> Any:
+    return winograd_weights(args[8]) if len(args) > 9 and args[9] else None
+
+
+def _tuned_as(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return args[:9]
+
+
+def _fallback(call: OpCall, target: Any, impls: Any) -> Any:
+    """The last (plain) implementation, or its pre-transformed variant where usable."""
+    plain = impls[-1]
+    return next((i for i in impls if i.workload == plain.workload and i.transform is not None),
+                plain)
 
 
 # NOTE: only a tuning record picks Winograd (lower plevel than the direct template).
 strategy.register("nn.conv2d", GPU_KEYS, "conv2d_nchw_winograd.cuda", plevel=8,
-                  when=lambda call: is_conv(call, "NCHW"), workloads=_workloads)
+                  when=lambda call: is_conv(call, "NCHW"), workloads=_workloads,
+                  transform=_transform, tuned_as=_tuned_as, fallback=_fallback)
 strategy.catalog(TemplateInfo(
     "conv2d_nchw_winograd.cuda", "cuda",
-    ("N", "H", "W", "CO", "CI", "KH", "KW", "padding", "tile_size"),
-    (1, 14, 14, 256, 256, 3, 3, 1, 2), "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1",
-    n_required=8, target="cuda"))
+    ("N", "H", "W", "CO", "CI", "KH", "KW", "padding", "tile_size", "pre_transformed"),
+    (1, 14, 14, 256, 256, 3, 3, 1, 2), "Winograd F(2x2|4x4, 3x3) conv2d, NCHW, stride 1 "
+    "(pre_transformed=1: kernel as [alpha, alpha, CI, CO])", n_required=8, target="cuda"))

@@ -7,7 +7,8 @@ Each template module registers, beside its own definition::
                       workloads=_workloads,      # OpCall -> template argument tuples
                       transform=_transform,      # template args -> weight transform (or None)
                       fallback=_fallback,        # what runs without a tuning record
-                      epilogue=True)             # takes a fused element-wise tail
+                      epilogue=True,             # takes a fused element-wise tail
+                      tuned_as=_plain_args)      # args -> the task whose records apply
     strategy.catalog(TemplateInfo("dense", "x86", ...))   # the command line's entry
 
 Consumers (``relay.build``, ``autotvm.task.extract_from_program``, ``templtune templates``, the
@@ -18,6 +19,11 @@ A strategy registered with ``epilogue=True`` declares that its template takes th
 ``epilogue`` (:class:`~templtune.autotvm.epilogue.Epilogue`): the group's element-wise tail,
 computed in the template's output stage. :func:`instantiate` passes it; the workload key, hence
 every tuning record, stays the anchor's.
+
+``tuned_as`` maps a variant's arguments to those of the task that configures it (a Winograd
+template taking pre-transformed weights runs the configs tuned on the plain task, whose space
+is the same): the variant's ``workload`` is that task's, so record lookups, fallback warnings
+and task extraction all see the plain task.
 """
 
 from __future__ import annotations
@@ -70,13 +76,16 @@ class OpCall:
 class Implementation:
     """One way to run an op call: template ``template`` on ``args``; ``transform`` turns the
     op's input ``weight`` (a constant) into the layout the template takes (None: as is);
-    ``epilogue``: the template takes a fused element-wise tail (see :func:`instantiate`)."""
+    ``epilogue``: the template takes a fused element-wise tail (see :func:`instantiate`);
+    ``tuned_as``: the arguments whose tuning records configure these (None: ``args``), so a
+    variant taking pre-transformed weights runs the configs tuned on its plain task."""
 
     template: str
     args: tuple[Any, ...]
     transform: WeightTransform | None = field(default=None, compare=False)
     weight: int = 1
     epilogue: bool = field(default=False, compare=False)
+    tuned_as: tuple[Any, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -84,7 +93,9 @@ class Implementation:
 
     @property
     def workload(self) -> tuple[Any, ...]:
-        return args_to_workload(self.args, self.template)
+        """The workload of the tuning task (and records) that configures this implementation."""
+        return args_to_workload(self.args if self.tuned_as is None else self.tuned_as,
+                                self.template)
 
 
 def _last(call: OpCall, target: Any, impls: Sequence[Implementation]) -> Implementation:
@@ -100,6 +111,8 @@ class Strategy:
     ``fallback(call, target, impls)`` picks among ``impls`` (this strategy's usable ones) what
     runs when no implementation has a tuning record. Higher ``plevel`` wins that choice.
     ``epilogue``: the template takes the keyword ``epilogue`` (a fused element-wise tail).
+    ``tuned_as(args)``: the arguments of the task whose records configure ``args`` (None:
+    ``args`` themselves); the two must define the same config space.
     """
 
     op: str
@@ -112,13 +125,18 @@ class Strategy:
     fallback: Callable[[OpCall, Any, Sequence[Implementation]], Implementation] = _last
     weight: int = 1
     epilogue: bool = False
+    tuned_as: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
 
     def implementations(self, call: OpCall) -> list[Implementation]:
         if not self.when(call):
             return []
-        return [Implementation(self.template, tuple(a), self.transform(tuple(a)), self.weight,
-                               self.epilogue)
-                for a in self.workloads(call)]
+        return [self.implementation(tuple(a)) for a in self.workloads(call)]
+
+    def implementation(self, args: tuple[Any, ...]) -> Implementation:
+        """The implementation of this strategy's template on ``args``."""
+        tuned = None if self.tuned_as is None else self.tuned_as(args)
+        return Implementation(self.template, args, self.transform(args), self.weight,
+                              self.epilogue, None if tuned == args else tuned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +191,9 @@ def register(op: str, keys: Sequence[str], template: str, plevel: int = 10,
              workloads: Callable[[OpCall], Sequence[tuple[Any, ...]]] | None = None,
              transform: Callable[[tuple[Any, ...]], WeightTransform | None] | None = None,
              fallback: Callable[[OpCall, Any, Sequence[Implementation]], Implementation]
-             | None = None, weight: int = 1, epilogue: bool = False) -> Strategy:
+             | None = None, weight: int = 1, epilogue: bool = False,
+             tuned_as: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
+             ) -> Strategy:
     """Declare that template ``template`` implements network op ``op`` on targets with any of
     ``keys`` (``"cpu"``, ``"cuda"``, ``"gpu"``); see :class:`Strategy` for the callables.
     ``epilogue=True``: the template function takes the keyword-only argument ``epilogue``.
@@ -189,7 +209,7 @@ def register(op: str, keys: Sequence[str], template: str, plevel: int = 10,
         raise StrategyError(f"template {template!r} is already registered for {op!r}")
     s = Strategy(op, frozenset(keys), template, int(plevel), when or (lambda call: True),
                  workloads, transform or _no_transform, fallback or _last, weight,
-                 bool(epilogue))
+                 bool(epilogue), tuned_as)
     _STRATEGIES.append(s)
     return s
 
@@ -304,13 +324,19 @@ def instantiate(impl: Implementation, target: Any, epilogue: Epilogue | None = N
         raise StrategyError(f"no AutoTVM template named {impl.template!r} is registered")
     tgt = as_target(target)
     trace_workload(impl.workload)
-    with target_scope(tgt):
-        cfg = config if config is not None else DispatchContext.current.query(tgt,
-                                                                               impl.workload)
-        with ApplyConfig(cfg):
-            if epilogue is None:
-                return tmpl(*impl.args)
-            return tmpl(*impl.args, epilogue=epilogue)
+    # NOTE: a tracing extraction records the task that configures impl (traced above), not
+    # the template call's own workload (a pre-transformed variant's)
+    token = _TRACE.set(None)
+    try:
+        with target_scope(tgt):
+            cfg = config if config is not None else DispatchContext.current.query(
+                tgt, impl.workload)
+            with ApplyConfig(cfg):
+                if epilogue is None:
+                    return tmpl(*impl.args)
+                return tmpl(*impl.args, epilogue=epilogue)
+    finally:
+        _TRACE.reset(token)
 
 
 def current_config(impl: Implementation, target: Any) -> Any:

@@ -209,7 +209,8 @@ class _Compiler:
         None when it cannot be built; keyed by the anchor's workload, the config and the
         epilogue, so equal layers share it."""
         ep = None if ft is None else ft.epilogue
-        key = (repr(cand.workload) + ("" if config is None else repr(config))
+        # NOTE: the args too: a pre-transformed variant shares its plain task's workload
+        key = (repr((cand.workload, cand.args)) + ("" if config is None else repr(config))
                + ("" if ep is None else "|" + ep.key))
         name = _c_name(f"{group.name}_{cand.name}")
         try:
