@@ -6,8 +6,8 @@ Why: on a shared 2-core machine one tuning measurement (number 3 x repeat 2) can
 so the best record of a raw log is often a lucky sample (measured: the stem's tuner pick,
 ``unroll_kw=False``, re-timed 1.4x slower than the same block with the loop unrolled). Here the
 ``--top`` distinct configs with the lowest mean cost are built once and timed round-robin
-(``--rounds`` rounds of ``--number`` calls, 1 thread, glibc's allocator pinned as in the
-runner); the median decides. The chosen record keeps its config and gets the medians of its
+(``--rounds`` rounds of ``--number`` calls, 1 thread, in thread CPU time, glibc's allocator
+pinned as in the runner); the median decides. The chosen record keeps its config and gets the medians of its
 last rounds as costs. Other workloads' lines of the reference log are kept as they are.
 
 ``--block B`` (``conv2d_NCHWc`` workloads): the candidates are instead every point of the
@@ -48,6 +48,20 @@ REF = ROOT / "templates/logs/cpu" / FAMILY_LOGS[isa_family("llvm") or IsaFamily.
 
 def _key(inp: object) -> tuple[str, str]:
     return inp.task.name, repr(tuple(inp.task.args))
+
+
+def _thread_timer(mod: object, number: int):
+    """Seconds per call of ``mod`` over ``number`` calls in this thread's CPU time: the kernel
+    runs on one thread (the caller's), and CPU time leaves out the slices other processes of
+    a shared host take, which wall-clock rounds count."""
+
+    def ev(*arrs: np.ndarray) -> float:
+        t0 = time.thread_time()
+        for _ in range(number):
+            mod(*arrs)
+        return (time.thread_time() - t0) / number
+
+    return ev
 
 
 def block_candidates(inp: object, block: int) -> list[object]:
@@ -101,12 +115,11 @@ def rerank(path: str, top: int, rounds: int, number: int, block: int | None = No
             arrs = [rng.standard_normal([int(x) for x in b.shape]).astype(np.float32)
                     for b in bufs]
             mod(*arrs)
-            ev = mod.time_evaluator(mod.entry_name, templtune.cpu(), number=number, repeat=1)
-            timers.append((inp, ev, arrs))
+            timers.append((inp, _thread_timer(mod, number), arrs))
         samples: list[list[float]] = [[] for _ in timers]
         for _ in range(rounds):
             for k, (_, ev, arrs) in enumerate(timers):
-                samples[k].append(ev(*arrs).results[0])
+                samples[k].append(ev(*arrs))
         meds = [float(np.quantile(v, quantile)) for v in samples]
         best = int(np.argmin(meds))
         for k, (inp, _, _) in enumerate(timers):
