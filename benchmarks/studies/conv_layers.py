@@ -1,12 +1,15 @@
 """resnet-18's convolutions one by one: templtune's ``conv2d_NCHWc`` under a log's best record
 against ONNX Runtime on the same conv (a one-node ONNX model, same weights), 1 thread.
 
-Each layer's two kernels are timed interleaved in rounds (thread CPU time, which the other
-tenants of a shared host do not inflate), medians; the ratio is ORT time / templtune time
-(> 1: templtune faster). Outputs are cross-checked. Run::
+Each layer's kernels (ORT's and one per ``--log``: that log's best record) are timed
+interleaved in rounds of 2 calls in thread CPU time (the slices other processes of a shared
+host take do not count); the ratio is ORT time / templtune time (> 1: templtune faster) from
+the rounds' minimum, with the medians' ratio in parentheses. Outputs are cross-checked. ORT
+converts a lone conv's NCHW input and output to its blocked layout inside the timed call,
+which a network's inner convs do not pay. Run::
 
-    TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/conv_layers.py [--log LOG] [--rounds 9]
-        [--config 'CO,CI,H,S:ic,oc,ow,kw' ...]
+    TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/conv_layers.py [--log OLD --log NEW]
+        [--rounds 21] [--config 'CO,CI,H,S:ic,oc,ow,kw' ...]
 
 ``--config`` overrides the record of one layer (``kw`` 1/0: ``unroll_kw``) to try a block.
 """
@@ -114,54 +117,75 @@ def timed(fn, reps: int) -> float:
     return (time.thread_time() - t0) / reps
 
 
+def _short(cfg: ConfigEntity) -> str:
+    c = "/".join(str(cfg[kn].size[-1]) for kn in ("tile_ic", "tile_oc", "tile_ow"))
+    return c + "/" + str(int(cfg["unroll_kw"].val))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--log", type=Path, default=LOG)
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--log", type=Path, action="append", default=[],
+                    help="AutoTVM log (repeat to compare logs; default the packaged one)")
+    ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--config", action="append", default=[],
                     help="'CO,CI,H,S:ic,oc,ow,kw' overrides one layer's record")
     ap.add_argument("--layers", default="", help="comma-separated layer indices (default all)")
     a = ap.parse_args()
     load_templates()
-    records = best_records(a.log)
+    logs = a.log or [LOG]
+    records = [best_records(log) for log in logs]
     override = {}
     for spec in a.config:
         key, cfg = spec.split(":")
         override[tuple(int(v) for v in key.split(","))] = config_of(cfg)
     pick = {int(i) for i in a.layers.split(",") if i} or set(range(len(LAYERS)))
-    print(f"load average {os.getloadavg()}; log {a.log.name}; {a.rounds} rounds, thread time")
-    print(f"{'layer (H CI->CO kxk /s)':28s} {'config ic/oc/ow/kw':20s} {'tt ms':>7s} "
-          f"{'GFLOPS':>7s} {'ORT ms':>7s} {'GFLOPS':>7s} {'ORT/tt':>7s}")
+    print(f"load average {os.getloadavg()}; {a.rounds} rounds of 2 calls, thread time; "
+          f"ratio = ORT time / templtune time, from the min (median) of the rounds")
+    for j, log in enumerate(logs):
+        print(f"  log {j}: {log}")
+    print(f"{'layer (H CI->CO kxk /s)':26s} {'ORT ms':>7s} {'GFLOPS':>6s} " + "  ".join(
+        f"{'log ' + str(j) + ' ic/oc/ow/kw':16s} {'ms':>6s} {'GFLOPS':>6s} {'ratio':>11s}"
+        for j in range(len(logs))))
     rng = np.random.default_rng(0)
-    tot_t = tot_o = 0.0
+    tot_o, tot_t = 0.0, [0.0] * len(logs)
     for i, (args, count) in enumerate(LAYERS):
         if i not in pick:
             continue
         n, h, w, co, ci, kh, kw, s, p = args
-        cfg = override.get((co, ci, h, s)) or ConfigEntity.from_json_dict(records[args])
         x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
         k = (rng.standard_normal((co, ci, kh, kw)) * 0.1).astype(np.float32)
-        tt, result = templtune_conv(args, cfg, x, k)
         orun = ort_conv(args, x, k)
-        tt()
-        np.testing.assert_allclose(result(), orun(), rtol=1e-3, atol=1e-3)
+        ref = orun()
+        cfgs, runs = [], []
+        for rec in records:
+            cfg = override.get((co, ci, h, s)) or ConfigEntity.from_json_dict(rec[args])
+            tt, result = templtune_conv(args, cfg, x, k)
+            tt()
+            np.testing.assert_allclose(result(), ref, rtol=1e-3, atol=1e-3)
+            cfgs.append(cfg)
+            runs.append(tt)
         flop = 2.0 * n * co * ci * kh * kw * ((h + 2 * p - kh) // s + 1) * \
             ((w + 2 * p - kw) // s + 1)
-        reps = max(1, int(0.05 / max(timed(tt, 1), 1e-5)))
-        ts, os_ = [], []
+        samples: list[list[float]] = [[] for _ in range(len(runs) + 1)]
         for _ in range(a.rounds):
-            ts.append(timed(tt, reps))
-            os_.append(timed(orun, reps))
-        mt, mo = float(np.median(ts)), float(np.median(os_))
-        tot_t += count * mt
-        tot_o += count * mo
-        c = "/".join(str(cfg[kn].size[-1]) for kn in ("tile_ic", "tile_oc", "tile_ow"))
-        c += "/" + str(int(cfg["unroll_kw"].val))
+            for f, v in zip([orun, *runs], samples):
+                f()
+                v.append(timed(f, 2))
+        mins = [float(np.min(v)) for v in samples]
+        meds = [float(np.median(v)) for v in samples]
+        tot_o += count * mins[0]
         name = f"{h}x{w} {ci}->{co} {kh}x{kw} /{s}" + (f" x{count}" if count > 1 else "")
-        print(f"{name:28s} {c:20s} {mt * 1e3:7.3f} {flop / mt / 1e9:7.1f} {mo * 1e3:7.3f} "
-              f"{flop / mo / 1e9:7.1f} {mo / mt:7.2f}")
-    print(f"sum over the network's convs (x count): templtune {tot_t * 1e3:.2f} ms, "
-          f"ORT {tot_o * 1e3:.2f} ms, ORT/tt {tot_o / tot_t:.2f}")
+        cols = []
+        for j, cfg in enumerate(cfgs):
+            tot_t[j] += count * mins[j + 1]
+            cols.append(f"{_short(cfg):16s} {mins[j + 1] * 1e3:6.3f} "
+                        f"{flop / mins[j + 1] / 1e9:6.1f} {mins[0] / mins[j + 1]:5.2f} "
+                        f"({meds[0] / meds[j + 1]:4.2f})")
+        print(f"{name:26s} {mins[0] * 1e3:7.3f} {flop / mins[0] / 1e9:6.1f} " + "  ".join(cols))
+        sys.stdout.flush()
+    print(f"sum over the network's convs (x count, min times): ORT {tot_o * 1e3:.2f} ms; " +
+          "; ".join(f"log {j} {t * 1e3:.2f} ms, ratio {tot_o / t:.2f}"
+                    for j, t in enumerate(tot_t)))
     print(f"load average {os.getloadavg()}")
 
 
