@@ -8,7 +8,7 @@ ratios ORT time / templtune time (> 1: templtune faster). The group and layout-t
 say whether the convolutions keep one blocking. Run::
 
     TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/network_logs.py LOG [LOG ...]
-        [--rounds 15] [--number 3]
+        [--rounds 15] [--number 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def main() -> None:
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--number", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per engine (above 1 the rounds are timed in wall clock)")
     a = ap.parse_args()
     net, params = load_model("resnet-18")
     x = np.random.default_rng(0).uniform(size=(1, 3, 224, 224)).astype("float32")
@@ -53,22 +55,25 @@ def main() -> None:
     for log in a.logs:
         g, t = transforms(net, params, log)
         name = f"templtune {Path(log).name}"
-        runs[name] = templtune_engine(name, net, params, x, log).prepare(1)
+        runs[name] = templtune_engine(name, net, params, x, log).prepare(a.threads)
         print(f"{name}: {g} groups, {t} with a layout_transform")
     inp = next(v.name for v in net.params if v.name not in params)
-    runs["ORT"] = ort_engine(to_onnx(net, params).SerializeToString(), x, inp).prepare(1)
+    runs["ORT"] = ort_engine(to_onnx(net, params).SerializeToString(), x,
+                             inp).prepare(a.threads)
+    clock = time.thread_time if a.threads == 1 else time.perf_counter
     ref = runs["ORT"]()
     for name, f in runs.items():
         diff = float(np.abs(f() - ref).max())
         assert diff < 1e-3 * float(np.abs(ref).max()), (name, diff)
-    print(f"load average {os.getloadavg()}; {a.rounds} rounds of {a.number} runs, thread time")
+    print(f"load average {os.getloadavg()}; {a.threads} thread(s); {a.rounds} rounds of "
+          f"{a.number} runs, {clock.__name__}")
     ts: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(a.rounds):
         for name, f in runs.items():
-            t0 = time.thread_time()
+            t0 = clock()
             for _ in range(a.number):
                 f()
-            ts[name].append((time.thread_time() - t0) / a.number)
+            ts[name].append((clock() - t0) / a.number)
     o = {q: float(np.quantile(ts["ORT"], q)) for q in (0.0, 0.25, 0.5)}
     for name, v in ts.items():
         s = {q: float(np.quantile(v, q)) for q in (0.0, 0.25, 0.5)}
