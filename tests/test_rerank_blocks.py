@@ -41,3 +41,20 @@ def test_block_candidates_are_the_spaces_uniform_points(args, ic_any):
     assert all(_blocks(c.config)[1] == 32 for c in got)
     if ic_any:
         assert {_blocks(c.config)[0] for c in got} == {1, 3}
+
+
+def test_candidates_are_timed_in_thread_cpu_time():
+    """Time another process (or a sleep) takes from the kernel's thread does not count."""
+    import time
+
+    calls = []
+
+    def sleepy(*arrs):
+        calls.append(len(arrs))
+        time.sleep(0.02)
+
+    ev = _rerank()._thread_timer(sleepy, 3)
+    t0 = time.perf_counter()
+    per_call = ev(1, 2)
+    assert time.perf_counter() - t0 >= 0.06 and calls == [2, 2, 2]
+    assert per_call < 0.005
