@@ -6,32 +6,41 @@ Why: on a shared 2-core machine one tuning measurement (number 3 x repeat 2) can
 so the best record of a raw log is often a lucky sample (measured: the stem's tuner pick,
 ``unroll_kw=False``, re-timed 1.4x slower than the same block with the loop unrolled). Here the
 ``--top`` distinct configs with the lowest mean cost are built once and timed round-robin
-(``--rounds`` rounds of ``--number`` calls, 1 thread, glibc's allocator pinned as in the
-runner); the median decides. The chosen record keeps its config and gets the medians of its
+(``--rounds`` rounds of ``--number`` calls, 1 thread, in thread CPU time, glibc's allocator
+pinned as in the runner); the median decides. The chosen record keeps its config and gets the medians of its
 last rounds as costs. Other workloads' lines of the reference log are kept as they are.
+
+``--block B`` (``conv2d_NCHWc`` workloads): the candidates are instead every point of the
+task's space with channel blocks ``B`` in and out (any input block where ``B`` does not divide
+the input channels, as the stem's 3), so that a network whose convs all take these records
+keeps one layout from conv to conv and pays no layout transform between them; the raw log
+then only names the workloads. ``--quantile`` picks the statistic of the rounds (0.5: the
+median; a lower one discounts rounds slowed by other processes on a shared host).
 
 Usage::
 
     python3 logs/rerank.py logs/pretune/conv2d_nchw_wvec_1_224_224_64_3_7_7_2_3.log [...]
-        [--top 6] [--rounds 7] [--number 5]
+        [--top 6] [--rounds 7] [--number 5] [--block 32] [--quantile 0.5]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-import templtune
-from templtune import autotvm
-from templtune.autotvm.record import encode, load_from_file
-from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family
-from templtune.measure.measure import MeasureErrorNo, MeasureResult
-from templtune.measure.worker import _pin_scratch_allocator
+# NOTE: run as a script, this folder (not the checkout) heads sys.path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import templtune  # noqa: E402
+from templtune import autotvm  # noqa: E402
+from templtune.autotvm.record import encode, load_from_file  # noqa: E402
+from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family  # noqa: E402
+from templtune.measure.measure import MeasureErrorNo, MeasureResult  # noqa: E402
+from templtune.measure.worker import _pin_scratch_allocator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT / "templates/logs/cpu" / FAMILY_LOGS[isa_family("llvm") or IsaFamily.AVX2]
@@ -41,8 +50,45 @@ def _key(inp: object) -> tuple[str, str]:
     return inp.task.name, repr(tuple(inp.task.args))
 
 
-def rerank(path: str, top: int, rounds: int, number: int) -> dict[tuple[str, str], str]:
-    """``{workload key: encoded winning record}`` for the workloads of one raw log."""
+def _thread_timer(mod: object, number: int):
+    """Seconds per call of ``mod`` over ``number`` calls in this thread's CPU time: the kernel
+    runs on one thread (the caller's), and CPU time leaves out the slices other processes of
+    a shared host take, which wall-clock rounds count."""
+
+    def ev(*arrs: np.ndarray) -> float:
+        t0 = time.thread_time()
+        for _ in range(number):
+            mod(*arrs)
+        return (time.thread_time() - t0) / number
+
+    return ev
+
+
+def block_candidates(inp: object, block: int) -> list[object]:
+    """Measure inputs of every point of ``inp``'s ``conv2d_NCHWc`` space whose output block
+    is ``block`` and whose input block is ``block`` too where ``block`` divides the input
+    channels."""
+    from templtune.autotvm.measure import MeasureInput
+
+    # NOTE: a task read back from a log carries no space; instantiate it again
+    task = autotvm.task.create(inp.task.name, inp.task.args, inp.target)
+    ci = int(task.args[4])
+    space = task.config_space
+    out = []
+    for i in range(space.range_length):
+        if not space.is_index_valid(i):
+            continue
+        cfg = space.get(i)
+        if cfg["tile_oc"].size[-1] == block and (
+                cfg["tile_ic"].size[-1] == block or ci % block):
+            out.append(MeasureInput(inp.target, task, cfg))
+    return out
+
+
+def rerank(path: str, top: int, rounds: int, number: int, block: int | None = None,
+           quantile: float = 0.5) -> dict[tuple[str, str], str]:
+    """``{workload key: encoded winning record}`` for the workloads of one raw log (see the
+    module docstring for ``block`` and ``quantile``)."""
     groups: dict[tuple[str, str], dict[str, tuple[float, object]]] = {}
     for inp, res in load_from_file(path):
         if int(res.error_no) != 0 or not res.costs:
@@ -56,6 +102,10 @@ def rerank(path: str, top: int, rounds: int, number: int) -> dict[tuple[str, str
     rng = np.random.default_rng(0)
     for key, cfgs in groups.items():
         cands = [inp for _, inp in sorted(cfgs.values(), key=lambda t: t[0])[:top]]
+        if block is not None and key[0] == "conv2d_NCHWc":
+            cands = block_candidates(cands[0], block)
+            if not cands:
+                raise SystemExit(f"{key[0]}{key[1]}: no config with {block}-channel blocks")
         timers = []
         for inp in cands:
             with autotvm.ApplyConfig(inp.config), templtune.target.Target(str(inp.target)):
@@ -65,13 +115,12 @@ def rerank(path: str, top: int, rounds: int, number: int) -> dict[tuple[str, str
             arrs = [rng.standard_normal([int(x) for x in b.shape]).astype(np.float32)
                     for b in bufs]
             mod(*arrs)
-            ev = mod.time_evaluator(mod.entry_name, templtune.cpu(), number=number, repeat=1)
-            timers.append((inp, ev, arrs))
+            timers.append((inp, _thread_timer(mod, number), arrs))
         samples: list[list[float]] = [[] for _ in timers]
         for _ in range(rounds):
             for k, (_, ev, arrs) in enumerate(timers):
-                samples[k].append(ev(*arrs).results[0])
-        meds = [statistics.median(v) for v in samples]
+                samples[k].append(ev(*arrs))
+        meds = [float(np.quantile(v, quantile)) for v in samples]
         best = int(np.argmin(meds))
         for k, (inp, _, _) in enumerate(timers):
             print(f"{key[0]}{key[1]}: {meds[k] * 1e3:8.3f} ms  {inp.config}"
@@ -89,6 +138,9 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--number", type=int, default=5)
+    ap.add_argument("--block", type=int, default=None,
+                    help="conv2d_NCHWc: time every space point with this channel block")
+    ap.add_argument("--quantile", type=float, default=0.5, help="statistic of the rounds")
     opts = ap.parse_args()
     from templtune.templates import load
 
@@ -96,15 +148,21 @@ def main() -> int:
     _pin_scratch_allocator()
     winners: dict[tuple[str, str], str] = {}
     for path in opts.logs:
-        winners.update(rerank(path, opts.top, opts.rounds, opts.number))
-    lines = []
+        winners.update(rerank(path, opts.top, opts.rounds, opts.number, opts.block,
+                              opts.quantile))
+    # NOTE: a winner replaces its workload's line in place (new workloads go at the end), so
+    # the diff of the shipped log names only the re-ranked workloads
+    lines, placed = [], set()
     for line in REF.read_text(encoding="utf-8").splitlines():
         recs = list(load_from_file_line(line))
-        if recs and _key(recs[0][0]) in winners:
+        key = _key(recs[0][0]) if recs else None
+        if key in winners:
+            if key not in placed:
+                lines.append(winners[key])
+                placed.add(key)
             continue
         lines.append(line)
-    lines += [winners[k] for k in sorted(winners)]
-    lines.sort(key=lambda ln: _key(load_from_file_line(ln)[0][0]))
+    lines += [winners[k] for k in sorted(winners) if k not in placed]
     REF.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"wrote {len(winners)} re-ranked records into {REF}")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,3 +108,76 @@ def test_fused_epilogue_bias_residual_relu():
     mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), pack_bias(b, oc_bn),
         pack_data(r, oc_bn), out)
     np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)
+
+
+# ---- register blocks: what the space admits and what LLVM keeps in registers -------------------
+_ZMM_SPILL = re.compile(r"vmovups\s+%zmm\d+, -?\d*\(%rsp\)")
+
+
+def _entities(ic: int, oc: int, ow: int, unroll: bool) -> dict:
+    from templtune.autotvm.space import ConfigEntity
+
+    return ConfigEntity.from_json_dict({"index": 0, "entity": [
+        ["tile_ic", "sp", [-1, ic]], ["tile_oc", "sp", [-1, oc]], ["tile_ow", "sp", [-1, ow]],
+        ["unroll_kw", "ot", unroll]]})
+
+
+def _admitted(space, cfg) -> bool:
+    def point(c) -> tuple:
+        return tuple(c[k].size[-1] for k in ("tile_ic", "tile_oc", "tile_ow")) + (
+            c["unroll_kw"].val,)
+
+    want = point(cfg)
+    return any(point(space.get(i)) == want for i in range(space.range_length)
+               if space.is_index_valid(i))
+
+
+def _zmm_spills(args: tuple, cfg) -> int:
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args)
+    return len(_ZMM_SPILL.findall(templtune.build(sch, tensors, target="llvm")
+                                  .get_source("asm")))
+
+
+@pytest.mark.skipif(capabilities("llvm").vector_bits != 512, reason="AVX-512 register blocks")
+def test_space_admits_full_blocks_and_rejects_short_chains():
+    task = autotvm.task.create("conv2d_NCHWc", (1, 8, 56, 64, 64, 3, 3, 1, 1), "llvm")
+    space = task.config_space
+    lanes, regs = target_vector()
+    # 2 zmm x 14 pixels and 4 zmm x 7 pixels fill the 28 accumulators; 2 x 7 with kw unrolled
+    for ic, oc, ow, unroll in ((32, 32, 14, False), (64, 64, 7, False), (32, 32, 7, True),
+                               (16, 16, 28, False)):
+        assert _admitted(space, _entities(ic, oc, ow, unroll)), (ic, oc, ow, unroll)
+    for i in range(space.range_length):
+        if space.is_index_valid(i):
+            c = space.get(i)
+            assert c["tile_ow"].size[-1] * vec_regs(c["tile_oc"].size[-1], lanes) >= regs // 2
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(capabilities("llvm").vector_bits != 512, reason="AVX-512 register blocks")
+def test_unroll_kw_filter_matches_llvm_spills():
+    """The space drops exactly the unrolled-kw blocks whose inner body LLVM spills."""
+    args = (1, 8, 56, 64, 64, 3, 3, 1, 1)
+    space = autotvm.task.create("conv2d_NCHWc", args, "llvm").config_space
+    for ic, oc, ow in ((32, 32, 14), (64, 64, 7), (16, 16, 28), (32, 32, 8), (64, 64, 4),
+                       (16, 16, 14), (32, 32, 7)):
+        cfg = _entities(ic, oc, ow, True)
+        admitted, spills = _admitted(space, cfg), _zmm_spills(args, cfg)
+        assert admitted == (spills == 0), (ic, oc, ow, admitted, spills)
+
+
+@pytest.mark.skipif(capabilities("llvm").vector_bits != 512, reason="AVX-512 fallback blocks")
+def test_fallback_unrolls_kw_only_where_it_fits():
+    for args, ow_bn, unroll in (((1, 56, 56, 64, 64, 3, 3, 1, 1), 14, False),
+                                ((1, 7, 7, 512, 512, 3, 3, 1, 1), 7, True)):
+        cfg = FallbackConfigEntity()
+        task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+        with Target("llvm"), autotvm.ApplyConfig(cfg):
+            sch, tensors = task.func(*args)
+        assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (32, ow_bn)
+        assert cfg["unroll_kw"].val is unroll
+        assert _admitted(task.config_space, cfg)
+        asm = templtune.build(sch, tensors, target="llvm").get_source("asm")
+        assert not _ZMM_SPILL.search(asm)

@@ -13,7 +13,10 @@ blocking: ``tile_ic`` ``[ci_o, ic_bn]`` and ``tile_oc`` ``[co_o, oc_bn]`` choose
 unrolled. The inner block is a register-blocked micro-kernel: ``ow_bn`` output pixels x
 ``oc_bn`` channels of accumulators (``ow_bn * oc_bn / lanes`` vector registers, at most the
 capability record's accumulator registers: 28 zmm with AVX-512, 14 ymm with AVX2), fed by one
-broadcast of an input value and one vector load of ``oc_bn`` weights per FMA chain step.
+broadcast of an input value and one vector load of ``oc_bn`` weights per FMA chain step. The
+space keeps the blocks that cover the FMA latency (at least half the accumulator registers,
+where the row allows) and unrolls ``kw`` only where LLVM keeps the unrolled body in registers
+(:func:`spill_free`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from templtune import autotvm, te
 from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, output_stage
+from templtune.autotvm.space import OtherOptionEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
@@ -30,9 +34,11 @@ from ._common import (
     check_positive,
     divisor_at_most,
     host_vector,
+    inner_sizes,
     lane_filter,
     max_inner,
     pad_tuple,
+    register_file,
     stride_pair,
     target_vector,
     vec_regs,
@@ -58,22 +64,60 @@ def fallback_block(n: int, lanes: int) -> int:
     return mult8[-1] if mult8 else divisor_at_most(n, 64)
 
 
-def _define(cfg: Any, co: int, ci: int, ow: int) -> None:
+def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) -> bool:
+    """Whether the micro-kernel of ``ow_bn`` pixels x ``vecs`` registers of output channels,
+    with ``taps`` kernel-width taps unrolled around it (1: ``unroll_kw`` off or a 1-wide
+    kernel), keeps its inner body in the ``file_regs`` vector registers.
+
+    The accumulators may use at most ``acc_regs``. Unrolled taps keep their ``taps * vecs``
+    weight vectors live together; with one register per pixel LLVM also shares each input
+    broadcast across the taps (pixel ``x + 1`` of tap 0 is pixel ``x`` of tap 1), so about
+    ``ow_bn + taps - 2`` broadcasts stay live (one folds into an FMA's memory operand),
+    else one. A single tap's weight vectors can be FMA memory operands, so only the
+    accumulators count.
+    """
+    acc = ow_bn * vecs
+    if acc > acc_regs:
+        return False
+    if taps == 1:
+        return True
+    shared = ow_bn + taps - 2 if vecs == 1 else 1
+    return acc + taps * vecs + shared <= file_regs
+
+
+def _define(cfg: Any, co: int, ci: int, ow: int, kw: int) -> None:
+    keep_oc = lane_filter(co)
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
-    cfg.define_split("tile_oc", co, num_outputs=2, filter=lane_filter(co))
+    cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
     cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
     cfg.define_knob("unroll_kw", [True, False])
     lanes, regs = target_vector()
-    # NOTE: the micro-kernel's accumulators must stay in registers (no spills): ow_bn rows of
-    # oc_bn lanes each; one register is left for the weights and one for the broadcast.
-    cfg.multi_filter(lambda e: e["tile_ow"].size[-1] * vec_regs(e["tile_oc"].size[-1], lanes)
-                     <= regs, knobs=("tile_ow", "tile_oc"))
+    nregs = register_file()
+    # NOTE: blocks with fewer than half the accumulator registers leave the FMA pipes idle
+    # (latency 4 x 2 pipes, plus the loads of a short chain), unless the row is too short for
+    # more with that channel block: each channel block (a layout) keeps its fullest rows.
+    ows = inner_sizes(ow, max_inner(32))
+    floor = {vec_regs(v, lanes): min(regs // 2, max(
+        [b * vec_regs(v, lanes) for b in ows if b * vec_regs(v, lanes) <= regs], default=1))
+        for v in inner_sizes(co, keep_oc)}
+
+    def fits(e: Any) -> bool:
+        ow_bn, vecs = e["tile_ow"].size[-1], vec_regs(e["tile_oc"].size[-1], lanes)
+        taps = kw if e["unroll_kw"].val else 1
+        return ow_bn * vecs >= floor.get(vecs, 1) and spill_free(ow_bn, vecs, taps, regs, nregs)
+
+    cfg.multi_filter(fits, knobs=("tile_ow", "tile_oc", "unroll_kw"))
     if cfg.is_fallback:
         flanes, fregs = host_vector()
         oc_bn = fallback_block(co, flanes)
+        vecs = vec_regs(oc_bn, flanes)
         cfg.fallback_split("tile_ic", [-1, fallback_block(ci, flanes)])
         cfg.fallback_split("tile_oc", [-1, oc_bn])
-        cfg.fallback_split("tile_ow", [-1, max(1, fregs // vec_regs(oc_bn, flanes))])
+        cfg.fallback_split("tile_ow", [-1, max(1, fregs // vecs)])
+        # NOTE: the kw taps are unrolled only where their weights fit beside the accumulators
+        # (a row of 7 pixels x 2 zmm does, one of 14 does not)
+        ow_bn = cfg["tile_ow"].size[-1]
+        cfg["unroll_kw"] = OtherOptionEntity(spill_free(ow_bn, vecs, kw, fregs, nregs))
 
 
 def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
@@ -93,7 +137,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     if oh < 1 or ow < 1:
         raise ValueError(f"{TEMPLATE}: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    _define(cfg, CO, CI, ow)
+    _define(cfg, CO, CI, ow, KW)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]

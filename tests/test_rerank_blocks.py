@@ -1,0 +1,60 @@
+"""``logs/rerank.py --block``: the candidates of a ``conv2d_NCHWc`` workload are exactly the
+space's points with the requested channel blocks (any input block where it does not divide)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from templtune import autotvm
+from templtune.autotvm.measure import MeasureInput
+from templtune.autotvm.strategy import load_templates
+
+RERANK = Path(__file__).resolve().parents[1] / "logs" / "rerank.py"
+
+
+def _rerank():
+    spec = importlib.util.spec_from_file_location("rerank", RERANK)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _blocks(cfg) -> tuple[int, int]:
+    return cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+
+
+@pytest.mark.parametrize("args, ic_any", [((1, 14, 14, 64, 64, 3, 3, 1, 1), False),
+                                          ((1, 16, 16, 32, 3, 3, 3, 2, 1), True)])
+def test_block_candidates_are_the_spaces_uniform_points(args, ic_any):
+    load_templates()
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    space = task.config_space
+    seed = MeasureInput("llvm", task, space.get(next(i for i in range(space.range_length)
+                                                     if space.is_index_valid(i))))
+    got = _rerank().block_candidates(seed, 32)
+    want = {i for i in range(space.range_length) if space.is_index_valid(i)
+            and _blocks(space.get(i))[1] == 32 and (ic_any or _blocks(space.get(i))[0] == 32)}
+    assert {c.config.index for c in got} == want and want
+    assert all(_blocks(c.config)[1] == 32 for c in got)
+    if ic_any:
+        assert {_blocks(c.config)[0] for c in got} == {1, 3}
+
+
+def test_candidates_are_timed_in_thread_cpu_time():
+    """Time another process (or a sleep) takes from the kernel's thread does not count."""
+    import time
+
+    calls = []
+
+    def sleepy(*arrs):
+        calls.append(len(arrs))
+        time.sleep(0.02)
+
+    ev = _rerank()._thread_timer(sleepy, 3)
+    t0 = time.perf_counter()
+    per_call = ev(1, 2)
+    assert time.perf_counter() - t0 >= 0.06 and calls == [2, 2, 2]
+    assert per_call < 0.005
