@@ -14,12 +14,16 @@ The workloads are listed in ``logs/reference_workloads.txt`` (one ``template arg
    (a rerun resumes: records already there count toward ``--trials``);
 3. writes the best successful record of each workload to the family's packaged log
    (``templates/logs/cpu/x86.log`` for AVX2, ``x86_avx512.log`` for AVX-512; see
-   :data:`templtune.autotvm.task.reference.FAMILY_LOGS`).
+   :data:`templtune.autotvm.task.reference.FAMILY_LOGS`);
+4. with ``--block B``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
+   points of its space with ``B``-channel blocks in and out (``logs/rerank.py --block``), so
+   the network's convolutions keep one blocking and pay no layout transform between them.
 
 The family is that of ``--target`` (default ``llvm``: the host), read from the Target's
 capability record. Usage::
 
-    python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500]
+    python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500] \
+        [--block 32]
 """
 
 from __future__ import annotations
@@ -189,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-budget", type=float, default=1500.0, help="seconds in all")
     ap.add_argument("--only", default=None, help="tune only workloads of this template")
     ap.add_argument("--no-tune", action="store_true", help="only distill the raw logs")
+    ap.add_argument("--block", type=int, default=None,
+                    help="re-rank conv2d_NCHWc workloads with this channel block (step 4)")
     a = ap.parse_args(argv)
 
     family = isa_family(a.target)
@@ -206,7 +212,29 @@ def main(argv: list[str] | None = None) -> int:
         tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget)
     n = distill(raw_dir, out, read_workloads())
     print(f"wrote {n} records to {out}")
+    if a.block:
+        reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], a.block)
     return 0
+
+
+def reblock(raw_dir: Path, out: Path, workloads: list[Workload], block: int) -> None:
+    """Step 4: the ``conv2d_NCHWc`` records of ``out`` re-ranked with ``block``-channel
+    blocks (each raw log names its workload; see ``logs/rerank.py``)."""
+    sys.path.insert(0, str(ROOT / "logs"))
+    from rerank import rerank, write_winners
+
+    from templtune.measure.worker import _pin_scratch_allocator
+    from templtune.templates import load
+
+    load("x86")
+    _pin_scratch_allocator()
+    winners: dict[tuple[str, str], str] = {}
+    for w in workloads:
+        raw = raw_dir / f"{w.stem}.log"
+        if raw.exists():
+            winners.update(rerank(str(raw), top=1, rounds=7, number=5, block=block))
+    write_winners(winners, out)
+    print(f"re-ranked {len(winners)} conv2d_NCHWc records with {block}-channel blocks")
 
 
 if __name__ == "__main__":

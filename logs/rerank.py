@@ -132,6 +132,24 @@ def rerank(path: str, top: int, rounds: int, number: int, block: int | None = No
     return out
 
 
+def write_winners(winners: dict[tuple[str, str], str], ref: Path) -> None:
+    """Put each winning record into the reference log ``ref``."""
+    # NOTE: a winner replaces its workload's line in place (new workloads go at the end), so
+    # the diff of the shipped log names only the re-ranked workloads
+    lines, placed = [], set()
+    for line in ref.read_text(encoding="utf-8").splitlines():
+        recs = list(load_from_file_line(line))
+        key = _key(recs[0][0]) if recs else None
+        if key in winners:
+            if key not in placed:
+                lines.append(winners[key])
+                placed.add(key)
+            continue
+        lines.append(line)
+    lines += [winners[k] for k in sorted(winners) if k not in placed]
+    ref.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="+")
@@ -150,20 +168,7 @@ def main() -> int:
     for path in opts.logs:
         winners.update(rerank(path, opts.top, opts.rounds, opts.number, opts.block,
                               opts.quantile))
-    # NOTE: a winner replaces its workload's line in place (new workloads go at the end), so
-    # the diff of the shipped log names only the re-ranked workloads
-    lines, placed = [], set()
-    for line in REF.read_text(encoding="utf-8").splitlines():
-        recs = list(load_from_file_line(line))
-        key = _key(recs[0][0]) if recs else None
-        if key in winners:
-            if key not in placed:
-                lines.append(winners[key])
-                placed.add(key)
-            continue
-        lines.append(line)
-    lines += [winners[k] for k in sorted(winners) if k not in placed]
-    REF.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_winners(winners, REF)
     print(f"wrote {len(winners)} re-ranked records into {REF}")
     return 0
 
