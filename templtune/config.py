@@ -131,9 +131,6 @@ KNOBS: tuple[Knob, ...] = (
          minimum=1),
     Knob("TEMPLTUNE_TEST_REAL_GPU", _B, False,
          "Tests: measure CUDA tests on the real GPU instead of the emulator."),
-    Knob("TEMPLTUNE_TEST_EMULATED_NETWORKS", _B, False,
-         "Tests: run the GPU network tutorial (seed 001, resnet-18 at 224x224) on the CUDA "
-         "emulator too; without a GPU each of its trials takes minutes."),
 )
 
 _BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}

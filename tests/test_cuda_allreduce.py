@@ -216,3 +216,24 @@ def test_reduction_with_fewer_threads_than_the_kernel_launch():
     y = np.zeros((rows, n), "float32")
     run_module(m, [a, y])
     np.testing.assert_allclose(y, a / a.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_guarded_reduction_under_a_split_tail_guard():
+    # A non-dividing split adds a tail guard around the reduction's own `where` condition (the
+    # form of an adaptive pool's window); both guards fold into the all-reduce's operand, so
+    # no barrier sits under a thread-dependent if.
+    rows, n = 3, 49
+    A = te.placeholder((rows, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    B = te.compute((rows,), lambda i: te.sum(A[i, k], axis=k, where=k % 3 != 1), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(B.op.reduce_axis[0], factor=32)
+    s[B].bind(ki, te.thread_axis("threadIdx.x"))
+    s[B].bind(B.op.axis[0], te.thread_axis("blockIdx.x"))
+    m = templtune.build(s, [A, B], target="cuda")
+    assert "red_buf0" in m.get_source()
+    a = np.random.default_rng(9).standard_normal((rows, n)).astype("float32")
+    b = np.zeros(rows, "float32")
+    run_module(m, [a, b])
+    keep = np.arange(n) % 3 != 1
+    np.testing.assert_allclose(b, a[:, keep].sum(1), rtol=1e-5, atol=1e-6)

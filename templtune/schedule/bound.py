@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from templtune.errors import LoweringError
+from templtune.schedule.relations import Fuse, Split
 from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
 from templtune.schedule.stage import Stage
 from templtune.te.bound import Interval, eval_interval, union
@@ -206,7 +207,7 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
     if st.attach_type == "scope":
         _region_from_consumers(info, readers, reads, var_ranges)
     # 3. leaf extents and loop variables
-    _pass_down(st.relations, info.ext)
+    _pass_down_tight(st, info.ext)
     bound_vars = {v for s2, lv in info.path if isinstance(v := s2.loop_var.get(lv), Var)}
     for lv in info.leaves:
         ext = info.ext.get(lv)
@@ -251,6 +252,41 @@ def _bound_stage(info: StageBound, infos: dict[Stage, StageBound],
         rmin = info.root_min[r]
         info.root_val[r] = info.composed[r] if const_int(rmin) == 0 else simp.visit(
             rmin + info.composed[r])
+
+
+def _pass_down_tight(st: Stage, ext: dict[IterVar, Any]) -> None:
+    """Leaf extents from root extents (:func:`_pass_down`), with TVM's tightening: the factor
+    part of a split shrinks to its parent's extent when the parent needs fewer points, unless a
+    leaf below that part is bound to a thread (the launch fixes its extent). A stage attached
+    inside a tile then loops over the tile, not over the full factor behind a guard."""
+    children: dict[IterVar, list[IterVar]] = {}
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            children.setdefault(rel.parent, []).extend((rel.outer, rel.inner))
+        elif isinstance(rel, Fuse):
+            for par in (rel.outer, rel.inner):
+                children.setdefault(par, []).append(rel.fused)
+        else:
+            children.setdefault(rel.parent, []).append(rel.rebased)
+    memo: dict[IterVar, bool] = {}
+
+    def thread_below(iv: IterVar) -> bool:
+        hit = memo.get(iv)
+        if hit is None:
+            attr = st.iter_var_attrs.get(iv)
+            hit = memo[iv] = (attr is not None and attr.bind_thread is not None) or any(
+                thread_below(c) for c in children.get(iv, ()))
+        return hit
+
+    for rel in st.relations:
+        _pass_down([rel], ext)
+        if not isinstance(rel, Split):
+            continue
+        pe = ext[rel.parent]
+        part = rel.inner if rel.factor is not None else rel.outer
+        if type(pe) is int and type(ext[part]) is int and 0 < pe < ext[part] and \
+                not thread_below(part):
+            ext[part] = pe
 
 
 # NOTE: one shared instance; symbolic extents mention only shape variables, which never get ranges

@@ -153,12 +153,10 @@ class _Rewriter(Mutator):
 
     @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt:
-        if node.else_case is None and isinstance(node.then_case, Store) and self.threads:
-            s = node.then_case
-            acc = _split_accumulation(s)
-            if acc is not None:
-                op, e = acc
-                guarded = Select(node.condition, e, _identity(op, s.buffer.dtype), True)
+        if self.threads:
+            found = _accumulation(node)
+            if found is not None:
+                s, op, guarded = found
                 t = self._reduce_thread(s, guarded)
                 if t is not None:
                     return self._allreduce(s, op, guarded, t)
@@ -210,14 +208,24 @@ class _Rewriter(Mutator):
 
 
 def _accumulation(s: Stmt) -> tuple[Store, BinOpKind, PrimExpr] | None:
-    """``X[i] = X[i] op e`` or ``if c: X[i] = X[i] op e`` -> (store, op, e or c ? e : id)."""
-    if isinstance(s, IfThenElse) and s.else_case is None and isinstance(s.then_case, Store):
-        acc = _split_accumulation(s.then_case)
-        if acc is None or s.then_case.predicate is not None:
+    """``X[i] = X[i] op e`` or ``if c1: if c2..: X[i] = X[i] op e`` -> (store, op, e or
+    c1 && c2.. ? e : id). Nested guards (a split's tail check around a pool's window check)
+    fold into one, so no barrier of the all-reduce ends up under a thread-dependent ``if``."""
+    conds: list[PrimExpr] = []
+    while isinstance(s, IfThenElse) and s.else_case is None:
+        conds.append(s.condition)
+        s = s.then_case
+    if conds:
+        if not isinstance(s, Store) or s.predicate is not None:
+            return None
+        acc = _split_accumulation(s)
+        if acc is None:
             return None
         op, e = acc
-        return s.then_case, op, Select(s.condition, e, _identity(op, s.then_case.buffer.dtype),
-                                       True)
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = binary(BinOpKind.AND, cond, c)
+        return s, op, Select(cond, e, _identity(op, s.buffer.dtype), True)
     if isinstance(s, Store) and s.predicate is None:
         acc = _split_accumulation(s)
         return None if acc is None else (s, acc[0], acc[1])
