@@ -151,3 +151,14 @@ def test_epilogue_runs_on_multi_block_tiles():
     out = np.zeros((m, n), np.float32)
     mod(a, w, b, out)
     np.testing.assert_allclose(out, np.maximum(a @ w.T + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_weight_pack_stores_whole_vectors():
+    """The in-kernel weight pack writes ``bn``-wide vectors of ``[N/bn, K, bn]`` (one gathered
+    float per weight row) rather than a scalar copy per element."""
+    task = autotvm.task.create("dense", (64, 256, 64), "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(FallbackConfigEntity()):
+        s, bufs = task.func(*task.args)
+    text = str(templtune.lower(s, bufs, simple_mode=True))
+    stores = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("weight_pack[")]
+    assert stores and all(ln.startswith("weight_pack[ramp(") for ln in stores), stores
