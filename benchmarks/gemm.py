@@ -161,7 +161,7 @@ def main() -> None:
                 for _ in range(opts.number):
                     np.matmul(a, b)
                 times["numpy"].append((clock() - t) / opts.number)
-                peak.append(fma_peak(th, 0.1))
+                peak.append(fma_peak(th, 0.1, cpu_time=th == 1))
         g_peak = statistics.median(peak)
         what = "thread CPU time" if th == 1 else "wall time"
         print(f"\n{th} thread(s), {what}, {opts.rounds} rounds x {opts.number} calls, medians "
