@@ -2,7 +2,7 @@
 records of the three-way ``tile_x``.
 
 A tile of ``mb * rb`` rows x ``nb * bn`` columns computes its register blocks row block by row
-block, the ``nb`` column blocks of one row block in turn (the block's data rows reused from L1);
+block, the ``nb`` column blocks of one row block in turn (its data rows read again from cache);
 these configs must match numpy, with a plain or packed weight and with a fused epilogue, and the
 register block of the fast AVX-512 configs must stay FMAs fed by loads, with no spill.
 """

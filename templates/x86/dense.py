@@ -4,7 +4,7 @@ The weight is packed inside the kernel to ``[N / bn, K, bn]`` (vector loads alon
 output is tiled ``(mb * rb) x (nb * bn)`` with a write cache per tile, computed one register
 block of ``rb`` rows (unrolled, one broadcast each) x ``bn`` columns (vectorized) at a time, over
 an unrolled ``ku`` step of ``k``. Inside a tile the ``nb`` column blocks of a row block follow
-each other, so its ``rb`` data rows stay in L1 while the weight columns stream from L2; the
+each other (its ``rb`` data rows are read again from cache while the weight block streams); the
 fused (column tile, row tile) loop runs in parallel, column tiles outermost, so consecutive row
 tiles reuse the same ``K x nb * bn`` weight block from L2. With batch 1 the column tiles carry
 the parallelism.
@@ -52,7 +52,7 @@ from ._common import (
 MAX_ROWS = 16
 #: most rows of a tile (``mb * rb``) and most columns (``nb * bn``)
 MAX_TILE_ROWS, MAX_TILE_COLS = 256, 512
-#: columns of the fallback's tile: the ``rb`` data rows are reused from L1 across them
+#: columns of the fallback's tile: the ``rb`` data rows are reused from cache across them
 FALLBACK_TILE_COLS = 128
 
 
@@ -91,7 +91,7 @@ def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
         most = max((r for r in range(1, MAX_ROWS + 1)
                     if block_registers(r, nv) <= register_file()), default=1)
         rb = divisor_at_most(m, most)
-        # NOTE: one row block per tile across ~128 columns: its rb data rows stay in L1 and
+        # NOTE: one row block per tile across ~128 columns: its rb data rows stay cached and
         # the next tile (next rows) reuses the K x 128 weight block from L2.
         nb = divisor_at_most(n // bn, max(1, FALLBACK_TILE_COLS // bn))
         cfg.fallback_split("tile_y", [-1, 1, rb])
