@@ -113,8 +113,10 @@ exit:
 """
 
 
-def fma_peak(threads: int, seconds: float = 0.3) -> float:
-    """GFLOPS of independent FMA chains on ``threads`` threads (the machine's FMA peak)."""
+def fma_peak(threads: int, seconds: float = 0.3, cpu_time: bool = False) -> float:
+    """GFLOPS of independent FMA chains on ``threads`` threads (the machine's FMA peak).
+    ``cpu_time`` (1 thread only): run the chains on the calling thread and divide by its CPU
+    time (``time.thread_time``), as kernels timed that way on a shared machine."""
     import llvmlite.binding as llvm
 
     try:
@@ -144,6 +146,10 @@ def fma_peak(threads: int, seconds: float = 0.3) -> float:
             break
         n *= 4
     n = int(n * seconds / dt)
+    if cpu_time and threads == 1:
+        t = time.thread_time()
+        fn(n, outs[0].ctypes.data)
+        return n * per_iter / (time.thread_time() - t) / 1e9
     workers = [threading.Thread(target=fn, args=(n, outs[k].ctypes.data)) for k in
                range(threads)]
     t = time.perf_counter()

@@ -46,6 +46,7 @@ from templtune.templates.x86._common import pad_tuple, stride_pair, vec_regs  # 
 from templtune import autotvm  # noqa: E402
 from templtune.autotvm.dispatcher import ApplyConfig  # noqa: E402
 from templtune.autotvm.space import _ConfigBase  # noqa: E402
+from templtune.autotvm.task.entities import SplitEntity  # noqa: E402
 
 #: cap on unrolled statements of the register block, counted in 8-lane (AVX2) vector registers
 MAX_UNROLLED_REGS = 1024
@@ -75,8 +76,14 @@ class _Fixed(_ConfigBase):
         self._inner.add_flop(flop)
 
 
-def _run_body(cfg: Any, body: Callable[..., Any], *args: Any) -> Any:
-    with ApplyConfig(_Fixed(cfg)):
+def _run_body(cfg: Any, body: Callable[..., Any], *args: Any,
+              entities: Mapping[str, Any] | None = None) -> Any:
+    """Run ``body`` on ``cfg``'s point; ``entities`` replace some of its entities (the body's
+    form of a knob the wide space defines differently)."""
+    fixed = _Fixed(cfg)
+    if entities:
+        fixed._entity_map = {**fixed._entity_map, **entities}
+    with ApplyConfig(fixed):
         return body(*args)
 
 
@@ -91,7 +98,11 @@ def dense_wide(M: int, N: int, K: int) -> Any:  # noqa: N803 - TVM names
     # init/store of rb x bn); see the module docstring for why this is the only filter.
     cfg.multi_filter(lambda e: e["tile_y"].size[-1] * e["tile_k"].size[-1]
                      * vec_regs(e["tile_x"].size[-1], 8) <= MAX_UNROLLED_REGS)
-    return _run_body(cfg, _dense_mod._dense, M, N, K)
+    # NOTE: the library's tile_x is [no, nb, bn]; this space keeps the two-way [no, bn] of
+    # one column block per tile (nb = 1).
+    no, bn = cfg["tile_x"].size
+    return _run_body(cfg, _dense_mod._dense, M, N, K,
+                     entities={"tile_x": SplitEntity([no, 1, bn])})
 
 
 def _conv_out(H: int, W: int, KH: int, KW: int, stride: Any, padding: Any) -> tuple[int, int]:  # noqa: N803
