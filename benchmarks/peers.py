@@ -276,6 +276,9 @@ def peer_engines(net: graph.Function, params: dict[str, np.ndarray], x: np.ndarr
         "openvino-default": lambda: openvino_engine(model_bytes, x, None),
         "torch": lambda: torch_engine(net, params, x),
     }
+    unknown = [n for n in names if n not in makers]
+    if unknown:
+        raise ValueError(f"unknown engine(s) {', '.join(unknown)}; known: {', '.join(makers)}")
     engines, skipped = [], []
     for n in names:
         try:

@@ -159,6 +159,8 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=None,
                     help="conv2d_NCHWc: time every space point with this channel block")
     ap.add_argument("--quantile", type=float, default=0.5, help="statistic of the rounds")
+    ap.add_argument("--out", type=Path, default=REF,
+                    help="the reference log to update (default: the host family's)")
     opts = ap.parse_args()
     from templtune.templates import load
 
@@ -168,8 +170,8 @@ def main() -> int:
     for path in opts.logs:
         winners.update(rerank(path, opts.top, opts.rounds, opts.number, opts.block,
                               opts.quantile))
-    write_winners(winners, REF)
-    print(f"wrote {len(winners)} re-ranked records into {REF}")
+    write_winners(winners, opts.out)
+    print(f"wrote {len(winners)} re-ranked records into {opts.out}")
     return 0
 
 

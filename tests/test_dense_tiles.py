@@ -9,6 +9,7 @@ register block of the fast AVX-512 configs must stay FMAs fed by loads, with no 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -26,7 +27,9 @@ from templtune.target import Target
 from templtune.templates._strategy import pack_dense
 from templtune.templates.x86.dense import _dense
 
-LOGS = Path(templtune.__file__).resolve().parent / "templates" / "logs" / "cpu"
+# NOTE: the templates package's own folder (a source checkout, an editable or a wheel install)
+LOGS = next(Path(p) for p in importlib.util.find_spec("templtune.templates")
+            .submodule_search_locations) / "logs" / "cpu"
 AVX512 = "llvm -mcpu=znver4"
 
 
