@@ -42,6 +42,14 @@ def conv_nchw_args(call: OpCall) -> tuple[Any, ...]:
             scalar(call.attr("padding")))
 
 
+def conv_nhwc_args(call: OpCall) -> tuple[Any, ...]:
+    """``(N, H, W, CO, CI, KH, KW, stride, padding)`` of an NHWC / HWIO convolution."""
+    n, h, w, ci = call.inputs[0]
+    kh, kw, _, co = call.inputs[1]
+    return (n, h, w, co, ci, kh, kw, scalar(call.attr("strides")),
+            scalar(call.attr("padding")))
+
+
 def pack_conv(b: int) -> Callable[[np.ndarray], np.ndarray]:
     """OIHW -> ``[CO/b, CI, KH, KW, b]``."""
     def f(k: np.ndarray) -> np.ndarray:

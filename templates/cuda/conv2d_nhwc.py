@@ -25,9 +25,9 @@ import numpy as np
 
 from templtune import autotvm, te, topi
 from templtune.autotvm import strategy
-from templtune.autotvm.strategy import OpCall, TemplateInfo
+from templtune.autotvm.strategy import TemplateInfo
 
-from .._strategy import CONV_PARAMS, GPU_KEYS, is_conv, scalar
+from .._strategy import CONV_PARAMS, GPU_KEYS, conv_nhwc_args, is_conv
 from ._common import BlockUsage, KnobFilter, prune_over_limits
 
 __all__ = ["conv2d_nhwc", "prune_nhwc"]
@@ -168,15 +168,8 @@ conv2d_nhwc = autotvm.template("conv2d_nhwc.cuda")(_conv2d_nhwc)
 
 
 # ---- strategy and catalogue ---------------------------------------------------------------------
-def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
-    n, h, w, ci = call.inputs[0]
-    kh, kw, _, co = call.inputs[1]
-    return [(n, h, w, co, ci, kh, kw, scalar(call.attr("strides")),
-             scalar(call.attr("padding")))]
-
-
 strategy.register("nn.conv2d", GPU_KEYS, "conv2d_nhwc.cuda", plevel=10,
-                  when=lambda call: is_conv(call, "NHWC"), workloads=_workloads)
+                  when=lambda call: is_conv(call, "NHWC"), workloads=lambda call: [conv_nhwc_args(call)])
 strategy.catalog(TemplateInfo("conv2d_nhwc.cuda", "cuda", CONV_PARAMS,
                               (1, 56, 56, 64, 64, 3, 3, 1, 1),
                               "direct conv2d, NHWC data / HWIO kernel, any batch",

@@ -18,9 +18,9 @@ from typing import Any
 from templtune import autotvm, te
 from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, output_stage
-from templtune.autotvm.strategy import OpCall, TemplateInfo
+from templtune.autotvm.strategy import TemplateInfo
 
-from .._strategy import CONV_PARAMS, KEYS, is_conv, scalar
+from .._strategy import CONV_PARAMS, KEYS, conv_nhwc_args, is_conv
 from ._common import check_positive, pad_tuple, stride_pair
 from .conv2d_nchw import _define, _register_tile, out_size
 
@@ -94,14 +94,7 @@ conv2d_nhwc_x86 = autotvm.template("conv2d_nhwc.x86")(_conv2d_nhwc)
 
 
 # ---- strategy and catalogue ---------------------------------------------------------------------
-def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
-    n, h, w, ci = call.inputs[0]
-    kh, kw, _, co = call.inputs[1]
-    return [(n, h, w, co, ci, kh, kw, scalar(call.attr("strides")),
-             scalar(call.attr("padding")))]
-
-
 strategy.register("nn.conv2d", KEYS, "conv2d_nhwc", plevel=10,
-                  when=lambda call: is_conv(call, "NHWC"), workloads=_workloads, epilogue=True)
+                  when=lambda call: is_conv(call, "NHWC"), workloads=lambda call: [conv_nhwc_args(call)], epilogue=True)
 strategy.catalog(TemplateInfo("conv2d_nhwc", "x86", CONV_PARAMS, (1, 56, 56, 64, 64, 3, 3, 1, 1),
                               "direct conv2d, NHWC data / HWIO kernel"))
