@@ -229,3 +229,44 @@ def test_padded_window_runs_as_masked_vector_loads() -> None:
     out = np.zeros((1, 4, 10, 16), "float32")
     f(a, out)
     np.testing.assert_array_equal(out, pool2d_python(a, 3, 2, 1, "max"))
+
+
+def _depthwise_nchwc(h: int, w: int, cb: int, block: int) -> list[te.Tensor]:
+    """A 3x3 depthwise conv on NCHW{block}c data, pad 1 (the blocked op of mobilenet)."""
+    data = te.placeholder((1, cb, h, w, block), name="data")
+    kernel = te.placeholder((cb, 1, 3, 3, 1, block), name="kernel")
+    pad = te.compute((1, cb, h + 2, w + 2, block), lambda n, c, y, x, v: te.if_then_else(
+        te.all(y >= 1, y < h + 1, x >= 1, x < w + 1), data[n, c, y - 1, x - 1, v],
+        const(0.0, "float32")), name="pad")
+    ry, rx = te.reduce_axis((0, 3), name="ry"), te.reduce_axis((0, 3), name="rx")
+    out = te.compute((1, cb, h, w, block), lambda n, c, y, x, v: te.sum(
+        pad[n, c, y + ry, x + rx, v] * kernel[c, 0, ry, rx, 0, v], axis=[ry, rx]), name="dw")
+    return [data, kernel, out]
+
+
+@pytest.mark.parametrize("h,w", [(7, 7), (14, 14), (5, 5), (6, 1), (9, 11)])
+def test_short_window_reduction_gets_an_output_block(h: int, w: int) -> None:
+    """A depthwise conv (9 taps) runs a block of neighbouring outputs inside its window,
+    unrolled, each with its own accumulator chain; the result is numpy's."""
+    from templtune.schedule.relations import IterKind
+
+    cb, block = 2, 2 * LANES
+    tensors = _depthwise_nchwc(h, w, cb, block)
+    s = default_schedule(tensors, TARGET)
+    st = s[tensors[-1]]
+    leaves = [iv.var.name for iv in st.leaf_iter_vars]
+    kinds = [getattr(st.iter_var_attrs.get(iv), "kind", None) for iv in st.leaf_iter_vars]
+    expect = max((f for f in range(2, 9) if w % f == 0), default=None)
+    if expect is None:  # w == 1: nothing to block
+        assert leaves[-3:-1] == ["ry", "rx"]
+    else:
+        i = leaves.index("ry")
+        assert leaves[i:i + 2] == ["ry", "rx"] and leaves[i + 2].startswith("x")
+        xi = st.leaf_iter_vars[i + 2]
+        assert int(xi.dom.extent.value) == expect and kinds[i + 2] == IterKind.UNROLLED
+    assert kinds[-1] == IterKind.VECTORIZED
+    x, k = _rand(1, cb, h, w, block), _rand(cb, 1, 3, 3, 1, block, seed=1)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)))
+    ref = sum(xp[:, :, i:i + h, j:j + w, :] * k[None, :, 0, i, j, 0, :][:, :, None, None, :]
+              for i in range(3) for j in range(3))
+    np.testing.assert_allclose(_run(tensors, x, k), ref, rtol=1e-5, atol=1e-5)

@@ -27,6 +27,7 @@ _PARALLEL_MIN = 64  # fuse leading loops until this many parallel iterations (or
 _MATERIALISE_MIN = 64  # reductions at least this long get their padded input as a real buffer
 _PARALLEL_WORK = 1 << 15  # fewer output elements x reduction steps run on one thread
 _UNROLL_MAX = 16  # reduction windows up to this long are unrolled
+_ROW_BLOCK_MAX = 8  # outputs per register block of a short-window reduction
 _MIN_LANES = 4  # narrower vectors are not worth the split
 _RFACTOR_MIN = 64  # single-axis reductions at least this long are factored (rfactor)
 
@@ -137,6 +138,15 @@ def _factor(s: Any, stage: Any, caps: Any, threshold: int) -> Any | None:
     return rst
 
 
+def _row_block(axes: list[Any], k: int) -> int | None:
+    """The register block over the spatial axis outside the vector axis ``k``: its largest
+    divisor in 2.._ROW_BLOCK_MAX (no tail), or None."""
+    if k < 1:
+        return None
+    n = _extent(axes[k - 1])
+    return next((f for f in range(min(n, _ROW_BLOCK_MAX), 1, -1) if n % f == 0), None)
+
+
 def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
     op = stage.op
     axes = list(stage.leaf_iter_vars[:len(op.axis)])
@@ -153,11 +163,23 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
         # NOTE: the vector of independent outputs goes inside the reduction (and the unit
         # axes), so its accumulators stay in registers and no reassociation is needed.
         red = list(op.reduce_axis) if reduce else []
-        stage.reorder(*outer, *axes[k + 1:], *red, vi)
+        window = bool(red) and _reduce_extent(op) <= _UNROLL_MAX
+        block = _row_block(axes, k) if window else None
+        inner: list[Any] = []
+        if block is not None:
+            # NOTE: a short window (depthwise conv, pooling) chains one op per tap into each
+            # accumulator; a block of neighbouring outputs inside the window gives the FMA
+            # pipes independent chains instead of one latency-bound chain per vector.
+            xo, xi = stage.split(axes[k - 1], factor=block)
+            outer = axes[:k - 1] + [xo, vo]
+            inner = [xi]
+        stage.reorder(*outer, *axes[k + 1:], *red, *inner, vi)
         stage.vectorize(vi)
-        if red and _reduce_extent(op) <= _UNROLL_MAX:
-            for r in red:  # a short window (pooling): one straight run of vector ops
+        if window:
+            for r in red:  # a short window: one straight run of vector ops
                 stage.unroll(r)
+            for x in inner:
+                stage.unroll(x)
         _parallel(stage, outer, len(outer), threshold)
         return
     if reduce and len(axes) > 1:
