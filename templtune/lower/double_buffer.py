@@ -18,7 +18,7 @@ not peeled off: the guard skips its prefetch, so the consumer's code is not dupl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.te.expr import BinOp, BinOpKind, Call, PrimExpr, Var, const, const_int
-from templtune.te.functor import Mutator, children, handles, substitute
+from templtune.te.functor import Mutator, children, collect, handles, substitute
 from templtune.te.simplify import Simplifier
 
 #: key of the mark lowering puts around a double-buffered stage's nest (value: the stage name)
@@ -63,6 +63,16 @@ class _Entry:
         total: PrimExpr = const(2 * n) if n is not None else size * 2
         self.new = Buffer(self.old.name, (total,), self.old.dtype, self.old.scope, self.old.data)
         self.switch = Var(f"{self.loop.loop_var.name}.db", self.loop.loop_var.dtype)
+
+
+def check_attached(stages: Iterable[Any]) -> None:
+    """TVM's first precondition: each double-buffered stage is computed inside a loop of its
+    consumer (``compute_at``), not inlined or at the root."""
+    for st in stages:
+        if st.double_buffered and st.attach_type != "scope":
+            where = "inlined" if st.attach_type == "inline" else "computed at the root"
+            raise LoweringError(f"stage {st.op.name}: double_buffer needs the stage attached "
+                                f"inside a loop of its consumer (compute_at), but it is {where}")
 
 
 def mark_double_buffer(op: Any, buffer: Buffer, body: Stmt, unit_loop: bool) -> Stmt:
@@ -112,12 +122,12 @@ def _find(s: Stmt, loops: list[For], allocs: list[tuple[Buffer, int]],
         if len(buf.shape) != 1:
             raise LoweringError(f"stage {stage}: double_buffer expects a flat buffer")
         inner = {b for b, d in allocs if d >= depth and b is not buf}
-        for n in _walk(s.body):
-            if isinstance(n, Load) and n.buffer in inner:
-                raise LoweringError(
-                    f"stage {stage}: double_buffer prefetches iteration "
-                    f"{loop.loop_var.name} + 1, but the stage reads {n.buffer.name}, which is "
-                    f"computed for the current iteration inside the same loop")
+        stale = collect(s.body, lambda x: isinstance(x, Load) and x.buffer in inner)
+        if stale:
+            raise LoweringError(
+                f"stage {stage}: double_buffer prefetches iteration "
+                f"{loop.loop_var.name} + 1, but the stage reads {stale[0].buffer.name}, which is "
+                f"computed for the current iteration inside the same loop")
         out[buf] = _Entry(stage, buf, loop)
     if isinstance(s, For):
         if s.kind is not ForKind.THREAD_BINDING:
@@ -127,15 +137,6 @@ def _find(s: Stmt, loops: list[For], allocs: list[tuple[Buffer, int]],
     for c in children(s):
         if isinstance(c, Stmt):
             _find(c, loops, allocs, out)
-
-
-def _walk(s: object) -> list[object]:
-    out, stack = [], [s]
-    while stack:
-        n = stack.pop()
-        out.append(n)
-        stack.extend(children(n))
-    return out
 
 
 class _Injector(Mutator):
@@ -263,4 +264,4 @@ def inject_double_buffer(body: Stmt,
     return _Injector(entries, ranges).visit(body)
 
 
-__all__ = ["inject_double_buffer", "mark_double_buffer", "DB_SCOPE", "DB_WRITE"]
+__all__ = ["check_attached", "inject_double_buffer", "mark_double_buffer", "DB_SCOPE", "DB_WRITE"]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from templtune.errors import LoweringError
-from templtune.lower.double_buffer import inject_double_buffer
+from templtune.lower.double_buffer import check_attached, inject_double_buffer
 from templtune.lower.ir import PrimFunc
 from templtune.lower.nest import build_nest
 from templtune.lower.passes import unroll_loops, vectorize_loops
@@ -56,10 +56,14 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
         if not isinstance(a, Tensor):
             raise LoweringError(f"lower: args must be tensors, got {type(a).__name__} {a!r}")
         tensors.append(s.resolve(a))
-    _check_double_buffer(s)
+    # NOTE: only schedules that ask for it pay for the pass's walk over the whole nest
+    double = any(st.double_buffered for st in s.stages)
+    if double:
+        check_attached(s.stages)
     br = infer_bound(s)
     params, body = build_nest(s, tensors, br, [a.name for a in args])
-    body = inject_double_buffer(body, br.var_ranges)
+    if double:
+        body = inject_double_buffer(body, br.var_ranges)
     body = vectorize_loops(body)
     body = unroll_loops(body, ranges=br.var_ranges)
     func = PrimFunc(name, tuple(params), body,
@@ -67,11 +71,3 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
     verify(func)
     return func
 
-
-def _check_double_buffer(s: Schedule) -> None:
-    """TVM's precondition of ``Stage.double_buffer``: the stage is computed inside a loop."""
-    for st in s.stages:
-        if st.double_buffered and st.attach_type != "scope":
-            where = "inlined" if st.attach_type == "inline" else "computed at the root"
-            raise LoweringError(f"stage {st.op.name}: double_buffer needs the stage attached "
-                                f"inside a loop of its consumer (compute_at), but it is {where}")
