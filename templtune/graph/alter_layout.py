@@ -43,12 +43,16 @@ from .ops.nchwc import (
 
 logger = logging.getLogger("templtune.graph")
 
-__all__ = ["NCHWC_OP", "LayerChoice", "nchwc_implementation", "blockable_convs",
+__all__ = ["NCHWC_OP", "BLOCKS", "LayerChoice", "nchwc_implementation", "blockable_convs",
+           "other_blocked",
            "is_blockable_depthwise", "alter_op_layout"]
 
 NCHWC_OP = "nn.contrib_conv2d_NCHWc"
 _KEEP = ("nn.relu", "clip")
 _POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d")
+#: channel blocks (equal in and out) at which other blocked implementations (Winograd) are
+#: looked up: a record at another blocking is not used
+BLOCKS = (32, 16, 64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,39 @@ def blocks_of(impl: Implementation, config: Any, target: Any) -> tuple[Any, int,
     return config, int(config["tile_ic"].size[-1]), int(config["tile_oc"].size[-1])
 
 
+def _blocked_call(conv: Call, ic_bn: int, oc_bn: int) -> OpCall:
+    """``conv`` as an ``NCHWC_OP`` call on ``NCHW{ic_bn}c`` data and an
+    ``OIHW{ic_bn}i{oc_bn}o`` kernel."""
+    (n, ci, h, w), (co, _, kh, kw) = conv.args[0].shape, conv.args[1].shape
+    return OpCall(NCHWC_OP, ((n, ci // ic_bn, h, w, ic_bn),
+                             (co // oc_bn, ci // ic_bn, kh, kw, ic_bn, oc_bn)),
+                  conv.dtype, conv.shape, conv.attrs)
+
+
+def other_blocked(conv: Call, target: Any, blocks: tuple[int, ...] = BLOCKS
+                  ) -> list[tuple[int, Implementation]]:
+    """``(block, implementation)`` of every blocked implementation of ``conv`` other than the
+    direct ``conv2d_NCHWc`` (Winograd), at each of ``blocks`` (equal in and out) that divides
+    its channels."""
+    (_, ci, _, _), (co, _, _, _) = conv.args[0].shape, conv.args[1].shape
+    direct = nchwc_implementation(conv, target)
+    return [(b, impl) for b in blocks if not (ci % b or co % b)
+            for impl in strategy.implementations(_blocked_call(conv, b, b), target)
+            if direct is None or impl.template != direct.template]
+
+
+def _faster_blocked(conv: Call, target: Target, cost: float | None) -> tuple[float, int] | None:
+    """``(cost, block)`` of the fastest other blocked implementation whose record beats
+    ``cost`` (the direct template's best)."""
+    ctx = DispatchContext.current
+    found = None
+    for b, impl in other_blocked(conv, target):
+        c = ctx.query_cost(target, impl.workload)
+        if c is not None and (cost is None or c < cost) and (found is None or c < found[0]):
+            found = (c, b)
+    return found
+
+
 def _choose(conv: Call, target: Target) -> LayerChoice | None:
     impl = nchwc_implementation(conv, target)
     assert impl is not None
@@ -106,6 +143,10 @@ def _choose(conv: Call, target: Target) -> LayerChoice | None:
         cost = ctx.query_cost(target, impl.workload)
         plain = strategy.select(_as_opcall(conv, conv.op), target)
         plain_cost = None if plain is None else ctx.query_cost(target, plain.workload)
+        other = _faster_blocked(conv, target, cost)
+        if other is not None and (plain_cost is None or other[0] <= plain_cost):
+            # NOTE: no config: the build's record lookup picks that implementation
+            return LayerChoice(None, other[1], other[1])
         if plain_cost is not None and (cost is None or plain_cost < cost):
             return None
     cfg = ctx.query(target, impl.workload)

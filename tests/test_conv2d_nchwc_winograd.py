@@ -1,0 +1,164 @@
+"""The x86 ``conv2d_NCHWc_winograd`` template: random legal configs of random workloads match
+numpy (whole and partial tiles, both tile sizes, mixed blocks, a fused epilogue), bad arguments
+are refused by name, and a network layer runs it exactly when its record beats the direct
+kernel's."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import templtune
+from templtune import autotvm, topi
+from templtune.autotvm import record
+from templtune.autotvm.epilogue import Epilogue, EpilogueInput
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from templtune.autotvm.task.space import FallbackConfigEntity
+from templtune.graph import nn, reference
+from templtune.graph.build import build
+from templtune.graph.executor import GraphModule
+from templtune.graph.ir import Function
+from templtune.graph.ops.nchwc import pack_bias, pack_data, pack_kernel, unpack_data
+from templtune.graph.transform import PassContext
+from templtune.target import Target
+from templtune.templates.x86.conv2d_nchwc_winograd import TEMPLATE, transform_weight
+from templtune.topi import testing as ref
+
+
+def _build(args: tuple, cfg, epilogue: Epilogue | None = None):
+    task = autotvm.task.create(TEMPLATE, args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = (task.func(*args) if epilogue is None
+                        else task.func(*args, epilogue=epilogue))
+    return templtune.build(sch, tensors, target="llvm"), tensors
+
+
+def _inputs(args: tuple, rng: np.random.Generator):
+    n, h, w, co, ci, _, _, _, pad, ic_bn, oc_bn, m = args
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    k = rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
+    u = transform_weight(m, ic_bn, oc_bn)(pack_kernel(k, ic_bn, oc_bn))
+    return x, k, u, ref.conv2d_nchw_python(x, k, 1, pad)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ci=st.sampled_from([8, 16, 32]), co=st.sampled_from([16, 32]), h=st.integers(3, 10),
+       w=st.integers(3, 9), pad=st.integers(0, 1), m=st.sampled_from([2, 4]),
+       n=st.sampled_from([1, 2]), pick=st.integers(0, 10 ** 6))
+def test_random_configs_match_numpy(ci, co, h, w, pad, m, n, pick):
+    rng = np.random.default_rng(pick)
+    ic_bn = int(rng.choice([b for b in (8, 16) if ci % b == 0]))
+    args = (n, h, w, co, ci, 3, 3, 1, pad, ic_bn, 16, m)
+    space = autotvm.task.create(TEMPLATE, args, "llvm").config_space
+    cfg = space.get(space.get_rand_index(rng=rng))
+    mod, tensors = _build(args, cfg)
+    x, _, u, expect = _inputs(args, rng)
+    out = np.zeros(tuple(int(d) for d in tensors[-1].shape), np.float32)
+    mod(pack_data(x, ic_bn), u, out)
+    # NOTE: F(4x4) adds and scales larger intermediates than a direct sum (fp32 rounding)
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=2e-3, atol=2e-3, err_msg=str(cfg))
+
+
+def test_fallback_with_bias_residual_relu_epilogue():
+    args = (1, 14, 14, 64, 32, 3, 3, 1, 1, 32, 32, 4)
+    out_shape = (1, 2, 14, 14, 32)
+    ep = Epilogue((EpilogueInput((1, 2, 1, 1, 32)), EpilogueInput(out_shape)),
+                  lambda out, ins: topi.nn.relu(topi.add(topi.add(out, ins[0]), ins[1])),
+                  "bias_add_relu")
+    mod, tensors = _build(args, FallbackConfigEntity(), ep)
+    assert len(tensors) == 5
+    rng = np.random.default_rng(5)
+    x, _, u, conv = _inputs(args, rng)
+    b = rng.standard_normal(64).astype(np.float32)
+    r = rng.standard_normal((1, 64, 14, 14)).astype(np.float32)
+    out = np.zeros(out_shape, np.float32)
+    mod(pack_data(x, 32), u, pack_bias(b, 32), pack_data(r, 32), out)
+    expect = np.maximum(conv + b[None, :, None, None] + r, 0)
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=2e-3, atol=2e-3)
+
+
+def test_space_blocks_fit_the_accumulator_registers():
+    from templtune.templates.x86._common import target_vector, vec_regs
+
+    lanes, regs = target_vector(Target("llvm"))
+    space = autotvm.task.create(TEMPLATE, (1, 56, 56, 64, 64, 3, 3, 1, 1, 32, 32, 4),
+                                "llvm").config_space
+    accs = [e["tile_p"].val * e["tile_kb"].val * vec_regs(32, lanes)
+            for e in (space.get(i) for i in space.sample_ints(len(space),
+                                                               np.random.default_rng(0)))]
+    assert accs and max(accs) <= regs and min(accs) * 2 >= min(max(accs), regs)
+
+
+@pytest.mark.parametrize("args, what", [
+    ((1, 8, 8, 16, 16, 3, 3, 2, 1, 16, 16, 2), "stride"),
+    ((1, 8, 8, 16, 16, 5, 5, 1, 2, 16, 16, 2), "3x3"),
+    ((1, 8, 8, 16, 16, 3, 3, 1, 1, 16, 16, 3), "tile size"),
+    ((1, 8, 8, 16, 24, 3, 3, 1, 1, 16, 16, 2), "do not divide"),
+])
+def test_bad_arguments_are_named(args, what):
+    with pytest.raises(ValueError, match=what):
+        _build(args, FallbackConfigEntity())
+
+
+def test_weight_transform_refuses_another_blocking():
+    k = np.zeros((2, 2, 3, 3, 16, 16), np.float32)
+    with pytest.raises(ValueError, match="16i16o"):
+        transform_weight(2, 32, 32)(k)
+
+
+# ---- in a network: the record decides ----------------------------------------------------------
+RNG = np.random.default_rng(7)
+ARGS = (1, 12, 12, 32, 32, 3, 3, 1, 1)
+
+
+def _net() -> tuple[Function, dict[str, np.ndarray]]:
+    x = nn.var("data", (1, 32, 12, 12))
+    w1, b1, w2 = nn.var("w1", (32, 32, 3, 3)), nn.var("b1", (32,)), nn.var("w2", (32, 32, 3, 3))
+    y = nn.relu(nn.bias_add(nn.conv2d(x, w1, padding=(1, 1)), b1))
+    out = nn.relu(nn.add(nn.conv2d(y, w2, padding=(1, 1)), y))
+    params = {"w1": (RNG.standard_normal((32, 32, 3, 3)) * 0.2).astype("float32"),
+              "b1": RNG.standard_normal(32).astype("float32"),
+              "w2": (RNG.standard_normal((32, 32, 3, 3)) * 0.2).astype("float32")}
+    return Function((x, w1, b1, w2), out), params
+
+
+def _record(path, template: str, args: tuple, cost: float) -> None:
+    task = autotvm.task.create(template, args, "llvm")
+    space = task.config_space
+    cfg = space.get(next(iter(space.sample_ints(1, np.random.default_rng(0)))))
+    if template == "conv2d_NCHWc":  # the network's blocking, 16 channels in and out
+        cfg = next(c for c in (space.get(i) for i in space.sample_ints(len(space),
+                                                                      np.random.default_rng(1)))
+                   if c["tile_ic"].size[-1] == c["tile_oc"].size[-1] == 16)
+    with open(path, "a") as f:
+        f.write(record.encode(MeasureInput(Target("llvm"), task, cfg),
+                              MeasureResult((cost,), MeasureErrorNo.NO_ERROR, cost,
+                                            time.time())) + "\n")
+
+
+def _impls(log) -> list[str]:
+    mod, params = _net()
+    x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
+    with autotvm.apply_history_best(str(log)), PassContext(opt_level=3):
+        lib = build(mod, "llvm", params)
+    m = GraphModule(lib["default"]())
+    m.run(data=x)
+    np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(mod, params, data=x),
+                               rtol=1e-3, atol=1e-3)
+    return [g.impl for g in lib.groups]
+
+
+@pytest.mark.parametrize("winograd_cost, runs", [(1e-5, True), (1e-3, False), (None, False)])
+def test_a_layer_runs_winograd_when_its_record_is_faster(tmp_path, winograd_cost, runs):
+    log = tmp_path / "records.log"
+    _record(log, "conv2d_NCHWc", ARGS, 1e-4)
+    if winograd_cost is not None:
+        _record(log, TEMPLATE, (*ARGS, 16, 16, 4), winograd_cost)
+    impls = _impls(log)
+    assert impls.count(f"autotvm:{TEMPLATE}") == (2 if runs else 0), impls
+    # NOTE: one blocking through the network: no transform between the two convolutions
+    assert impls.count("autotvm:conv2d_NCHWc") == (0 if runs else 2), impls
