@@ -46,6 +46,8 @@ from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family 
 WORKLOADS = ROOT / "logs" / "reference_workloads.txt"
 NETWORKS = ("resnet-18", "resnet-50", "mobilenet")
 BENCH_SECTION = "# section: benchmarks"
+#: the channel block of the networks' convolutions in the packaged logs (``--block``)
+PIPELINE_BLOCK = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,7 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
     """The AutoTVM workloads building the zoo networks instantiates (see the module doc)."""
     from templtune import autotvm, graph
     from templtune.autotvm import env
+    from templtune.graph.alter_layout import blockable_convs, other_blocked
     from templtune.graph.autotvm_integration import candidates
     from templtune.graph.fuse import partition
 
@@ -106,6 +109,11 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
                     add(t.name, t.args, net_name)
             finally:
                 env.set_use_reference_logs(True)
+        # NOTE: the blocked convolutions' other implementations (Winograd) at the pipeline's
+        # block: a record of theirs replaces the direct kernel of a layer where it is faster
+        for conv in blockable_convs(net, set(params), target):
+            for _, impl in other_blocked(conv, target, (PIPELINE_BLOCK,)):
+                add(impl.template, impl.args, net_name)
         if all_candidates:
             for g in partition(net):
                 for c in candidates(g.calls[0], target):
@@ -213,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     n = distill(raw_dir, out, read_workloads())
     print(f"wrote {n} records to {out}")
     if a.block:
-        reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], a.block)
+        # NOTE: every conv2d_NCHWc workload, with --only too: the distill above put back
+        # their raw best records, whatever their blocking
+        reblock(raw_dir, out, [w for w in read_workloads() if w.template == "conv2d_NCHWc"],
+                a.block)
     return 0
 
 
