@@ -1,4 +1,4 @@
-"""resnet-18 (NCHW, batch 1) built under two or more AutoTVM logs, against ONNX Runtime on the
+"""A zoo network (``--model``, default resnet-18; NCHW, batch 1) built under two or more AutoTVM logs, against ONNX Runtime on the
 same weights, one thread, in one process.
 
 Each build is ``relay.build`` at opt_level 3 under ``apply_history_best(log)`` (the packaged
@@ -8,7 +8,7 @@ ratios ORT time / templtune time (> 1: templtune faster). The group and layout-t
 say whether the convolutions keep one blocking. Run::
 
     TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/network_logs.py LOG [LOG ...]
-        [--rounds 15] [--number 3] [--threads 1]
+        [--model resnet-18] [--rounds 15] [--number 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -44,13 +44,14 @@ def transforms(net: graph.Function, params: dict, log: str) -> tuple[int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("logs", nargs="+")
+    ap.add_argument("--model", default="resnet-18")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--number", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per engine (above 1 the rounds are timed in wall clock)")
     a = ap.parse_args()
-    net, params = load_model("resnet-18")
-    x = np.random.default_rng(0).uniform(size=(1, 3, 224, 224)).astype("float32")
+    net, params = load_model(a.model)
+    x = np.random.default_rng(0).uniform(size=net.params[0].shape).astype("float32")
     runs = {}
     for log in a.logs:
         g, t = transforms(net, params, log)
