@@ -162,3 +162,20 @@ def test_a_layer_runs_winograd_when_its_record_is_faster(tmp_path, winograd_cost
     assert impls.count(f"autotvm:{TEMPLATE}") == (2 if runs else 0), impls
     # NOTE: one blocking through the network: no transform between the two convolutions
     assert impls.count("autotvm:conv2d_NCHWc") == (0 if runs else 2), impls
+
+
+def test_tune_network_gets_the_winograd_alternatives_at_the_chosen_blocking(tmp_path):
+    from templtune.autotvm import env
+    from templtune.graph import blocked_alternatives
+
+    mod, params = _net()
+    with env.scope(use_reference_logs=False):
+        fallback = blocked_alternatives(mod, params, "llvm")
+        log = tmp_path / "records.log"
+        _record(log, "conv2d_NCHWc", ARGS, 1e-4)  # a 16-channel blocking
+        with autotvm.apply_history_best(str(log)):
+            tuned = blocked_alternatives(mod, params, "llvm")
+    # both convolutions are one workload: one task per tile size
+    assert sorted(t.args[-1] for t in fallback) == [2, 4]
+    assert all(t.name == TEMPLATE and t.args[:9] == ARGS for t in fallback + tuned)
+    assert {t.args[9:11] for t in tuned} == {(16, 16)}

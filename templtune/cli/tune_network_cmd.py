@@ -242,6 +242,8 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
     from templtune.graph.transform import PassContext
 
     tasks = autotvm.task.extract_from_program(net, params, args.target)
+    # NOTE: and the blocked convolutions' other implementations (Winograd), tuned last
+    tasks += graph.blocked_alternatives(net, params, args.target)
     print(f"{name}: {len(tasks)} AutoTVM tasks; log: {log}")
     for i, t in enumerate(tasks):
         print(f"{i:>3}  {t.flop / 1e6:9.2f} MFLOP  {t.name}{tuple(t.args)}  "

@@ -24,6 +24,7 @@ to Winograd inside networks; groups without a tuned record get a simple default 
 from __future__ import annotations
 
 from . import frontend, nn, ops, testing
+from .autotvm_integration import blocked_alternatives
 from .build import GraphExecutorFactoryModule, build, default_schedule
 from .executor import BenchmarkResult, GraphModule
 from .extract import extract_tasks
@@ -37,4 +38,4 @@ from .transform import PassContext
 __all__ = ["frontend", "ops", "BenchmarkResult", "Call", "Function", "FusedGroup", "GraphError",
            "GraphExecutorFactoryModule", "GraphModule", "PassContext", "TensorType", "Var", "add", "build",
            "default_schedule", "evaluate", "extract_tasks", "nn", "partition", "testing", "var",
-           "concatenate"]
+           "concatenate", "blocked_alternatives"]

@@ -36,7 +36,7 @@ from .op import get_op
 logger = logging.getLogger("templtune.graph")
 
 __all__ = ["Candidate", "FusedTail", "op_call", "candidates", "choose", "instantiate",
-           "fused_tail", "extract_from_program"]
+           "fused_tail", "extract_from_program", "blocked_alternatives"]
 
 #: injective ops that move elements (an epilogue computes each output element in place)
 _REMAPPING = frozenset({"reshape", "transpose", "strided_slice", "nn.pad", "image.resize2d",
@@ -174,3 +174,32 @@ def extract_from_program(mod: Function, params: Any, target: Any, target_host: A
     if params:  # as relay.build sees it: re-laid weights folded into parameters
         mod, params = fold_constants(mod, params)
     return relay_integration.extract_from_program(mod, params, target, target_host, ops)
+
+
+def blocked_alternatives(mod: Function, params: Any, target: Any) -> list[Any]:
+    """AutoTVM tasks of the other blocked implementations (Winograd) of a network's blocked
+    convolutions, each at the blocking its direct ``conv2d_NCHWc`` config chooses now (a
+    record's or the fallback's) when that blocking is one the alter-layout pass looks up:
+    tuning them lets a layer trade its direct kernel for a faster one with no layout transform.
+    A templtune addition: :func:`extract_from_program` keeps TVM's one task per anchor."""
+    from templtune.autotvm.task import create
+
+    from .alter_layout import BLOCKS, blockable_convs, blocks_of, nchwc_implementation, \
+        other_blocked
+
+    tgt = Target(target) if isinstance(target, str) else target
+    if params:
+        mod, params = fold_constants(mod, params)
+    names = set(params) if params is not None else {v.name for v in mod.params}
+    seen: dict[tuple[str, tuple[Any, ...]], Any] = {}
+    for conv in blockable_convs(mod, names, tgt):
+        direct = nchwc_implementation(conv, tgt)
+        assert direct is not None
+        _, ic_bn, oc_bn = blocks_of(direct, strategy.current_config(direct, tgt), tgt)
+        if ic_bn != oc_bn or ic_bn not in BLOCKS:
+            continue
+        for _, impl in other_blocked(conv, tgt, (ic_bn,)):
+            key = (impl.template, tuple(impl.args))
+            if key not in seen:
+                seen[key] = create(impl.template, impl.args, tgt)
+    return list(seen.values())
