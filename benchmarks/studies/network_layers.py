@@ -1,4 +1,5 @@
-"""resnet-18's convolutions inside the network, templtune against ONNX Runtime, one thread.
+"""A zoo network's convolutions (``--model``, default resnet-18) inside the network,
+templtune against ONNX Runtime, one thread.
 
 Unlike a lone conv (``conv_layers.py``), each engine runs its whole network, so each conv
 sees its blocked input as the previous layer left it and its weights as the previous layers
@@ -9,7 +10,8 @@ fused Conv nodes, bias, residual add and relu inside). The engines alternate, ``
 network runs each; each node's minimum is reported (the least disturbed on a shared host). The convs are matched in execution order (both
 engines run them in the graph's order) and checked by output size. Run::
 
-    TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/network_layers.py [--log LOG] [--runs 30]
+    TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/network_layers.py [--model M] [--log LOG]
+        [--runs 30]
 """
 
 from __future__ import annotations
@@ -104,9 +106,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log", default=None)
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--model", default="resnet-18")
     a = ap.parse_args()
-    net, params = load_model("resnet-18")
-    x = np.random.default_rng(0).uniform(size=(1, 3, 224, 224)).astype("float32")
+    net, params = load_model(a.model)
+    x = np.random.default_rng(0).uniform(size=net.params[0].shape).astype("float32")
     print(f"load average {os.getloadavg()}; log {a.log or 'packaged'}; min of {a.runs} runs")
     t_run, t_res = templtune_groups(net, params, x, a.log)
     o_run, o_res = ort_nodes(net, params, x)
