@@ -97,7 +97,7 @@ def _define(cfg: Any, oh: int, ow: int, block: int) -> None:
     sizes = [h * w * vec_regs(c, lanes) for h in inner_sizes(oh, max_inner(OH_CAP))
              for w in inner_sizes(ow, max_inner(OW_CAP)) for c in cblocks]
     floor = min(FMA_CHAINS, max([a for a in sizes if a <= regs], default=1))
-    cfg.multi_filter(lambda e: floor <= _acc(e, lanes) <= max(regs, floor))
+    cfg.multi_filter(lambda e: floor <= _acc(e, lanes) <= regs)
     if cfg.is_fallback:
         flanes, fregs = host_vector()
         oh_bn, ow_bn, c_bn = fallback_block(oh, ow, block, flanes, fregs, floor)
