@@ -12,13 +12,15 @@ in their 13 depthwise groups, in two settings:
 
 In each: ``default`` (the template's strategy hidden during the build: what ran before the
 template existed) and ``template`` (its records applied); plus ``packaged, template
-fallback`` (the packaged log less its depthwise records). ONNX Runtime runs the same network
+fallback`` (the packaged log less its depthwise records), and for each ``--log`` the same
+pair under that log (over the packaged one). ONNX Runtime runs the same network
 as the yardstick. Rounds interleave the engines (``--number`` runs each; thread CPU time at 1
 thread, wall clock above), at each of ``--threads``; each round also times every group with
 ``GraphModule.profile`` and sums the depthwise groups (their fused tails and transforms
 included). Medians throughout; the load average is printed (the hosts are shared). Run::
 
     python3 benchmarks/studies/depthwise_nchwc.py [--rounds 11] [--number 5] [--threads 1,2]
+        [--log LOG ...]
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--number", type=int, default=5)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--log", action="append", default=[],
+                    help="one more setting: this log over the packaged one (default and template)")
     a = ap.parse_args()
     net, params = load_model("mobilenet")
     x = np.random.default_rng(0).uniform(size=(1, 3, 224, 224)).astype("float32")
@@ -129,6 +133,10 @@ def main() -> None:
               "packaged, template": contextlib.nullcontext(),
               "32c, default": hidden_in(only_log(dw_only)),
               "32c, template": only_log(dw_only)}
+    for log in a.log:
+        label = Path(log).stem
+        builds[f"{label}, default"] = hidden_in(autotvm.apply_history_best(log))
+        builds[f"{label}, template"] = autotvm.apply_history_best(log)
     libs = {}
     for name, ctx in builds.items():
         lib, module = build(net, params, ctx)
