@@ -178,3 +178,52 @@ def test_extraction_gives_the_depthwise_task_at_the_network_blocking():
         conv.func(*conv.args)
     # the depthwise conv runs in the first conv's output blocking
     assert dw[0].args == (1, 12, 12, 32, 3, 3, 2, 1, cfg["tile_oc"].size[-1])
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"])
+@pytest.mark.parametrize("args", [(1, 14, 14, 64, 3, 3, 1, 1, 32), (1, 7, 7, 64, 3, 3, 1, 1, 32),
+                                  (1, 7, 7, 128, 3, 3, 1, 1, 64)])
+def test_space_and_fallback_follow_the_target_isa(target, args):
+    """An AVX2 target's space sizes blocks in ymm registers (8 lanes, 14 accumulators), an
+    AVX-512 one's in zmm, wherever the space is built, and the fallback is one of its points;
+    the AVX2 kernel runs here too."""
+    lanes, regs = target_vector(target)
+    task = autotvm.task.create(NAME, args, target)
+    space = task.config_space
+    cs = set()
+    for i in range(space.range_length):
+        if space.is_index_valid(i):
+            cfg = space.get(i)
+            c_bn = cfg["tile_c"].size[-1]
+            cs.add(c_bn)
+            assert _acc_regs(cfg, lanes) <= regs
+    assert cs <= {c for c in range(lanes, args[-1] + 1, lanes) if args[-1] % c == 0}
+    cfg = FallbackConfigEntity()
+    with Target(target), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args)
+    assert _in_space(space, cfg) and _acc_regs(cfg, lanes) <= regs
+    if "haswell" in target and args[1] == 14:
+        mod = templtune.build(sch, tensors, target=target)
+        rng = np.random.default_rng(4)
+        x = rng.standard_normal((1, 64, 14, 14)).astype(np.float32)
+        k = rng.standard_normal((64, 1, 3, 3)).astype(np.float32)
+        out = np.zeros((1, 2, 14, 14, 32), np.float32)
+        mod(pack_data(x, 32), pack_depthwise_kernel(k, 32), out)
+        np.testing.assert_allclose(unpack_data(out), ref.conv2d_nchw_python(x, k, 1, 1, groups=64),
+                                   rtol=1e-4, atol=1e-4)
+        asm = mod.get_source("asm")
+        assert "zmm" not in asm and re.search(r"vfmadd\d+ps\s[^\n]*%ymm", asm)
+
+
+def _in_space(space, cfg) -> bool:
+    """Whether ``cfg``'s block is a point of ``space``."""
+    def point(c) -> tuple:
+        return tuple(c[k].size[-1] for k in ("tile_ow", "tile_oh", "tile_c"))
+
+    return point(cfg) in {point(space.get(i)) for i in range(space.range_length)
+                          if space.is_index_valid(i)}
+
+
+def _acc_regs(cfg, lanes: int) -> int:
+    return (cfg["tile_oh"].size[-1] * cfg["tile_ow"].size[-1]
+            * vec_regs(cfg["tile_c"].size[-1], lanes))

@@ -66,24 +66,27 @@ def _acc(e: Any, lanes: int) -> int:
             * vec_regs(e["tile_c"].size[-1], lanes))
 
 
-def fallback_block(oh: int, ow: int, block: int, lanes: int, regs: int, floor: int = 1
-                   ) -> tuple[int, int, int]:
-    """``(oh_bn, ow_bn, c_bn)`` of a fallback config: the narrowest channel sub-block (one
-    register where the block allows) whose longest row block of at most half the ``regs``
-    accumulators, with as many rows as still fit that half, has at least ``floor`` (a block
-    of 8-14 chains covers the FMA latency; a depthwise block has no reduction over channels
-    to amortize a larger one)."""
-    half = max(1, regs // 2)
-    best = (1, 1, block)
+def fallback_block(oh: int, ow: int, block: int, lanes: int, regs: int, floor: int = 1,
+                   prefer: int = 0) -> tuple[int, int, int]:
+    """``(oh_bn, ow_bn, c_bn)`` of a fallback config, a point of the space (at least
+    ``floor`` accumulators, at most ``regs``): the narrowest channel sub-block that has a
+    block of ``floor`` to ``prefer`` accumulators (default half the ``regs``), its largest
+    such block, the longer row first (8-14 chains cover the FMA latency; a depthwise block
+    has no reduction over channels to amortize a larger one); else the smallest block of
+    ``floor``."""
+    target = max(prefer or regs // 2, floor)
+    ohs = inner_sizes(oh, max_inner(OH_CAP))
+    ows = inner_sizes(ow, max_inner(OW_CAP))
+    blocks = [(h * w * vec_regs(c, lanes), c, h, w) for c in channel_blocks(block, lanes)
+              for h in ohs for w in ows]
     for c_bn in channel_blocks(block, lanes):
-        vecs = vec_regs(c_bn, lanes)
-        ow_bn = max(d for d in inner_sizes(ow, max_inner(OW_CAP)) if d * vecs <= half or d == 1)
-        oh_bn = max(d for d in inner_sizes(oh, max_inner(OH_CAP))
-                    if d * ow_bn * vecs <= half or d == 1)
-        best = (oh_bn, ow_bn, c_bn)
-        if oh_bn * ow_bn * vecs >= floor:
-            break
-    return best
+        fit = [(a, w, h) for a, c, h, w in blocks if c == c_bn and floor <= a <= target]
+        if fit:
+            _, w, h = max(fit)
+            return h, w, c_bn
+    _, c, h, w = min(((a, c, h, -w) for a, c, h, w in blocks if floor <= a <= regs),
+                     default=(1, min(channel_blocks(block, lanes)), 1, -1))
+    return h, -w, c
 
 
 def _define(cfg: Any, oh: int, ow: int, block: int) -> None:
@@ -99,8 +102,9 @@ def _define(cfg: Any, oh: int, ow: int, block: int) -> None:
     floor = min(FMA_CHAINS, max([a for a in sizes if a <= regs], default=1))
     cfg.multi_filter(lambda e: floor <= _acc(e, lanes) <= regs)
     if cfg.is_fallback:
-        flanes, fregs = host_vector()
-        oh_bn, ow_bn, c_bn = fallback_block(oh, ow, block, flanes, fregs, floor)
+        # NOTE: the space's bounds (the target's registers), the host's fallback share
+        _, fregs = host_vector()
+        oh_bn, ow_bn, c_bn = fallback_block(oh, ow, block, lanes, regs, floor, fregs // 2)
         cfg.fallback_split("tile_ow", [-1, ow_bn])
         cfg.fallback_split("tile_oh", [-1, oh_bn])
         cfg.fallback_split("tile_c", [-1, c_bn])
