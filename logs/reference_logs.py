@@ -14,7 +14,8 @@ The workloads are listed in ``logs/reference_workloads.txt`` (one ``template arg
    (a rerun resumes: records already there count toward ``--trials``);
 3. writes the best successful record of each workload to the family's packaged log
    (``templates/logs/cpu/x86.log`` for AVX2, ``x86_avx512.log`` for AVX-512; see
-   :data:`templtune.autotvm.task.reference.FAMILY_LOGS`);
+   :data:`templtune.autotvm.task.reference.FAMILY_LOGS`); with ``--only TEMPLATE`` only that
+   template's records are replaced in place, every other line of the log is kept;
 4. with ``--block B``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
    points of its space with ``B``-channel blocks in and out (``logs/rerank.py --block``), so
    the network's convolutions keep one blocking and pay no layout transform between them.
@@ -23,7 +24,7 @@ The family is that of ``--target`` (default ``llvm``: the host), read from the T
 capability record. Usage::
 
     python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500] \
-        [--block 32]
+        [--block 32] [--only depthwise_conv2d_NCHWc]
 """
 
 from __future__ import annotations
@@ -137,9 +138,9 @@ def refresh(target: str, all_candidates: bool, path: Path = WORKLOADS) -> list[W
     return read_workloads(path)
 
 
-def distill(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
-    """Write the best successful record of each workload of ``raw_dir`` to ``out``; returns
-    the number of records written."""
+def best_records(raw_dir: Path, workloads: list[Workload]) -> dict[tuple[str, tuple[int, ...]], str]:
+    """``{(template, args): encoded record}``: the best successful record of each of
+    ``workloads`` in the raw logs of ``raw_dir``."""
     from templtune.autotvm.record import encode, load_from_file
 
     wanted = {(w.template, w.args) for w in workloads}
@@ -154,10 +155,28 @@ def distill(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
             cost = sum(res.costs) / len(res.costs)
             if key not in best or cost < best[key][0]:
                 best[key] = (cost, encode(inp, res))
+    return {k: v[1] for k, v in best.items()}
+
+
+def distill(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
+    """Write the best successful record of each workload of ``raw_dir`` to ``out``; returns
+    the number of records written."""
+    best = best_records(raw_dir, workloads)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         for key in sorted(best):
-            f.write(best[key][1] + "\n")
+            f.write(best[key] + "\n")
+    return len(best)
+
+
+def merge(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
+    """Put the best record of each of ``workloads`` into ``out`` in place (a new workload at
+    the end), leaving every other line as it is; returns the number of records put."""
+    sys.path.insert(0, str(ROOT / "logs"))
+    from rerank import write_winners
+
+    best = best_records(raw_dir, workloads)
+    write_winners({(k[0], repr(k[1])): v for k, v in best.items()}, out)
     return len(best)
 
 
@@ -218,13 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{family.value}: {len(workloads)} workloads, raw logs {raw_dir}, output {out}")
     if not a.no_tune:
         tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget)
-    n = distill(raw_dir, out, read_workloads())
-    print(f"wrote {n} records to {out}")
+    if a.only and out.exists():
+        # NOTE: only the selected workloads' records change: the others (re-ranked ones
+        # among them) stay as shipped
+        n = merge(raw_dir, out, workloads)
+        print(f"put {n} {a.only} records into {out}")
+    else:
+        n = distill(raw_dir, out, read_workloads())
+        print(f"wrote {n} records to {out}")
     if a.block:
-        # NOTE: every conv2d_NCHWc workload, with --only too: the distill above put back
-        # their raw best records, whatever their blocking
-        reblock(raw_dir, out, [w for w in read_workloads() if w.template == "conv2d_NCHWc"],
-                a.block)
+        reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], a.block)
     return 0
 
 

@@ -125,3 +125,28 @@ def test_distill_keeps_the_best_record_of_listed_workloads(tmp_path):
     (inp, _), = list(record.load_from_file(out))
     assert inp.config.index == 1
     assert reference_logs.distill(raw, out, [reference_logs.Workload("dense", (1, 2, 3))]) == 0
+
+
+def test_merge_replaces_only_the_selected_workloads(tmp_path):
+    from templtune import autotvm
+
+    task = _dense_task()
+    other_task = autotvm.task.create("dense", (1, 1000, 2048), "llvm")
+    out = tmp_path / "out.log"
+    cfg = task.config_space
+    record.save_to_file([
+        (MeasureInput("llvm", other_task, other_task.config_space.get(0)),
+         MeasureResult((9e-4,), 0, 0.0, 0.0)),
+        (MeasureInput("llvm", task, cfg.get(0)), MeasureResult((5e-4,), 0, 0.0, 0.0))], out)
+    other = out.read_text().splitlines()[0]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    new = [(MeasureInput("llvm", task, cfg.get(i)), MeasureResult((c,), 0, 0.0, 0.0))
+           for i, c in ((1, 3e-4), (2, 2e-4))]
+    record.save_to_file(new, raw / "a.log")
+    wl = [reference_logs.Workload(task.name, tuple(task.args))]
+    assert reference_logs.merge(raw, out, wl) == 1
+    lines = out.read_text().splitlines()
+    assert len(lines) == 2 and lines[0] == other  # the other workload's line kept as it was
+    (_, _), (inp, res) = list(record.load_from_file(out))
+    assert inp.config.index == 2 and res.costs == (2e-4,)

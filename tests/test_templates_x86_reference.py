@@ -68,3 +68,21 @@ def test_reference_logs_can_be_switched_off(reference_dir, monkeypatch):
     monkeypatch.setenv("TEMPLTUNE_NO_TOPHUB", "1")
     cfg = _fallback_config(args_to_workload(SEED, "conv2d_nchw"))
     assert getattr(cfg, "is_fallback", False)
+
+
+def test_a_fallback_context_follows_the_reference_switch(reference_dir):
+    """A config answered from the reference log is not served with reference logs off (one
+    process toggling the switch, as the workload refresh and the studies do), nor the
+    reverse."""
+    from templtune.autotvm import env
+
+    wkl = args_to_workload(SEED, "conv2d_nchw")
+    with autotvm.FallbackContext() as ctx:
+        target = Target("llvm")
+        assert not getattr(ctx.query(target, wkl), "is_fallback", False)
+        with env.scope(use_reference_logs=False):
+            assert ctx.query(target, wkl).is_fallback
+        assert not getattr(ctx.query(target, wkl), "is_fallback", False)
+        ctx.clear_cache(target, wkl)
+        with env.scope(use_reference_logs=False):
+            assert ctx.query(target, wkl).is_fallback

@@ -346,12 +346,17 @@ class FallbackContext(DispatchContext):
         super().__init__()
         self._parent = None
         self.strict = strict
-        self.memory: dict[tuple[str, Any], Any] = {}
-        self._warned: set[tuple[str, Any]] = set()
+        # NOTE: keyed by the reference-log switch too: a config answered from a reference
+        # log must not serve a query made with reference logs off (nor the reverse)
+        self.memory: dict[tuple[str, Any, bool], Any] = {}
+        self._warned: set[tuple[str, Any, bool]] = set()
         self._reference: dict[str, Any] = {}
 
+    def _key(self, target: Any, workload: Any) -> tuple[str, Any, bool]:
+        return str(target), workload, env.reference_logs_enabled()
+
     def _query_inside(self, target: Any, workload: Any) -> Any:
-        key = (str(target), workload)
+        key = self._key(target, workload)
         if key in self.memory:
             return self.memory[key]
         if self.strict or env.strict_enabled():
@@ -389,13 +394,14 @@ class FallbackContext(DispatchContext):
         return None if ctx is None else ctx._cost_inside(target, workload)
 
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
-        self.memory[(str(target), workload)] = cfg
+        self.memory[self._key(target, workload)] = cfg
 
     def clear_cache(self, target: Any, workload: Any) -> None:
         """Forget the cached config of (target, workload)."""
-        key = (str(target), workload)
-        self.memory.pop(key, None)
-        self._warned.discard(key)
+        for refs in (False, True):
+            key = (str(target), workload, refs)
+            self.memory.pop(key, None)
+            self._warned.discard(key)
 
 
 class ApplyFixedConfig(DispatchContext):

@@ -42,6 +42,9 @@ __all__ = ["Candidate", "FusedTail", "op_call", "candidates", "choose", "instant
 _REMAPPING = frozenset({"reshape", "transpose", "strided_slice", "nn.pad", "image.resize2d",
                         "nn.batch_flatten", "layout_transform"})
 
+#: the blocked depthwise convolution the alter-layout pass writes
+DEPTHWISE_NCHWC = "nn.contrib_depthwise_conv2d_NCHWc"
+
 #: an implementation of an anchor op (the registry's type; the old name is kept)
 Candidate = Implementation
 
@@ -145,9 +148,15 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
         # opt_level 3, as TVM's does
         blocked = ({id(c) for c in blockable_convs(mod, names, tgt)}
                    if PassContext.current().extracts_blocked else set())
+        # NOTE: a depthwise conv takes its input's blocking, which the convs before it chose:
+        # its tasks are those of the network the pass rewrites (which needs the weights), run
+        # last so that the conv tasks it traces again keep their first-seen order
+        rewrite_dw = bool(blocked and params and (wanted is None or "nn.conv2d" in wanted))
         for g in partition(mod):
             anchor = g.calls[0]
             if wanted is not None and anchor.op not in wanted:
+                continue
+            if rewrite_dw and _is_depthwise(anchor):
                 continue
             weight = anchor.args[1] if len(anchor.args) > 1 else None
             # NOTE: as build decides: only a bound parameter may be pre-transformed (params=None:
@@ -159,8 +168,27 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
                 continue
             seen.add(cand.workload)
             instantiate(cand, tgt)
+        for anchor in _depthwise_anchors(mod, params, tgt) if rewrite_dw else ():
+            cand = choose(anchor, tgt)
+            if cand is not None and cand.workload not in seen:
+                seen.add(cand.workload)
+                instantiate(cand, tgt)
 
     return run
+
+
+def _is_depthwise(call: Call) -> bool:
+    return call.op == "nn.conv2d" and call.attr("groups", 1) != 1
+
+
+def _depthwise_anchors(mod: Function, params: Any, tgt: Target) -> list[Call]:
+    """The depthwise convolutions of ``mod`` as the alter-layout pass rewrites them (blocked
+    ones as ``nn.contrib_depthwise_conv2d_NCHWc`` in their input's blocking), in order."""
+    from .alter_layout import alter_op_layout
+
+    new, _ = alter_op_layout(mod, dict(params), tgt)
+    return [g.calls[0] for g in partition(new)
+            if _is_depthwise(g.calls[0]) or g.calls[0].op == DEPTHWISE_NCHWC]
 
 
 relay_integration.register_program(Function, _program)
