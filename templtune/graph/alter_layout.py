@@ -12,8 +12,9 @@ plain NCHW (the network's input and output, ops without a blocked form). Weights
 packed once here, in numpy, and bound as new parameters.
 
 A convolution stays NCHW when an NCHW implementation has a tuning record faster than the
-``conv2d_NCHWc`` task's (or the latter has none): a tuned Winograd kernel is not traded for an
-untuned blocked one.
+``conv2d_NCHWc`` task's by more than the layout transforms around it would cost (or the latter
+has none): a tuned kernel is not traded for an untuned blocked one. Where another blocked
+implementation (``conv2d_NCHWc_winograd``) has a faster record, the layer runs that, blocked.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ _POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d")
 #: channel blocks (equal in and out) at which other blocked implementations (Winograd) are
 #: looked up: a record at another blocking is not used
 BLOCKS = (32, 16, 64)
+#: the throughput of a layout transform (read and write), an order-of-magnitude figure of the
+#: default schedule's in a network
+_TRANSFORM_BYTES_PER_S = 5e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,14 @@ def _faster_blocked(conv: Call, target: Target, cost: float | None) -> tuple[flo
     return found
 
 
+def _transforms_cost(conv: Call) -> float:
+    """Seconds the layout transforms around an NCHW layer in a blocked network take (its input
+    and output each re-laid once), estimated from their bytes: a plain implementation must
+    beat the blocked one by that much to keep the layer NCHW."""
+    moved = 2 * 4 * (int(np.prod(conv.args[0].shape)) + int(np.prod(conv.shape)))
+    return moved / _TRANSFORM_BYTES_PER_S
+
+
 def _choose(conv: Call, target: Target) -> LayerChoice | None:
     impl = nchwc_implementation(conv, target)
     assert impl is not None
@@ -147,7 +159,8 @@ def _choose(conv: Call, target: Target) -> LayerChoice | None:
         if other is not None and (plain_cost is None or other[0] <= plain_cost):
             # NOTE: no config: the build's record lookup picks that implementation
             return LayerChoice(None, other[1], other[1])
-        if plain_cost is not None and (cost is None or plain_cost < cost):
+        if plain_cost is not None and (cost is None
+                                       or plain_cost + _transforms_cost(conv) < cost):
             return None
     cfg = ctx.query(target, impl.workload)
     cfg, ic_bn, oc_bn = blocks_of(impl, cfg, target)

@@ -212,8 +212,13 @@ def blocked_alternatives(mod: Function, params: Any, target: Any) -> list[Any]:
     A templtune addition: :func:`extract_from_program` keeps TVM's one task per anchor."""
     from templtune.autotvm.task import create
 
-    from .alter_layout import BLOCKS, blockable_convs, blocks_of, nchwc_implementation, \
-        other_blocked
+    from .alter_layout import (
+        BLOCKS,
+        blockable_convs,
+        blocks_of,
+        nchwc_implementation,
+        other_blocked,
+    )
 
     tgt = Target(target) if isinstance(target, str) else target
     if params:
