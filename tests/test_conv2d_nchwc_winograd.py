@@ -63,6 +63,22 @@ def test_random_configs_match_numpy(ci, co, h, w, pad, m, n, pick):
     np.testing.assert_allclose(unpack_data(out), expect, rtol=2e-3, atol=2e-3, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("fuse_rows", [False, True])
+@pytest.mark.parametrize("m", [2, 4])
+def test_both_stage_orders_match_numpy(fuse_rows, m):
+    # two images, partial last tiles: the row pipeline's regions cross both
+    args = (2, 11, 16, 64, 16, 3, 3, 1, 1, 16, 32, m)
+    space = autotvm.task.create(TEMPLATE, args, "llvm").config_space
+    rng = np.random.default_rng(m)
+    cfg = next(c for c in (space.get(i) for i in space.sample_ints(len(space), rng))
+               if c["fuse_rows"].val == fuse_rows)
+    mod, tensors = _build(args, cfg)
+    x, _, u, expect = _inputs(args, rng)
+    out = np.zeros(tuple(int(d) for d in tensors[-1].shape), np.float32)
+    mod(pack_data(x, 16), u, out)
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=2e-3, atol=2e-3, err_msg=str(cfg))
+
+
 def test_fallback_with_bias_residual_relu_epilogue():
     args = (1, 14, 14, 64, 32, 3, 3, 1, 1, 32, 32, 4)
     out_shape = (1, 2, 14, 14, 32)

@@ -17,8 +17,10 @@ tiles x ``tile_kb`` output blocks); ``inverse_row`` and the output stage (``A^T 
 columns, one output tile at a time, the epilogue applied as it is stored).
 
 Knobs: ``tile_p`` (tiles per register block, a divisor of the tile count), ``tile_kb`` (output
-channel blocks per register block), ``unroll_c`` (input channels unrolled per step). The space
-keeps the register blocks that fit the accumulator registers of the target's capability record.
+channel blocks per register block), ``unroll_c`` (input channels unrolled per step),
+``fuse_rows`` (each stage over the whole layer in turn, or one row of tiles through every stage
+at a time, the rows in parallel). The space keeps the register blocks that fit the accumulator
+registers of the target's capability record.
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ def _divisors(n: int, cap: int) -> list[int]:
     return [d for d in range(1, min(n, cap) + 1) if n % d == 0]
 
 
-def _define(cfg: Any, P: int, CI: int, ic_bn: int, n_kb: int, oc_bn: int) -> None:
+def _define(cfg: Any, P: int, nw: int, ic_bn: int, n_kb: int, oc_bn: int) -> None:
     lanes, regs = target_vector()
     vecs = vec_regs(oc_bn, lanes)
     cfg.define_knob("tile_p", _divisors(P, max(1, regs // vecs)))
     cfg.define_knob("tile_kb", _divisors(n_kb, 4))
     cfg.define_knob("unroll_c", [c for c in (1, 2, 4, 8) if ic_bn % c == 0])
+    cfg.define_knob("fuse_rows", [False, True])
     # NOTE: blocks below half the accumulator registers leave the FMA pipes waiting on
     # latency, unless no larger block divides the tile count.
     best = max(p * k * vecs for p in _divisors(P, regs) for k in _divisors(n_kb, 4)
@@ -60,9 +63,11 @@ def _define(cfg: Any, P: int, CI: int, ic_bn: int, n_kb: int, oc_bn: int) -> Non
 
     def fits(e: Any) -> bool:
         acc = e["tile_p"].val * e["tile_kb"].val * vecs
-        return acc <= regs and 2 * acc >= min(best, regs)
+        # NOTE: a row of tiles at a time: its register blocks must tile the row
+        return (acc <= regs and 2 * acc >= min(best, regs)
+                and not (e["fuse_rows"].val and nw % e["tile_p"].val))
 
-    cfg.multi_filter(fits, knobs=("tile_p", "tile_kb"))
+    cfg.multi_filter(fits, knobs=("tile_p", "tile_kb", "fuse_rows"))
     if cfg.is_fallback:
         flanes, fregs = host_vector()
         fvecs = vec_regs(oc_bn, flanes)
@@ -72,6 +77,7 @@ def _define(cfg: Any, P: int, CI: int, ic_bn: int, n_kb: int, oc_bn: int) -> Non
         cfg["tile_p"] = _other(p)
         cfg["tile_kb"] = _other(k)
         cfg["unroll_c"] = _other(4 if ic_bn % 4 == 0 else 1)
+        cfg["fuse_rows"] = _other(False)
 
 
 def _conv2d_nchwc_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
@@ -101,9 +107,10 @@ def _conv2d_nchwc_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW
     P = N * nh * nw
     n_cb, n_kb = CI // ic_bn, CO // oc_bn
     cfg = autotvm.get_config()
-    _define(cfg, P, CI, ic_bn, n_kb, oc_bn)
+    _define(cfg, P, nw, ic_bn, n_kb, oc_bn)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * 9)
     tp, tkb, uc = cfg["tile_p"].val, cfg["tile_kb"].val, cfg["unroll_c"].val
+    rows = bool(cfg["fuse_rows"].val)
 
     a_np, b_np, _ = winograd_transform_matrices(m, 3, "float32")
     data = te.placeholder((N, n_cb, H, W, ic_bn), name="data")
@@ -161,8 +168,11 @@ def _conv2d_nchwc_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW
     s[data_pack].unroll(e)
     s[data_pack].unroll(u)
     s[data_pack].vectorize(i)
-    s[data_pack].parallel(s[data_pack].fuse(p, c))
-    s[data_row].compute_at(s[data_pack], s[data_pack].leaf_iter_vars[0])
+    if rows:
+        s[data_row].compute_at(s[data_pack], c)
+    else:
+        s[data_pack].parallel(s[data_pack].fuse(p, c))
+        s[data_row].compute_at(s[data_pack], s[data_pack].leaf_iter_vars[0])
     _, _, re_, rx, ri = s[data_row].op.axis
     s[data_row].unroll(re_)
     s[data_row].unroll(rx)
@@ -176,7 +186,8 @@ def _conv2d_nchwc_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW
     po, pi = s[bgemm].split(p, factor=tp)
     ko, ki = s[bgemm].split(k, factor=tkb)
     s[bgemm].reorder(e, u, ko, po, pi, ki, v)
-    s[bgemm].parallel(s[bgemm].fuse(e, u, ko))
+    if not rows:
+        s[bgemm].parallel(s[bgemm].fuse(e, u, ko))
     s[bgemm].vectorize(v)
     s[acc].compute_at(s[bgemm], po)
     _, _, ap, ak, av = s[acc].op.axis
@@ -193,11 +204,21 @@ def _conv2d_nchwc_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW
     n, k, y, x, v = s[out].op.axis
     yo, yi = s[out].split(y, factor=m)
     xo, xi = s[out].split(x, factor=m)
-    s[out].reorder(n, k, yo, xo, yi, xi, v)
+    if rows:
+        # NOTE: one row of tiles through every stage at a time: its transformed input and
+        # GEMM result (alpha^2 x a row of tiles x the channels) stay in L2 instead of
+        # round-tripping the whole layer's through memory
+        s[out].reorder(n, yo, k, xo, yi, xi, v)
+        row = s[out].fuse(n, yo)
+        s[out].parallel(row)
+        s[bgemm].compute_at(s[out], row)
+        s[data_pack].compute_at(s[out], row)
+    else:
+        s[out].reorder(n, k, yo, xo, yi, xi, v)
+        s[out].parallel(s[out].fuse(n, k, yo))
     s[out].unroll(yi)
     s[out].unroll(xi)
     s[out].vectorize(v)
-    s[out].parallel(s[out].fuse(n, k, yo))
     s[inv_row].compute_at(s[out], xo)
     _, _, rvh, rib, rv = s[inv_row].op.axis
     s[inv_row].unroll(rvh)
