@@ -124,14 +124,12 @@ def _conv2d_nchwc_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW
             data[n, c, y - pt, x - pl, i], te.const(0.0, "float32")),
         name="data_pad")
 
-    def tile(p: Any) -> tuple[Any, Any, Any]:
-        return p // (nh * nw), (p // nw) % nh * m, p % nw * m
+    def row_pass(p: Any, c: Any, e: Any, x: Any, i: Any) -> Any:
+        # tile p: image p // (nh nw), top-left corner (y0, x0) in the padded input
+        n, y0, x0 = p // (nh * nw), (p // nw) % nh * m, p % nw * m
+        return _tsum(b_np, e, lambda r: dpad[n, c, y0 + r, x0 + x, i])
 
-    data_row = te.compute(
-        (P, n_cb, alpha, alpha, ic_bn),
-        lambda p, c, e, x, i: _tsum(b_np, e, lambda r: dpad[tile(p)[0], c, tile(p)[1] + r,
-                                                           tile(p)[2] + x, i]),
-        name="data_row")
+    data_row = te.compute((P, n_cb, alpha, alpha, ic_bn), row_pass, name="data_row")
     data_pack = te.compute(
         (alpha, alpha, P, n_cb, ic_bn),
         lambda e, u, p, c, i: _tsum(b_np, u, lambda r: data_row[p, c, e, r, i]),

@@ -115,24 +115,25 @@ def _blocked_call(conv: Call, ic_bn: int, oc_bn: int) -> OpCall:
                   conv.dtype, conv.shape, conv.attrs)
 
 
-def other_blocked(conv: Call, target: Any, blocks: tuple[int, ...] = BLOCKS
-                  ) -> list[tuple[int, Implementation]]:
+def other_blocked(conv: Call, target: Any, blocks: tuple[int, ...] = BLOCKS,
+                  direct: Implementation | None = None) -> list[tuple[int, Implementation]]:
     """``(block, implementation)`` of every blocked implementation of ``conv`` other than the
-    direct ``conv2d_NCHWc`` (Winograd), at each of ``blocks`` (equal in and out) that divides
-    its channels."""
+    direct ``conv2d_NCHWc`` (``direct``, looked up when not given), at each of ``blocks``
+    (equal in and out) that divides its channels."""
     (_, ci, _, _), (co, _, _, _) = conv.args[0].shape, conv.args[1].shape
-    direct = nchwc_implementation(conv, target)
+    direct = direct or nchwc_implementation(conv, target)
     return [(b, impl) for b in blocks if not (ci % b or co % b)
             for impl in strategy.implementations(_blocked_call(conv, b, b), target)
             if direct is None or impl.template != direct.template]
 
 
-def _faster_blocked(conv: Call, target: Target, cost: float | None) -> tuple[float, int] | None:
+def _faster_blocked(conv: Call, target: Target, direct: Implementation, cost: float | None
+                    ) -> tuple[float, int] | None:
     """``(cost, block)`` of the fastest other blocked implementation whose record beats
-    ``cost`` (the direct template's best)."""
+    ``cost`` (the best of ``direct``, the direct template)."""
     ctx = DispatchContext.current
     found = None
-    for b, impl in other_blocked(conv, target):
+    for b, impl in other_blocked(conv, target, direct=direct):
         c = ctx.query_cost(target, impl.workload)
         if c is not None and (cost is None or c < cost) and (found is None or c < found[0]):
             found = (c, b)
@@ -155,7 +156,7 @@ def _choose(conv: Call, target: Target) -> LayerChoice | None:
         cost = ctx.query_cost(target, impl.workload)
         plain = strategy.select(_as_opcall(conv, conv.op), target)
         plain_cost = None if plain is None else ctx.query_cost(target, plain.workload)
-        other = _faster_blocked(conv, target, cost)
+        other = _faster_blocked(conv, target, impl, cost)
         if other is not None and (plain_cost is None or other[0] <= plain_cost):
             # NOTE: no config: the build's record lookup picks that implementation
             return LayerChoice(None, other[1], other[1])
