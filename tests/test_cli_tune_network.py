@@ -78,3 +78,25 @@ def test_autotvm_method_tunes_every_task(capsys, tmp_path):
     m = re.search(r"compiled (\d+) groups \(21 from tuning records\)", out)
     assert m and int(m.group(1)) >= 24, out
     assert len(log.read_text().splitlines()) == 40
+
+
+def test_tuning_measures_the_packaged_record_first(tmp_path):
+    from templtune import autotvm
+    from templtune.autotvm import env
+    from templtune.autotvm.record import load_from_file
+    from templtune.autotvm.strategy import load_templates
+    from templtune.cli.tune_cmd import tune_task
+    from templtune.cli.tune_network_cmd import packaged_configs
+
+    load_templates()
+    task = autotvm.task.create("dense", (1, 1000, 512), "llvm")
+    seeds = packaged_configs(task)
+    if not seeds:
+        pytest.skip("no packaged record of resnet-18's dense for this host's ISA family")
+    with env.scope(use_reference_logs=False):
+        assert packaged_configs(task) == []
+    log = tmp_path / "t.log"
+    tune_task(task, tuner="random", n_trial=3, log=log, progress=False, initial_configs=seeds,
+              number=1, repeat=1)
+    indices = [inp.config.index for inp, _ in load_from_file(str(log))]
+    assert indices[0] == seeds[0].index and len(set(indices)) == 3

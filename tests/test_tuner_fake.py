@@ -23,6 +23,10 @@ class FakeConfig:
     index: int
     knobs: tuple
 
+    @property
+    def _entity_map(self) -> dict:  # what a record's config is compared by
+        return {f"k{j}": v for j, v in enumerate(self.knobs)}
+
 
 class FakeSpace:
     """Mixed-radix index space with the spec's API (first knob least significant)."""
@@ -374,3 +378,20 @@ def test_droplet_significance_needs_repeats_to_disagree():
     assert not significantly_faster([0.99, 1.03, 0.97], [1.0, 1.02, 0.98], 0.05)
     assert significantly_faster([0.9], [1.0], 0.05)  # single timings: the lower mean wins
     assert not significantly_faster([1.1], [1.0], 0.05)
+
+
+@pytest.mark.parametrize("name", sorted(TUNERS))
+def test_initial_configs_are_measured_first_and_once(name, caplog):
+    task = make_task()
+    space = task.config_space
+    opt = option(n_parallel=4)
+    tuner = TUNERS[name](task, seed=3)
+    # NOTE: two configs the tuner has not planned (GA plans its first generation up front)
+    a, b = [i for i in range(len(space)) if i not in tuner.visited][-2:]
+    stray = FakeConfig(9, (0, 0))  # its index names another point
+    tuner.tune(n_trial=10, measure_option=opt,
+               initial_configs=[space.get(b), space.get(a), space.get(b), stray])
+    measured = opt["runner"].measured
+    assert measured[:2] == [b, a]
+    assert len(measured) == len(set(measured)) == 10
+    assert "initial config #9" in caplog.text

@@ -83,6 +83,21 @@ class DispatchContext(metaclass=_DispatchMeta):
     def _cost_inside(self, target: Any, workload: Any) -> float | None:
         return None
 
+    def query_candidates(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
+        """``(config, mean seconds)`` of the fastest usable records, fastest first, of the
+        context that answers ``query`` for ``workload`` with a record (at most
+        ``_CANDIDATES``); empty when none does.
+
+        templtune addition: the alter-layout pass weighs a layer's records at several channel
+        blockings against the layout transforms each would need."""
+        ret = self._candidates_inside(target, workload)
+        if not ret and self._parent is not None:
+            ret = self._parent.query_candidates(target, workload)
+        return ret
+
+    def _candidates_inside(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
+        return []
+
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         """Store ``cfg`` as the answer for (target, workload)."""
         raise NotImplementedError
@@ -184,6 +199,8 @@ class ApplyHistoryBest(DispatchContext):
         # usable records of the key
         self._candidates: dict[tuple[int, Any], list[tuple[float, int, Any, Any]]] = {}
         self._checked: set[tuple[int, Any]] = set()
+        # the candidates that fit the queried workload's space, per key (query_candidates)
+        self._valid: dict[tuple[int, Any], list[tuple[Any, float]]] = {}
         self._seq = 0
         if records is not None:
             self.load(records)
@@ -231,6 +248,7 @@ class ApplyHistoryBest(DispatchContext):
         elif item[:2] > heap[0][:2]:
             heapq.heapreplace(heap, item)
         self._checked.discard(ckey)
+        self._valid.pop(ckey, None)
         old = table.get(key)
         if old is None or cost < (usable_cost(old[1]) or float("inf")):
             table[key] = (inp, res)
@@ -291,6 +309,27 @@ class ApplyHistoryBest(DispatchContext):
             if hit is not None:
                 return _mean(hit[1].costs)
         return None
+
+    def _candidates_inside(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
+        if target is None:
+            return []
+        from templtune.autotvm.record import check_config
+
+        target = as_target(target)
+        for k in (target_model(target), *target_keys(target)):
+            if (k, workload) in self._best_user_defined:
+                return [(self._best_user_defined[(k, workload)], 0.0)]
+            table = self.best_by_model if k == target_model(target) else self.best_by_targetkey
+            if self._best(table, (k, workload), target, workload) is None:
+                continue
+            ckey = (id(table), (k, workload))
+            if ckey not in self._valid:
+                space = _space_of(target, workload)
+                heap = sorted(self._candidates[ckey], key=lambda c: c[:2], reverse=True)
+                self._valid[ckey] = [(inp.config, _mean(res.costs)) for _, _, inp, res in heap
+                                     if space is None or check_config(space, inp.config) is None]
+            return list(self._valid[ckey])
+        return []
 
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         target = as_target(target)
@@ -392,6 +431,12 @@ class FallbackContext(DispatchContext):
         self._from_reference(target, workload)  # loads the reference log of the target
         ctx = self._reference.get(str(target))
         return None if ctx is None else ctx._cost_inside(target, workload)
+
+    def _candidates_inside(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
+        if self._cost_inside(target, workload) is None:
+            return []
+        ctx = self._reference.get(str(target))
+        return [] if ctx is None else ctx._candidates_inside(target, workload)
 
     def update(self, target: Any, workload: Any, cfg: Any) -> None:
         self.memory[self._key(target, workload)] = cfg

@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,14 @@ def tune_task(task: Any, *, tuner: str = "xgb", n_trial: int = 200, log: str | o
               repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 20,
               n_parallel: int | None = None, progress: bool = True,
               option: dict | None = None, resume: bool = False,
-              time_budget: float | None = None) -> TuneSummary:
+              time_budget: float | None = None, initial_configs: Sequence[Any] = ()
+              ) -> TuneSummary:
     """Tune ``task`` and append its records to ``log``, whose folder must exist. ``option``: a
     ``measure_option`` to reuse across tasks (its worker processes stay up); by default one
     is made from the timing arguments. ``resume``: the log's records of this task are not
     measured again and count toward ``n_trial``. ``time_budget``: seconds after which no new
-    batch starts. The progress bar draws on stderr."""
+    batch starts. ``initial_configs`` are measured first. The progress bar draws on
+    stderr."""
     from templtune import autotvm
 
     if n_trial < 1:
@@ -152,7 +155,7 @@ def tune_task(task: Any, *, tuner: str = "xgb", n_trial: int = 200, log: str | o
     t0 = time.perf_counter()
     t.tune(n_trial=n_trial, measure_option=option, early_stopping=early_stopping,
            callbacks=callbacks, resume_log=log_path if resume else None,
-           time_budget=time_budget)
+           time_budget=time_budget, initial_configs=initial_configs)
     wall = time.perf_counter() - t0
     stats = getattr(t, "tune_stats", {})
     pair = getattr(t, "best_measure_pair", None)

@@ -266,7 +266,8 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
                     break
                 s = tune_task(task, tuner=args.tuner, n_trial=args.trials_per_task, log=log,
                               early_stopping=args.early_stopping, seed=args.seed,
-                              progress=not args.no_progress, option=option, time_budget=left)
+                              progress=not args.no_progress, option=option, time_budget=left,
+                              initial_configs=packaged_configs(task))
                 print(f"[Task {i + 1:2d}/{len(tasks):2d}] {task.name}{tuple(task.args)}: "
                       f"{s.best_gflops:.2f} GFLOPS after {s.trials} trials")
         finally:
@@ -282,6 +283,17 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
         else:  # the packaged reference logs and fallback configs
             lib = graph.build(net, target=args.target, params=params)
     return _check_and_time(args, ref_net, params, inputs, lib, t0)
+
+
+def packaged_configs(task: Any) -> list[Any]:
+    """The config of the packaged reference record of ``task`` (none: no record, or reference
+    logs disabled): measured first, so that tuning keeps it when nothing beats it here."""
+    from templtune.autotvm import env, tophub
+
+    if not env.reference_logs_enabled():
+        return []
+    cands = tophub.context(task.target).query_candidates(task.target, task.workload)
+    return [cfg for cfg, _ in cands[:1]]
 
 
 def _check_and_time(args: argparse.Namespace, net: Function, params: dict,

@@ -11,10 +11,12 @@ layout; ``layout_transform`` is inserted only where two blockings meet and where
 plain NCHW (the network's input and output, ops without a blocked form). Weights and biases are
 packed once here, in numpy, and bound as new parameters.
 
-A convolution stays NCHW when an NCHW implementation has a tuning record faster than the
-``conv2d_NCHWc`` task's by more than the layout transforms around it would cost (or the latter
-has none): a tuned kernel is not traded for an untuned blocked one. Where another blocked
-implementation (``conv2d_NCHWc_winograd``) has a faster record, the layer runs that, blocked.
+With tuning records the choice is made for the whole network (:func:`choose_layouts`): each
+convolution's options are the ``conv2d_NCHWc`` task's fastest record per blocking, another
+blocked implementation (``conv2d_NCHWc_winograd``) whose record beats them, and its NCHW
+implementation's record; the options minimising the records' seconds plus the layout transforms
+where two choices meet (estimated from their bytes) win. A convolution without a blocked
+record but with a plain one stays NCHW: a tuned kernel is not traded for an untuned blocked one.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from .ops.nchwc import (
 logger = logging.getLogger("templtune.graph")
 
 __all__ = ["NCHWC_OP", "BLOCKS", "LayerChoice", "nchwc_implementation", "blockable_convs",
-           "other_blocked",
+           "other_blocked", "choose_layouts",
            "is_blockable_depthwise", "alter_op_layout"]
 
 NCHWC_OP = "nn.contrib_conv2d_NCHWc"
@@ -127,45 +129,83 @@ def other_blocked(conv: Call, target: Any, blocks: tuple[int, ...] = BLOCKS,
             if direct is None or impl.template != direct.template]
 
 
-def _faster_blocked(conv: Call, target: Target, direct: Implementation, cost: float | None
-                    ) -> tuple[float, int] | None:
-    """``(cost, block)`` of the fastest other blocked implementation whose record beats
-    ``cost`` (the best of ``direct``, the direct template)."""
-    ctx = DispatchContext.current
-    found = None
-    for b, impl in other_blocked(conv, target, direct=direct):
-        c = ctx.query_cost(target, impl.workload)
-        if c is not None and (cost is None or c < cost) and (found is None or c < found[0]):
-            found = (c, b)
-    return found
+@dataclass(frozen=True, slots=True)
+class _Option:
+    """One way to run a convolution: its choice (None: plain NCHW), the blocks of its input
+    and output (0: plain) and its record's seconds (0 when it has none)."""
+
+    choice: LayerChoice | None
+    ic_bn: int
+    oc_bn: int
+    cost: float
 
 
-def _transforms_cost(conv: Call) -> float:
-    """Seconds the layout transforms around an NCHW layer in a blocked network take (its input
-    and output each re-laid once), estimated from their bytes: a plain implementation must
-    beat the blocked one by that much to keep the layer NCHW."""
-    moved = 2 * 4 * (int(np.prod(conv.args[0].shape)) + int(np.prod(conv.shape)))
-    return moved / _TRANSFORM_BYTES_PER_S
+def _config_blocks(cfg: Any) -> tuple[int, int]:
+    return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
 
 
-def _choose(conv: Call, target: Target) -> LayerChoice | None:
+def _options(conv: Call, target: Target) -> list[_Option]:
+    """The ways ``conv`` can run that have records: the direct template's fastest record per
+    blocking, every other blocked implementation (Winograd) whose record beats the direct
+    one's best, and plain NCHW; the fallback blocking alone when none has a record."""
     impl = nchwc_implementation(conv, target)
     assert impl is not None
     ctx = DispatchContext.current
-    if not isinstance(ctx, ApplyGraphBest):
-        cost = ctx.query_cost(target, impl.workload)
-        plain = strategy.select(_as_opcall(conv, conv.op), target)
-        plain_cost = None if plain is None else ctx.query_cost(target, plain.workload)
-        other = _faster_blocked(conv, target, impl, cost)
-        if other is not None and (plain_cost is None or other[0] <= plain_cost):
-            # NOTE: no config: the build's record lookup picks that implementation
-            return LayerChoice(None, other[1], other[1])
-        if plain_cost is not None and (cost is None
-                                       or plain_cost + _transforms_cost(conv) < cost):
-            return None
-    cfg = ctx.query(target, impl.workload)
-    cfg, ic_bn, oc_bn = blocks_of(impl, cfg, target)
-    return LayerChoice(cfg, ic_bn, oc_bn)
+    if isinstance(ctx, ApplyGraphBest):
+        cfg, ic_bn, oc_bn = blocks_of(impl, ctx.query(target, impl.workload), target)
+        return [_Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, 0.0)]
+    opts: dict[tuple[int, int], _Option] = {}
+    for cfg, c in ctx.query_candidates(target, impl.workload):
+        ic_bn, oc_bn = _config_blocks(cfg)
+        if (ic_bn, oc_bn) not in opts:
+            opts[(ic_bn, oc_bn)] = _Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, c)
+    best = min((o.cost for o in opts.values()), default=None)
+    out = list(opts.values())
+    for b, other in other_blocked(conv, target, direct=impl):
+        oc = ctx.query_cost(target, other.workload)
+        # NOTE: no config: the build's record lookup picks the fastest implementation, so
+        # this one only where it beats every direct record
+        if oc is not None and (best is None or oc < best):
+            out.append(_Option(LayerChoice(None, b, b), b, b, oc))
+    plain = strategy.select(_as_opcall(conv, conv.op), target)
+    plain_cost = None if plain is None else ctx.query_cost(target, plain.workload)
+    if plain_cost is not None:
+        out.append(_Option(None, 0, 0, plain_cost))
+    if best is None and not any(o.choice is not None for o in out):
+        # NOTE: no blocked record: the fallback config's blocking, or plain NCHW when that
+        # one is tuned (a tuned kernel is not traded for an untuned blocked one)
+        if plain_cost is not None:
+            return [_Option(None, 0, 0, plain_cost)]
+        cfg, ic_bn, oc_bn = blocks_of(impl, ctx.query(target, impl.workload), target)
+        return [_Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, 0.0)]
+    return out
+
+
+def _estimated_transform(shape: tuple[int, ...], src: str, dst: str) -> float:
+    """Seconds of a ``layout_transform`` of an NCHW ``shape`` tensor, from its bytes (read and
+    written)."""
+    return 0.0 if src == dst else 2 * 4 * int(np.prod(shape)) / _TRANSFORM_BYTES_PER_S
+
+
+def choose_layouts(func: Function, params: Any, target: Target
+                   ) -> dict[int, LayerChoice | None]:
+    """Each blockable convolution's choice (by ``id``), minimising the records' seconds plus
+    the estimated layout transforms where two choices meet (the graph tuner's problem, solved
+    with :func:`_estimated_transform` in place of measured transforms)."""
+    from templtune.autotvm.graph_tuner.base import GraphTunerError, LayoutGraph
+    from templtune.autotvm.graph_tuner.dp import solve_dp
+    from templtune.autotvm.graph_tuner.pbqp import solve_pbqp
+
+    convs = blockable_convs(func, params, target)
+    opts = [_options(c, target) for c in convs]
+    if all(len(o) == 1 for o in opts):
+        return {id(c): o[0].choice for c, o in zip(convs, opts)}
+    unary, edges = LayoutGraph(func, convs, set(params or ())).problem(opts, _estimated_transform)
+    try:
+        pick = solve_dp(unary, edges)
+    except GraphTunerError:  # a graph whose elimination tables are too large
+        pick = solve_pbqp(unary, edges)
+    return {id(c): o[k].choice for c, o, k in zip(convs, opts, pick)}
 
 
 class _Rewriter:
@@ -253,7 +293,7 @@ def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
     target : Target or str
     """
     tgt = Target(target) if isinstance(target, str) else target
-    choices = {id(c): _choose(c, tgt) for c in blockable_convs(func, params, tgt)}
+    choices = choose_layouts(func, params, tgt)
     if not any(v is not None for v in choices.values()):
         return func, params
     rw = _Rewriter(params, tgt, choices)

@@ -35,7 +35,7 @@ from templtune.target import Target
 
 logger = logging.getLogger("autotvm")
 
-__all__ = ["GraphTunerError", "Candidate", "Edge", "BaseGraphTuner"]
+__all__ = ["GraphTunerError", "Candidate", "Edge", "LayoutGraph", "BaseGraphTuner"]
 
 _PASS = ("nn.relu", "clip", "nn.bias_add", "nn.max_pool2d", "nn.avg_pool2d",
          "nn.global_avg_pool2d")
@@ -67,6 +67,80 @@ class Edge:
 
 def _blocks(cfg: Any) -> tuple[int, int]:
     return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+
+
+class LayoutGraph:
+    """Where layouts meet in ``graph``: ``nodes`` are its blockable convolutions (in the order
+    the alter-layout pass visits them), ``bound`` the names of its weights. :meth:`problem`
+    prices a candidate list per node as unary costs and pairwise edges; the alter-layout pass
+    solves the same problem with estimated transform costs."""
+
+    def __init__(self, graph: Function, nodes: Sequence[Call], bound: set[str]) -> None:
+        self._graph, self._bound = graph, bound
+        self._index = {id(c): k for k, c in enumerate(nodes)}
+
+    def source(self, e: Expr) -> int | None:
+        """The node whose output layout ``e`` carries (None: plain NCHW), following the
+        alter-layout pass: layout-keeping ops pass it on, an ``add`` takes its first blocked
+        operand's."""
+        while isinstance(e, Call):
+            if id(e) in self._index:
+                return self._index[id(e)]
+            if e.op == "add" and len(e.args) == 2 and e.args[0].shape == e.args[1].shape:
+                a = self.source(e.args[0])
+                return a if a is not None else self.source(e.args[1])
+            if not self.keeps(e):
+                return None
+            e = e.args[0]
+        return None
+
+    def keeps(self, c: Call) -> bool:
+        """Whether ``c`` runs in its input's blocking (element-wise, pools, depthwise)."""
+        return c.op in _PASS or is_blockable_depthwise(c, self._bound)
+
+    def problem(self, cands: Sequence[Sequence[Any]], cost_of: Any
+                ) -> tuple[list[np.ndarray], list[Edge]]:
+        """Unary cost vectors and pairwise edges of ``cands`` (per node, objects with
+        ``ic_bn``, ``oc_bn`` and ``cost``; a block 0 is plain NCHW); ``cost_of(shape, src,
+        dst)`` prices one transform (``shape`` in NCHW)."""
+        unary = [np.array([c.cost for c in cs]) for cs in cands]
+        edges: list[Edge] = []
+
+        def pair(u: int, v: int, shape: tuple[int, ...], ub: str, vb: str) -> None:
+            m = np.array([[0.0 if getattr(a, ub) == getattr(b, vb)
+                           else cost_of(shape, blocked(getattr(a, ub)), blocked(getattr(b, vb)))
+                           for b in cands[v]] for a in cands[u]])
+            edges.append(Edge(u, v, m))
+
+        plain_consumer: set[tuple[int, int]] = set()
+        for c in self._graph.calls():
+            if id(c) in self._index:
+                q = self._index[id(c)]
+                p = self.source(c.args[0])
+                shape = c.args[0].shape
+                if p is None:
+                    unary[q] = unary[q] + [cost_of(shape, "NCHW", blocked(x.ic_bn))
+                                           for x in cands[q]]
+                elif p != q:
+                    pair(p, q, shape, "oc_bn", "ic_bn")
+            elif c.op == "add" and c.args[0].shape == c.args[1].shape:
+                a, b = self.source(c.args[0]), self.source(c.args[1])
+                if a is not None and b is not None and a != b:
+                    pair(a, b, c.args[1].shape, "oc_bn", "oc_bn")
+            elif not self.keeps(c) and not (c.op == "nn.batch_flatten"
+                                            and c.args[0].shape[2:] == (1, 1)):
+                for arg in c.args:
+                    p = self.source(arg)
+                    if p is not None and (p, id(arg)) not in plain_consumer:
+                        plain_consumer.add((p, id(arg)))
+                        unary[p] = unary[p] + [cost_of(arg.shape, blocked(x.oc_bn), "NCHW")
+                                               for x in cands[p]]
+        if self.source(self._graph.body) is not None:
+            p = self.source(self._graph.body)
+            assert p is not None
+            unary[p] = unary[p] + [cost_of(self._graph.body.shape, blocked(x.oc_bn), "NCHW")
+                                   for x in cands[p]]
+        return unary, edges
 
 
 class BaseGraphTuner:
@@ -105,7 +179,7 @@ class BaseGraphTuner:
         bound = [v.name for v in graph.params if v.name not in self._input_shapes]
         self._bound = set(bound)
         self._nodes: list[Call] = blockable_convs(graph, bound, self._target)
-        self._index = {id(c): k for k, c in enumerate(self._nodes)}
+        self._layout = LayoutGraph(graph, self._nodes, self._bound)
         self._candidates = self._load(records)
         self._transform_costs: dict[tuple[tuple[int, ...], str, str], float] = {}
         self._choice: list[int] | None = None
@@ -138,68 +212,6 @@ class BaseGraphTuner:
                                   f"convolutions, e.g. {missing[0]!r}; tune their tasks first")
         return out
 
-    def _source(self, e: Expr) -> int | None:
-        """The node whose output layout ``e`` carries (None: plain NCHW), following the
-        alter-layout pass: layout-keeping ops pass it on, an ``add`` takes its first blocked
-        operand's."""
-        while isinstance(e, Call):
-            if id(e) in self._index:
-                return self._index[id(e)]
-            if e.op == "add" and len(e.args) == 2 and e.args[0].shape == e.args[1].shape:
-                a = self._source(e.args[0])
-                return a if a is not None else self._source(e.args[1])
-            if not self._keeps(e):
-                return None
-            e = e.args[0]
-        return None
-
-    def _keeps(self, c: Call) -> bool:
-        """Whether ``c`` runs in its input's blocking (element-wise, pools, depthwise)."""
-        return c.op in _PASS or is_blockable_depthwise(c, self._bound)
-
-    def _problem(self, cost_of: Any) -> tuple[list[np.ndarray], list[Edge]]:
-        """Unary cost vectors and pairwise edges; ``cost_of(shape, src, dst)`` prices one
-        transform (``shape`` in NCHW)."""
-        cands = self._candidates
-        unary = [np.array([c.cost for c in cs]) for cs in cands]
-        edges: list[Edge] = []
-
-        def pair(u: int, v: int, shape: tuple[int, ...], ub: str, vb: str) -> None:
-            m = np.array([[0.0 if getattr(a, ub) == getattr(b, vb)
-                           else cost_of(shape, blocked(getattr(a, ub)), blocked(getattr(b, vb)))
-                           for b in cands[v]] for a in cands[u]])
-            edges.append(Edge(u, v, m))
-
-        plain_consumer: set[tuple[int, int]] = set()
-        for c in self._graph.calls():
-            if id(c) in self._index:
-                q = self._index[id(c)]
-                p = self._source(c.args[0])
-                shape = c.args[0].shape
-                if p is None:
-                    unary[q] = unary[q] + [cost_of(shape, "NCHW", blocked(x.ic_bn))
-                                           for x in cands[q]]
-                elif p != q:
-                    pair(p, q, shape, "oc_bn", "ic_bn")
-            elif c.op == "add" and c.args[0].shape == c.args[1].shape:
-                a, b = self._source(c.args[0]), self._source(c.args[1])
-                if a is not None and b is not None and a != b:
-                    pair(a, b, c.args[1].shape, "oc_bn", "oc_bn")
-            elif not self._keeps(c) and not (c.op == "nn.batch_flatten"
-                                            and c.args[0].shape[2:] == (1, 1)):
-                for arg in c.args:
-                    p = self._source(arg)
-                    if p is not None and (p, id(arg)) not in plain_consumer:
-                        plain_consumer.add((p, id(arg)))
-                        unary[p] = unary[p] + [cost_of(arg.shape, blocked(x.oc_bn), "NCHW")
-                                               for x in cands[p]]
-        if self._source(self._graph.body) is not None:
-            p = self._source(self._graph.body)
-            assert p is not None
-            unary[p] = unary[p] + [cost_of(self._graph.body.shape, blocked(x.oc_bn), "NCHW")
-                                   for x in cands[p]]
-        return unary, edges
-
     # -- layout transform costs
     def needed_layout_transforms(self) -> set[tuple[tuple[int, ...], str, str]]:
         """Every ``(NCHW shape, source layout, destination layout)`` some choice needs."""
@@ -209,7 +221,7 @@ class BaseGraphTuner:
             need.add((tuple(shape), src, dst))
             return 0.0
 
-        self._problem(note)
+        self._layout.problem(self._candidates, note)
         return need
 
     def benchmark_layout_transform(self, min_exec_num: int = 100, timeout: int = 10,
@@ -255,7 +267,7 @@ class BaseGraphTuner:
     # -- results
     def run(self, **kwargs: Any) -> None:
         """Choose a candidate per node (the subclass's solver)."""
-        unary, edges = self._problem(self._cost_of)
+        unary, edges = self._layout.problem(self._candidates, self._cost_of)
         self._choice = self._solve(unary, edges)
         total = self.total_cost(self._choice)
         if self._verbose:
@@ -267,7 +279,7 @@ class BaseGraphTuner:
 
     def total_cost(self, choice: Sequence[int]) -> float:
         """Kernel plus layout-transform seconds of ``choice`` (one candidate index per node)."""
-        unary, edges = self._problem(self._cost_of)
+        unary, edges = self._layout.problem(self._candidates, self._cost_of)
         return float(sum(u[c] for u, c in zip(unary, choice))
                      + sum(e.cost[choice[e.u], choice[e.v]] for e in edges))
 

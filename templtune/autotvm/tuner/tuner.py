@@ -126,7 +126,8 @@ class Tuner(abc.ABC):
     def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
              callbacks: Sequence[Callback] = (), si_prefix: str = "G",
              resume_log: str | os.PathLike | None = None,
-             time_budget: float | None = None) -> None:
+             time_budget: float | None = None,
+             initial_configs: Sequence[Any] = ()) -> None:
         """Measure up to ``n_trial`` configs, calling ``update`` and then every callback per batch.
 
         Parameters
@@ -149,6 +150,10 @@ class Tuner(abc.ABC):
         time_budget : float or None
             Seconds after which no new batch is started (the running batch finishes); None
             for no limit (templtune extension).
+        initial_configs : sequence of ConfigEntity
+            Configs of this task's space measured first (e.g. a packaged record's), counted
+            toward ``n_trial``; one the tuner has measured (resumed) or planned already is
+            skipped (templtune extension).
         """
         scale = si_scale(si_prefix)
         _check_count("n_trial", n_trial)
@@ -181,6 +186,7 @@ class Tuner(abc.ABC):
             i = len({inp.config.index for inp, _ in history})
             logger.info("resumed %d measured configs from %s", i, resume_log)
         resumed = i
+        seeds = self._seed_indices(initial_configs)
         measure_batch = create_measure_batch(self.task, measure_option)
         n_parallel = getattr(measure_batch, "n_parallel", 1) or 1
         self.n_trial = n_trial
@@ -197,7 +203,13 @@ class Tuner(abc.ABC):
                 if time_budget is not None and time.perf_counter() - t_start >= time_budget:
                     logger.info("time budget of %.0f s spent after %d trials", time_budget, i)
                     break
-                configs = self.next_batch(min(n_parallel, n_trial - i))
+                size = min(n_parallel, n_trial - i)
+                if seeds:
+                    configs = [self.task.config_space.get(k) for k in seeds[:size]]
+                    del seeds[:size]
+                    self.mark_visited(c.index for c in configs)
+                else:
+                    configs = self.next_batch(size)
                 if not configs:
                     break
                 inputs = [MeasureInput(self.task.target, self.task, cfg) for cfg in configs]
@@ -246,6 +258,28 @@ class Tuner(abc.ABC):
             _report_all_failed(errors, callbacks)
 
     # ---- helpers ------------------------------------------------------------------------------
+    def _seed_indices(self, configs: Sequence[Any]) -> list[int]:
+        """The indices of ``configs`` that are points of this task's space (a config of
+        another space is skipped with a warning) and not yet measured."""
+        from ..record import check_config
+
+        space, out = self.task.config_space, []
+        for cfg in configs:
+            why = check_config(space, cfg)
+            if why is None:
+                try:
+                    same = (dict(space.get(cfg.index)._entity_map)
+                            == dict(cfg._entity_map))
+                except (IndexError, TypeError, ValueError):
+                    same = False
+                why = None if same else "its index names another point"
+            if why is not None:
+                logger.warning("initial config #%s is not a point of %s's space: %s",
+                               getattr(cfg, "index", "?"), self.task.name, why)
+            elif cfg.index not in self.visited and cfg.index not in out:
+                out.append(int(cfg.index))
+        return out
+
     def _flops(self, res: MeasureResult) -> float:
         cost = res.mean_cost
         flop = float(getattr(self.task, "flop", 0) or 0)
