@@ -78,6 +78,10 @@ def test_autotvm_method_tunes_every_task(capsys, tmp_path):
     m = re.search(r"compiled (\d+) groups \(21 from tuning records\)", out)
     assert m and int(m.group(1)) >= 24, out
     assert len(log.read_text().splitlines()) == 40
+    # each task's configs measured again; the build takes those records
+    best = tmp_path / "t.best.log"
+    assert 20 <= len(best.read_text().splitlines()) <= 40
+    assert f"building with the records of {best}" in out
 
 
 def test_tuning_measures_the_packaged_record_first(tmp_path):

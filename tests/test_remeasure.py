@@ -1,0 +1,54 @@
+"""remeasure_best: each task's fastest logged configs measured again into a second log."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from templtune import autotvm
+from templtune.autotvm import record
+from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from templtune.autotvm.remeasure import remeasure_best
+from templtune.autotvm.strategy import load_templates
+from templtune.target import Target
+
+
+def _log(path, task, costs: dict[int, float]) -> None:
+    with open(path, "a") as f:
+        for idx, cost in costs.items():
+            res = (MeasureResult((cost,), MeasureErrorNo.NO_ERROR, cost, time.time())
+                   if cost else MeasureResult((1e9,), MeasureErrorNo.RUNTIME_DEVICE, 0.0,
+                                              time.time()))
+            f.write(record.encode(MeasureInput(Target("llvm"), task, task.config_space.get(idx)),
+                                  res) + "\n")
+
+
+def test_the_fastest_configs_are_measured_again(tmp_path):
+    load_templates()
+    task = autotvm.task.create("dense", (2, 16, 32), "llvm")
+    other = autotvm.task.create("dense", (2, 8, 32), "llvm")
+    valid = [i for i in range(task.config_space.range_length)
+             if task.config_space.is_index_valid(i)]
+    a, b, c, d = valid[:4]
+    log, out = tmp_path / "t.log", tmp_path / "t.best.log"
+    # the logged costs rank a, b, then c; d failed; another task's record is left alone
+    _log(log, task, {c: 3e-3, a: 1e-3, b: 2e-3, d: 0.0})
+    first = next(i for i in range(other.config_space.range_length)
+                 if other.config_space.is_index_valid(i))
+    _log(log, other, {first: 1e-4})
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                                    runner=autotvm.LocalRunner(number=2, repeat=3))
+    try:
+        n = remeasure_best([task], log, out, option, top=2)
+    finally:
+        for part in option.values():
+            part.close()
+    got = list(record.load_from_file(str(out)))
+    assert n == 2 and sorted(inp.config.index for inp, _ in got) == sorted([a, b])
+    # real measurements of these small kernels, not the logged milliseconds
+    assert all(res.error_no == MeasureErrorNo.NO_ERROR and 0 < res.mean_cost < 5e-4
+               for _, res in got)
+    assert len(list(record.load_from_file(str(log)))) == 5  # the tuning log is unchanged
+    with pytest.raises(ValueError, match="top"):
+        remeasure_best([task], log, out, option, top=0)
