@@ -52,3 +52,32 @@ def test_the_fastest_configs_are_measured_again(tmp_path):
     assert len(list(record.load_from_file(str(log)))) == 5  # the tuning log is unchanged
     with pytest.raises(ValueError, match="top"):
         remeasure_best([task], log, out, option, top=0)
+
+
+def test_keep_limits_the_candidates_and_same_blocking_keeps_the_packaged_blocks(tmp_path):
+    from templtune.cli.tune_network_cmd import same_blocking
+
+    load_templates()
+    args = (1, 8, 8, 32, 32, 3, 3, 1, 1)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    space = task.config_space
+    by_block: dict[tuple[int, int], list[int]] = {}
+    for i in range(space.range_length):
+        if space.is_index_valid(i):
+            cfg = space.get(i)
+            by_block.setdefault((cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]), []).append(i)
+    (b16, *_), (b8, *_) = by_block[(16, 16)], by_block[(8, 16)]
+    log, out = tmp_path / "t.log", tmp_path / "t.best.log"
+    _log(log, task, {b8: 1e-4, b16: 2e-4})  # the 8/16 config looks faster alone
+    keep = same_blocking({f"conv2d_NCHWc{args}": [space.get(by_block[(16, 16)][-1])]})
+    assert keep(task, space.get(b16)) and not keep(task, space.get(b8))
+    # a task without a packaged record, or one whose record has no blocks: any config
+    assert same_blocking({})(task, space.get(b8))
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                                    runner=autotvm.LocalRunner(number=1, repeat=1))
+    try:
+        assert remeasure_best([task], log, out, option, top=4, keep=keep) == 1
+    finally:
+        for part in option.values():
+            part.close()
+    assert [inp.config.index for inp, _ in record.load_from_file(str(out))] == [b16]

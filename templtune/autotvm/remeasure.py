@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from templtune.autotvm.measure import MeasureInput, create_measure_batch
@@ -23,12 +23,15 @@ logger = logging.getLogger("autotvm")
 __all__ = ["remeasure_best"]
 
 
-def _fastest(records: list[tuple[Any, Any]], task: Any, top: int) -> list[int]:
-    """Config indices of ``task``'s ``top`` fastest distinct successful records."""
+def _fastest(records: list[tuple[Any, Any]], task: Any, top: int,
+             keep: Callable[[Any, Any], bool] | None) -> list[int]:
+    """Config indices of ``task``'s ``top`` fastest distinct successful records that ``keep``
+    admits."""
     best: dict[int, float] = {}
     for inp, res in records:
         cost = usable_cost(res)
-        if cost is None or inp.task.workload != task.workload:
+        if (cost is None or inp.task.workload != task.workload
+                or (keep is not None and not keep(task, inp.config))):
             continue
         idx = int(inp.config.index)
         best[idx] = min(cost, best.get(idx, cost))
@@ -36,7 +39,8 @@ def _fastest(records: list[tuple[Any, Any]], task: Any, top: int) -> list[int]:
 
 
 def remeasure_best(tasks: Sequence[Any], log: str | os.PathLike[str],
-                   out: str | os.PathLike[str], measure_option: dict, top: int = 4) -> int:
+                   out: str | os.PathLike[str], measure_option: dict, top: int = 4,
+                   keep: Callable[[Any, Any], bool] | None = None) -> int:
     """Measure the ``top`` fastest configs of each of ``tasks`` in ``log`` again, one batch per
     task, and write the successful measurements to ``out`` (replaced). Returns the number of
     records written.
@@ -53,6 +57,8 @@ def remeasure_best(tasks: Sequence[Any], log: str | os.PathLike[str],
         batch ranks its configs reliably.
     top : int
         Configs per task.
+    keep : callable or None
+        ``keep(task, config)``: whether a config may be a candidate (None: every one).
     """
     if top < 1:
         raise ValueError(f"remeasure_best: top must be at least 1, got {top}")
@@ -62,7 +68,7 @@ def remeasure_best(tasks: Sequence[Any], log: str | os.PathLike[str],
         pass
     n = 0
     for task in tasks:
-        indices = _fastest(records, task, top)
+        indices = _fastest(records, task, top, keep)
         if not indices:
             continue
         inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in indices]

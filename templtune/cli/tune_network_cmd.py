@@ -258,6 +258,7 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
         # NOTE: one builder pool and one measurement process for all tasks.
         option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
                                         runner=_runner(args, autotvm, repeat=args.repeat))
+        seeds: dict[str, list[Any]] = {}
         try:
             for i, task in enumerate(tasks):
                 left = None if args.time_budget is None else args.time_budget - (time.time() - t0)
@@ -267,7 +268,8 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
                 s = tune_task(task, tuner=args.tuner, n_trial=args.trials_per_task, log=log,
                               early_stopping=args.early_stopping, seed=args.seed,
                               progress=not args.no_progress, option=option, time_budget=left,
-                              initial_configs=packaged_configs(task))
+                              initial_configs=seeds.setdefault(
+                                  f"{task.name}{tuple(task.args)}", packaged_configs(task)))
                 print(f"[Task {i + 1:2d}/{len(tasks):2d}] {task.name}{tuple(task.args)}: "
                       f"{s.best_gflops:.2f} GFLOPS after {s.trials} trials")
         finally:
@@ -275,7 +277,7 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
                 part.close()
         print(f"tuned {len(tasks)} tasks in {time.time() - t0:.1f} s")
         if args.remeasure_top > 0 and os.path.isfile(log):
-            _remeasure(args, tasks, log)
+            _remeasure(args, tasks, log, seeds)
     t0 = time.time()
     best = best_log_path(log)
     # NOTE: a re-measured file of an earlier run is stale once this run tuned without one
@@ -298,9 +300,36 @@ def best_log_path(log: str) -> str:
     return f"{stem}.best{ext or '.log'}"
 
 
-def _remeasure(args: argparse.Namespace, tasks: list, log: str) -> None:
-    """Each task's fastest configs measured again side by side (longer timings) into
-    :func:`best_log_path`, which the build then uses."""
+def same_blocking(seeds: dict[str, list[Any]]) -> Any:
+    """``keep(task, config)`` for :func:`remeasure_best`: where a task's packaged record
+    (``seeds`` by task key) fixes channel blocks (``tile_ic``/``tile_oc``), only configs with
+    those blocks; any config elsewhere.
+
+    Why: the packaged records give the network one blocking from layer to layer. Configs
+    timed alone at other blockings looked faster, but the network they chose (resnet-50:
+    65 groups against 57) ran 1.07-1.12x slower than the packaged one, so a tuning run
+    refines each layer's kernel within the packaged layout instead of re-planning layouts
+    from isolated timings."""
+
+    def blocks(cfg: Any) -> tuple[int, int] | None:
+        ents = getattr(cfg, "_entity_map", {})
+        if "tile_ic" not in ents or "tile_oc" not in ents:
+            return None
+        return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+
+    def keep(task: Any, cfg: Any) -> bool:
+        seed = seeds.get(f"{task.name}{tuple(task.args)}")
+        want = blocks(seed[0]) if seed else None
+        return want is None or blocks(cfg) == want
+
+    return keep
+
+
+def _remeasure(args: argparse.Namespace, tasks: list, log: str,
+               seeds: dict[str, list[Any]]) -> None:
+    """Each task's fastest configs (at its packaged record's blocking, :func:`same_blocking`)
+    measured again side by side (longer timings) into :func:`best_log_path`, which the build
+    then uses."""
     from templtune import autotvm
     from templtune.autotvm.remeasure import remeasure_best
 
@@ -308,7 +337,8 @@ def _remeasure(args: argparse.Namespace, tasks: list, log: str) -> None:
     option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
                                     runner=_runner(args, autotvm, repeat=5, min_repeat_ms=50))
     try:
-        n = remeasure_best(tasks, log, best_log_path(log), option, top=args.remeasure_top)
+        n = remeasure_best(tasks, log, best_log_path(log), option, top=args.remeasure_top,
+                           keep=same_blocking(seeds))
     finally:
         for part in option.values():
             part.close()
