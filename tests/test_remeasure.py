@@ -9,8 +9,8 @@ import pytest
 from templtune import autotvm
 from templtune.autotvm import record
 from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
-from templtune.autotvm.remeasure import remeasure_best
 from templtune.autotvm.strategy import load_templates
+from templtune.autotvm.tuner.remeasure import remeasure_best
 from templtune.target import Target
 
 

@@ -331,7 +331,7 @@ def _remeasure(args: argparse.Namespace, tasks: list, log: str,
     measured again side by side (longer timings) into :func:`best_log_path`, which the build
     then uses."""
     from templtune import autotvm
-    from templtune.autotvm.remeasure import remeasure_best
+    from templtune.autotvm.tuner.remeasure import remeasure_best
 
     t0 = time.time()
     option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
