@@ -69,7 +69,7 @@ def test_keep_limits_the_candidates_and_same_blocking_keeps_the_packaged_blocks(
     (b16, *_), (b8, *_) = by_block[(16, 16)], by_block[(8, 16)]
     log, out = tmp_path / "t.log", tmp_path / "t.best.log"
     _log(log, task, {b8: 1e-4, b16: 2e-4})  # the 8/16 config looks faster alone
-    keep = same_blocking({f"conv2d_NCHWc{args}": [space.get(by_block[(16, 16)][-1])]})
+    keep = same_blocking({task.workload: [space.get(by_block[(16, 16)][-1])]})
     assert keep(task, space.get(b16)) and not keep(task, space.get(b8))
     # a task without a packaged record, or one whose record has no blocks: any config
     assert same_blocking({})(task, space.get(b8))

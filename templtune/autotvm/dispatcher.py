@@ -414,7 +414,9 @@ class FallbackContext(DispatchContext):
         self.memory[key] = cfg
         return cfg
 
-    def _from_reference(self, target: Any, workload: Any) -> Any:
+    def _reference_ctx(self, target: Any, workload: Any) -> Any:
+        """The reference logs' context of ``target`` (loaded once), or None: reference logs
+        off, no target or workload, or no log for the target."""
         if target is None or workload is None or not env.reference_logs_enabled():
             return None
         from templtune.autotvm.task import reference
@@ -422,20 +424,18 @@ class FallbackContext(DispatchContext):
         tkey = str(target)
         if tkey not in self._reference:
             self._reference[tkey] = reference.reference_context(target)
-        ctx = self._reference[tkey]
+        return self._reference[tkey]
+
+    def _from_reference(self, target: Any, workload: Any) -> Any:
+        ctx = self._reference_ctx(target, workload)
         return None if ctx is None else ctx._query_inside(as_target(target), workload)
 
     def _cost_inside(self, target: Any, workload: Any) -> float | None:
-        if target is None or workload is None or not env.reference_logs_enabled():
-            return None
-        self._from_reference(target, workload)  # loads the reference log of the target
-        ctx = self._reference.get(str(target))
+        ctx = self._reference_ctx(target, workload)
         return None if ctx is None else ctx._cost_inside(target, workload)
 
     def _candidates_inside(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
-        if self._cost_inside(target, workload) is None:
-            return []
-        ctx = self._reference.get(str(target))
+        ctx = self._reference_ctx(target, workload)
         return [] if ctx is None else ctx._candidates_inside(target, workload)
 
     def update(self, target: Any, workload: Any, cfg: Any) -> None:

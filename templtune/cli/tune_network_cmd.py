@@ -258,7 +258,8 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
         # NOTE: one builder pool and one measurement process for all tasks.
         option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
                                         runner=_runner(args, autotvm, repeat=args.repeat))
-        seeds: dict[str, list[Any]] = {}
+        seeds: dict[Any, list[Any]] = {}
+        refs = autotvm.tophub.context(args.target)  # the packaged logs, read once
         try:
             for i, task in enumerate(tasks):
                 left = None if args.time_budget is None else args.time_budget - (time.time() - t0)
@@ -269,7 +270,7 @@ def _autotvm(args: argparse.Namespace, net: Function, params: dict,
                               early_stopping=args.early_stopping, seed=args.seed,
                               progress=not args.no_progress, option=option, time_budget=left,
                               initial_configs=seeds.setdefault(
-                                  f"{task.name}{tuple(task.args)}", packaged_configs(task)))
+                                  task.workload, packaged_configs(task, refs)))
                 print(f"[Task {i + 1:2d}/{len(tasks):2d}] {task.name}{tuple(task.args)}: "
                       f"{s.best_gflops:.2f} GFLOPS after {s.trials} trials")
         finally:
@@ -300,25 +301,23 @@ def best_log_path(log: str) -> str:
     return f"{stem}.best{ext or '.log'}"
 
 
-def same_blocking(seeds: dict[str, list[Any]]) -> Any:
+def same_blocking(seeds: dict[Any, list[Any]]) -> Any:
     """``keep(task, config)`` for :func:`remeasure_best`: where a task's packaged record
-    (``seeds`` by task key) fixes channel blocks (``tile_ic``/``tile_oc``), only configs with
-    those blocks; any config elsewhere.
+    (``seeds`` by task workload) fixes channel blocks (``tile_ic``/``tile_oc``), only configs
+    with those blocks; any config elsewhere.
 
-    Why: the packaged records give the network one blocking from layer to layer. Configs
-    timed alone at other blockings looked faster, but the network they chose (resnet-50:
-    65 groups against 57) ran 1.07-1.12x slower than the packaged one, so a tuning run
-    refines each layer's kernel within the packaged layout instead of re-planning layouts
-    from isolated timings."""
+    Why: the packaged records give the network one blocking from layer to layer; configs
+    timed alone at other blockings looked faster but made a slower network
+    (``benchmarks/results/inference.txt``), so a tuning run refines each layer's kernel
+    within the packaged layout instead of re-planning layouts from isolated timings."""
+    from templtune.graph.alter_layout import config_blocks
 
     def blocks(cfg: Any) -> tuple[int, int] | None:
         ents = getattr(cfg, "_entity_map", {})
-        if "tile_ic" not in ents or "tile_oc" not in ents:
-            return None
-        return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+        return config_blocks(cfg) if "tile_ic" in ents and "tile_oc" in ents else None
 
     def keep(task: Any, cfg: Any) -> bool:
-        seed = seeds.get(f"{task.name}{tuple(task.args)}")
+        seed = seeds.get(task.workload)
         want = blocks(seed[0]) if seed else None
         return want is None or blocks(cfg) == want
 
@@ -326,7 +325,7 @@ def same_blocking(seeds: dict[str, list[Any]]) -> Any:
 
 
 def _remeasure(args: argparse.Namespace, tasks: list, log: str,
-               seeds: dict[str, list[Any]]) -> None:
+               seeds: dict[Any, list[Any]]) -> None:
     """Each task's fastest configs (at its packaged record's blocking, :func:`same_blocking`)
     measured again side by side (longer timings) into :func:`best_log_path`, which the build
     then uses."""
@@ -346,14 +345,17 @@ def _remeasure(args: argparse.Namespace, tasks: list, log: str,
           f"{time.time() - t0:.1f} s: {best_log_path(log)}")
 
 
-def packaged_configs(task: Any) -> list[Any]:
+def packaged_configs(task: Any, refs: Any = None) -> list[Any]:
     """The config of the packaged reference record of ``task`` (none: no record, or reference
-    logs disabled): measured first, so that tuning keeps it when nothing beats it here."""
+    logs disabled): measured first, so that tuning keeps it when nothing beats it here.
+    ``refs``: the reference logs' context of the task's target, to load them once for many
+    tasks (default: loaded here)."""
     from templtune.autotvm import env, tophub
 
     if not env.reference_logs_enabled():
         return []
-    cands = tophub.context(task.target).query_candidates(task.target, task.workload)
+    refs = refs if refs is not None else tophub.context(task.target)
+    cands = refs.query_candidates(task.target, task.workload)
     return [cfg for cfg, _ in cands[:1]]
 
 

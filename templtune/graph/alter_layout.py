@@ -47,7 +47,7 @@ from .ops.nchwc import (
 logger = logging.getLogger("templtune.graph")
 
 __all__ = ["NCHWC_OP", "BLOCKS", "LayerChoice", "nchwc_implementation", "blockable_convs",
-           "other_blocked", "choose_layouts",
+           "other_blocked", "choose_layouts", "config_blocks",
            "is_blockable_depthwise", "alter_op_layout"]
 
 NCHWC_OP = "nn.contrib_conv2d_NCHWc"
@@ -101,11 +101,17 @@ def is_blockable_depthwise(c: Call, params: Any) -> bool:
             and c.args[1].name in set(params or ()))
 
 
+def config_blocks(cfg: Any) -> tuple[int, int]:
+    """``(ic_bn, oc_bn)``: the inner sizes of a ``conv2d_NCHWc`` config's ``tile_ic`` and
+    ``tile_oc``."""
+    return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+
+
 def blocks_of(impl: Implementation, config: Any, target: Any) -> tuple[Any, int, int]:
     """``(config, ic_bn, oc_bn)``: the template run once under ``config`` (a fallback config
-    is filled in by it), its ``tile_ic``/``tile_oc`` inner sizes read back."""
+    is filled in by it), its blocks read back."""
     strategy.instantiate(impl, target, config=config)
-    return config, int(config["tile_ic"].size[-1]), int(config["tile_oc"].size[-1])
+    return (config, *config_blocks(config))
 
 
 def _blocked_call(conv: Call, ic_bn: int, oc_bn: int) -> OpCall:
@@ -140,10 +146,6 @@ class _Option:
     cost: float
 
 
-def _config_blocks(cfg: Any) -> tuple[int, int]:
-    return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
-
-
 def _options(conv: Call, target: Target) -> list[_Option]:
     """The ways ``conv`` can run that have records: the direct template's fastest record per
     blocking, every other blocked implementation (Winograd) whose record beats the direct
@@ -156,7 +158,7 @@ def _options(conv: Call, target: Target) -> list[_Option]:
         return [_Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, 0.0)]
     opts: dict[tuple[int, int], _Option] = {}
     for cfg, c in ctx.query_candidates(target, impl.workload):
-        ic_bn, oc_bn = _config_blocks(cfg)
+        ic_bn, oc_bn = config_blocks(cfg)
         if (ic_bn, oc_bn) not in opts:
             opts[(ic_bn, oc_bn)] = _Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, c)
     best = min((o.cost for o in opts.values()), default=None)

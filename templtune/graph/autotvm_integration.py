@@ -212,7 +212,13 @@ def blocked_alternatives(mod: Function, params: Any, target: Any) -> list[Any]:
     A templtune addition: :func:`extract_from_program` keeps TVM's one task per anchor."""
     from templtune.autotvm.task import create
 
-    from .alter_layout import BLOCKS, blockable_convs, nchwc_implementation, other_blocked
+    from .alter_layout import (
+        BLOCKS,
+        blockable_convs,
+        config_blocks,
+        nchwc_implementation,
+        other_blocked,
+    )
 
     tgt = Target(target) if isinstance(target, str) else target
     if params:
@@ -223,8 +229,7 @@ def blocked_alternatives(mod: Function, params: Any, target: Any) -> list[Any]:
         direct = nchwc_implementation(conv, tgt)
         assert direct is not None
         # NOTE: current_config fills a fallback's knobs: its blocks can be read off directly
-        cfg = strategy.current_config(direct, tgt)
-        ic_bn, oc_bn = int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
+        ic_bn, oc_bn = config_blocks(strategy.current_config(direct, tgt))
         if ic_bn != oc_bn or ic_bn not in BLOCKS:
             continue
         for _, impl in other_blocked(conv, tgt, (ic_bn,), direct):

@@ -26,6 +26,7 @@ from templtune.autotvm.record import encode, usable_cost
 from templtune.errors import TempltuneError
 from templtune.graph.alter_layout import (
     blockable_convs,
+    config_blocks,
     is_blockable_depthwise,
     nchwc_implementation,
 )
@@ -63,10 +64,6 @@ class Edge:
     u: int
     v: int
     cost: np.ndarray = field(repr=False)
-
-
-def _blocks(cfg: Any) -> tuple[int, int]:
-    return int(cfg["tile_ic"].size[-1]), int(cfg["tile_oc"].size[-1])
 
 
 class LayoutGraph:
@@ -195,7 +192,7 @@ class BaseGraphTuner:
             cost = usable_cost(res)
             if wkl not in want or cost is None or not keys & set(inp.target.keys):
                 continue
-            ic, oc = _blocks(inp.config)
+            ic, oc = config_blocks(inp.config)
             key = (wkl, ic, oc)
             if key not in best or cost < best[key].cost:
                 best[key] = Candidate(ic, oc, cost, (inp, res))

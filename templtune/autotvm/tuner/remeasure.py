@@ -25,13 +25,12 @@ __all__ = ["remeasure_best"]
 
 def _fastest(records: list[tuple[Any, Any]], task: Any, top: int,
              keep: Callable[[Any, Any], bool] | None) -> list[int]:
-    """Config indices of ``task``'s ``top`` fastest distinct successful records that ``keep``
-    admits."""
+    """Config indices of the ``top`` fastest distinct successful records of ``task`` (``records``
+    are its own) that ``keep`` admits."""
     best: dict[int, float] = {}
     for inp, res in records:
         cost = usable_cost(res)
-        if (cost is None or inp.task.workload != task.workload
-                or (keep is not None and not keep(task, inp.config))):
+        if cost is None or (keep is not None and not keep(task, inp.config)):
             continue
         idx = int(inp.config.index)
         best[idx] = min(cost, best.get(idx, cost))
@@ -62,13 +61,15 @@ def remeasure_best(tasks: Sequence[Any], log: str | os.PathLike[str],
     """
     if top < 1:
         raise ValueError(f"remeasure_best: top must be at least 1, got {top}")
-    records = list(load_from_file(os.fspath(log)))
+    by_workload: dict[Any, list[tuple[Any, Any]]] = {}
+    for inp, res in load_from_file(os.fspath(log)):
+        by_workload.setdefault(inp.task.workload, []).append((inp, res))
     tmp = f"{os.fspath(out)}.part"
     with open(tmp, "w", encoding="utf-8"):
         pass
     n = 0
     for task in tasks:
-        indices = _fastest(records, task, top, keep)
+        indices = _fastest(by_workload.get(task.workload, []), task, top, keep)
         if not indices:
             continue
         inputs = [MeasureInput(task.target, task, task.config_space.get(i)) for i in indices]

@@ -263,16 +263,11 @@ class Tuner(abc.ABC):
         another space is skipped with a warning) and not yet measured."""
         from ..record import check_config
 
-        space, out = self.task.config_space, []
+        out: list[int] = []
         for cfg in configs:
-            why = check_config(space, cfg)
-            if why is None:
-                try:
-                    same = (dict(space.get(cfg.index)._entity_map)
-                            == dict(cfg._entity_map))
-                except (IndexError, TypeError, ValueError):
-                    same = False
-                why = None if same else "its index names another point"
+            why = check_config(self.space, cfg)
+            if why is None and not self._is_space_point(cfg):
+                why = "its index names another point"
             if why is not None:
                 logger.warning("initial config #%s is not a point of %s's space: %s",
                                getattr(cfg, "index", "?"), self.task.name, why)
@@ -316,11 +311,15 @@ class Tuner(abc.ABC):
 
         if res.ok and usable_cost(res) is None:
             return False
+        return self._is_space_point(inp.config)
+
+    def _is_space_point(self, config: Any) -> bool:
+        """Whether ``config`` is exactly the space's config of its index."""
         try:
-            cfg = self.space.get(inp.config.index)
+            cfg = self.space.get(config.index)
         except (IndexError, TypeError, ValueError):
             return False
-        return dict(cfg._entity_map) == dict(getattr(inp.config, "_entity_map", {}))
+        return dict(cfg._entity_map) == dict(getattr(config, "_entity_map", {}))
 
     def _same_target(self, inp: MeasureInput) -> bool:
         mine = getattr(self.task, "target", None)
