@@ -17,6 +17,7 @@ from typing import Any
 
 from templtune.autotvm.measure import MeasureInput, create_measure_batch
 from templtune.autotvm.record import append_records, load_from_file, usable_cost
+from templtune.autotvm.tuner.tuner import is_space_point
 
 logger = logging.getLogger("autotvm")
 
@@ -28,12 +29,19 @@ def _fastest(records: list[tuple[Any, Any]], task: Any, top: int,
     """Config indices of the ``top`` fastest distinct successful records of ``task`` (``records``
     are its own) that ``keep`` admits."""
     best: dict[int, float] = {}
+    stale = 0
     for inp, res in records:
         cost = usable_cost(res)
         if cost is None or (keep is not None and not keep(task, inp.config)):
             continue
+        if not is_space_point(task.config_space, inp.config):
+            stale += 1  # its index names another point now: measuring it would mislabel
+            continue
         idx = int(inp.config.index)
         best[idx] = min(cost, best.get(idx, cost))
+    if stale:
+        logger.warning("%s%s: %d logged configs are not the points their indices name in "
+                       "the task's space; skipped", task.name, tuple(task.args), stale)
     return sorted(best, key=best.__getitem__)[:top]
 
 

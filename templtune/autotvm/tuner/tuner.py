@@ -24,6 +24,15 @@ logger = logging.getLogger("autotvm")
 _SI_PREFIXES = "yzafpnµm kMGTPEZY"
 
 
+def is_space_point(space: Any, config: Any) -> bool:
+    """Whether ``config`` (e.g. read from a log) is exactly ``space``'s config of its index."""
+    try:
+        cfg = space.get(config.index)
+    except (IndexError, TypeError, ValueError):
+        return False
+    return dict(cfg._entity_map) == dict(getattr(config, "_entity_map", {}))
+
+
 def si_scale(si_prefix: str) -> float:
     """The scale of an SI prefix character (``"G"`` -> 1e9, ``" "`` -> 1).
 
@@ -314,12 +323,7 @@ class Tuner(abc.ABC):
         return self._is_space_point(inp.config)
 
     def _is_space_point(self, config: Any) -> bool:
-        """Whether ``config`` is exactly the space's config of its index."""
-        try:
-            cfg = self.space.get(config.index)
-        except (IndexError, TypeError, ValueError):
-            return False
-        return dict(cfg._entity_map) == dict(getattr(config, "_entity_map", {}))
+        return is_space_point(self.space, config)
 
     def _same_target(self, inp: MeasureInput) -> bool:
         mine = getattr(self.task, "target", None)
