@@ -87,3 +87,23 @@ def test_keep_limits_the_candidates_and_same_blocking_keeps_the_packaged_blocks(
         for part in option.values():
             part.close()
     assert [inp.config.index for inp, _ in record.load_from_file(str(out))] == [b16]
+
+
+def test_a_task_whose_configs_all_fail_again_keeps_its_logged_best(tmp_path, monkeypatch):
+    from templtune.autotvm.tuner import remeasure
+
+    load_templates()
+    task = autotvm.task.create("dense", (2, 16, 32), "llvm")
+    valid = [i for i in range(task.config_space.range_length)
+             if task.config_space.is_index_valid(i)]
+    log, out = tmp_path / "t.log", tmp_path / "t.best.log"
+    _log(log, task, {valid[0]: 2e-3, valid[1]: 1e-3})
+
+    def failing(task, option):
+        return lambda inputs: [MeasureResult((1e9,), MeasureErrorNo.RUN_TIMEOUT, 0.0,
+                                             time.time()) for _ in inputs]
+
+    monkeypatch.setattr(remeasure, "create_measure_batch", failing)
+    assert remeasure_best([task], log, out, {}, top=2) == 1
+    (inp, res), = record.load_from_file(str(out))
+    assert inp.config.index == valid[1] and res.mean_cost == pytest.approx(1e-3)
