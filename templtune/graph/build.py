@@ -57,6 +57,8 @@ class Step:
     kernel: Any
     inputs: tuple[Any, ...]
     output: Expr
+    #: positions of inputs the kernel may write its output over (see graph.memory_plan.Use)
+    inplace: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +192,13 @@ class _Compiler:
             assert isinstance(w, Var)
             inputs[cand.weight] = self.const(w.name, cand.workload, cand.transform)
         n_done = 1 if ft is None else ft.n_calls
+        over: tuple[int, ...] = ()
         if ft is not None:
+            # NOTE: an epilogue reads an input of its output's shape only where it writes
+            over = tuple(len(inputs) + j for j, e in enumerate(ft.inputs)
+                         if e.shape == ft.output.shape and e.dtype == ft.output.dtype)
             inputs += ft.inputs
-        steps = [Step(k, tuple(inputs), group.calls[n_done - 1])]
+        steps = [Step(k, tuple(inputs), group.calls[n_done - 1], over)]
         if len(group.calls) > n_done:
             tail = make_group(group.calls[n_done:])
             tt = tail.to_tensors()

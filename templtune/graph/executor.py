@@ -2,9 +2,10 @@
 
 ``lib["default"](dev)`` creates the runtime registered for the built target's keys
 (:func:`register_runtime`): :class:`GraphRuntime` on a CPU, the device runtime of
-:mod:`templtune.graph.executor_device` on a GPU. Every intermediate buffer is allocated once
-when the runtime is created, and the kernel calls are resolved to (kernel, arrays) pairs
-then, so ``run()`` is a plain loop of native calls.
+:mod:`templtune.graph.executor_device` on a GPU. The intermediate buffers are allocated once
+when the runtime is created, values whose lifetimes do not overlap sharing storage
+(:mod:`templtune.graph.memory_plan`), and the kernel calls are resolved to (kernel, arrays)
+pairs then, so ``run()`` is a plain loop of native calls.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
+from .memory_plan import Use, allocate, plan_storage, view
 from .op import GraphError
 
 logger = logging.getLogger("templtune.graph")
@@ -74,15 +76,25 @@ class GraphRuntime:
         env: dict[int, np.ndarray] = {}
         for v in lib.func.params:
             env[id(v)] = lib.params[v.name] if v.name in lib.params else self.inputs[v.name]
+        steps = [step for cg in lib.groups for step in cg.steps]
+        produced = {id(step.output) for step in steps}
+        uses = [Use(tuple(id(e) for e in step.inputs
+                          if not isinstance(e, np.ndarray) and id(e) in produced),
+                    id(step.output), _nbytes(step.output),
+                    tuple(id(step.inputs[p]) for p in step.inplace
+                          if id(step.inputs[p]) in produced)) for step in steps]
+        storage = plan_storage(uses, keep=frozenset({id(lib.func.body)}))
+        blocks = allocate(storage)
         self.plan: list[tuple[Any, tuple[np.ndarray, ...]]] = []
-        for cg in lib.groups:
-            for step in cg.steps:
-                out = step.output
-                buf = np.empty(out.shape, dtype=out.dtype)
-                env[id(out)] = buf
-                args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
-                             for e in step.inputs) + (buf,)
-                self.plan.append((step.kernel, args))
+        for step in steps:
+            out = step.output
+            buf = view(blocks[storage.block_of[id(out)]], out.shape, out.dtype)
+            env[id(out)] = buf
+            args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
+                         for e in step.inputs) + (buf,)
+            self.plan.append((step.kernel, args))
+        #: bytes of intermediate storage after sharing, and without it
+        self.storage_bytes = (storage.total, sum(u.nbytes for u in uses))
         self.output = env[id(lib.func.body)]
 
     def run(self) -> None:
@@ -102,20 +114,25 @@ class GraphRuntime:
         return self.output.copy()
 
     def profile_groups(self, number: int) -> list[float]:
-        """Median seconds per call of each group's kernels (after one full run)."""
+        """Median seconds per call of each group's kernels, timed in place over ``number``
+        full runs after one warm-up run.
+
+        Groups share storage, so a group is timed only where the run reaches it: its inputs
+        are then the values it reads (a later group may since have written over them).
+        """
         self.run()
-        out = []
-        plan = iter(self.plan)
+        spans, j = [], 0
         for cg in self.lib.groups:
-            calls = [next(plan) for _ in cg.steps]
-            times = []
-            for _ in range(number):
+            spans.append(self.plan[j:j + len(cg.steps)])
+            j += len(cg.steps)
+        times: list[list[float]] = [[] for _ in spans]
+        for _ in range(number):
+            for calls, acc in zip(spans, times):
                 t0 = time.perf_counter()
                 for kernel, args in calls:
                     kernel(*args)
-                times.append(time.perf_counter() - t0)
-            out.append(float(np.median(times)))
-        return out
+                acc.append(time.perf_counter() - t0)
+        return [float(np.median(t)) for t in times]
 
     def time_evaluator(self, func_name: str = "run", dev: Any = None, number: int = 1,
                        repeat: int = 1, min_repeat_ms: float = 0) -> Any:
@@ -133,6 +150,10 @@ class GraphRuntime:
 
         return lambda: BenchmarkResult(measure_loop(batch, number, repeat, min_repeat_ms).results,
                                        self.timing)
+
+
+def _nbytes(e: Any) -> int:
+    return int(np.prod(e.shape, dtype=np.int64)) * np.dtype(e.dtype).itemsize
 
 
 register_runtime("cpu")(GraphRuntime)
@@ -213,8 +234,8 @@ class GraphModule:
 
     def profile(self, number: int = 3) -> list[tuple[str, str, float]]:
         """Per fused group: ``(name, implementation, median seconds per call)`` (what TVM's
-        debug executor reports), each group timed over ``number`` calls on the current
-        inputs after one full warm-up run (with CUDA events on a GPU)."""
+        debug executor reports), each group timed where ``number`` full runs on the current
+        inputs reach it, after one warm-up run (with CUDA events on a GPU)."""
         self._warn_emulated()
         times = self.module.profile_groups(number)
         return [(cg.group.name, cg.impl, t) for cg, t in zip(self.module.lib.groups, times)]

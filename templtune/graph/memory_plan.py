@@ -1,0 +1,147 @@
+"""Storage sharing for a network's intermediate buffers (TVM's graph memory planning).
+
+A built network runs its kernel calls in one fixed order, so each intermediate value is live
+from the call that writes it to the last call that reads it. :func:`plan_storage` gives every
+value a storage block such that values live at the same time never share one: a call's output
+takes a block freed by earlier calls (the smallest that fits, else the largest free one, grown),
+and the values a call reads last are freed only after it, so no call writes over its own
+inputs, except one it declares safe to overwrite (:attr:`Use.inplace`: a residual that the
+call reads element by element where it writes) when that is the input's last use. Reusing blocks keeps the working set of activations small: each layer writes into memory
+the layers before it just touched (still in cache) instead of a buffer of its own that last saw
+the cache one inference earlier.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ALIGN", "StoragePlan", "Use", "allocate", "plan_storage", "view"]
+
+#: byte alignment of every storage block (a cache line, one zmm register)
+ALIGN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One kernel call for the planner: the values it reads and the value it writes.
+
+    Attributes
+    ----------
+    reads : tuple of int
+        Keys of the intermediate values the call reads (constants and network inputs left out).
+    writes : int
+        Key of the value it writes.
+    nbytes : int
+        Size of that value.
+    inplace : tuple of int
+        Values among ``reads`` the call may write its output over: it reads each element of
+        one only to compute the output element at the same place (a fused residual add).
+    """
+
+    reads: tuple[int, ...]
+    writes: int
+    nbytes: int
+    inplace: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoragePlan:
+    """Which block holds each value, and each block's size.
+
+    Attributes
+    ----------
+    block_of : dict of int to int
+        Value key -> index of its storage block.
+    sizes : tuple of int
+        Bytes of each block (a multiple of :data:`ALIGN`).
+    """
+
+    block_of: dict[int, int]
+    sizes: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        """Bytes of all blocks together."""
+        return sum(self.sizes)
+
+
+def _round(nbytes: int) -> int:
+    return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+
+
+def plan_storage(uses: Sequence[Use], keep: frozenset[int] = frozenset()) -> StoragePlan:
+    """Assign storage blocks to the values the calls ``uses`` write, in call order.
+
+    Values in ``keep`` (the network's outputs) get blocks of their own that are never reused.
+    A value no later call reads is freed right after the call that writes it.
+
+    Raises
+    ------
+    ValueError
+        If a value is written twice, or read before any call writes it.
+    """
+    last: dict[int, int] = {}
+    written: set[int] = set()
+    for i, u in enumerate(uses):
+        for r in u.reads:
+            if r not in written:
+                raise ValueError(f"call {i} reads value {r} before any call writes it")
+            last[r] = i
+        if u.writes in written:
+            raise ValueError(f"call {i} writes value {u.writes}, which call "
+                             f"{next(j for j, v in enumerate(uses) if v.writes == u.writes)} "
+                             "already wrote")
+        written.add(u.writes)
+        last.setdefault(u.writes, i)
+    sizes: list[int] = []
+    block_of: dict[int, int] = {}
+    # free blocks as a sorted list of (size, block index)
+    free: list[tuple[int, int]] = []
+    for i, u in enumerate(uses):
+        need = _round(u.nbytes)
+        over = [r for r in u.inplace if last[r] == i and r not in keep
+                and u.reads.count(r) == 1 and sizes[block_of[r]] >= need]
+        if u.writes in keep:
+            block = len(sizes)
+            sizes.append(need)
+        elif over:
+            block = block_of[over[0]]
+        elif free:
+            j = bisect.bisect_left(free, (need, -1))
+            # NOTE: the smallest block that fits; failing that, the largest free one grows
+            # (a block grows only while it is free: its size is fixed before allocation)
+            _, block = free.pop(j if j < len(free) else len(free) - 1)
+            sizes[block] = max(sizes[block], need)
+        else:
+            block = len(sizes)
+            sizes.append(need)
+        block_of[u.writes] = block
+        freed = {block_of[r] for r in u.reads if last[r] == i and r not in keep}
+        if last[u.writes] == i and u.writes not in keep:
+            freed.add(block)
+        else:
+            freed.discard(block)  # an input it wrote over now holds the live output
+        for b in sorted(freed):
+            bisect.insort(free, (sizes[b], b))
+    return StoragePlan(block_of, tuple(sizes))
+
+
+def allocate(plan: StoragePlan) -> list[np.ndarray]:
+    """One zeroed, :data:`ALIGN`-byte aligned ``uint8`` array per block of ``plan``."""
+    out = []
+    for size in plan.sizes:
+        raw = np.zeros(size + ALIGN, dtype=np.uint8)
+        off = (-raw.ctypes.data) % ALIGN
+        out.append(raw[off:off + size])
+    return out
+
+
+def view(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype | str) -> np.ndarray:
+    """The value of ``shape`` and ``dtype`` at the start of ``block``."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    return block[:n].view(dt).reshape(shape)

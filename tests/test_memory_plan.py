@@ -1,0 +1,143 @@
+"""Storage sharing of a network's intermediate values (``graph.memory_plan``).
+
+The planner's invariant is checked on random call sequences (hypothesis): two values live at
+once never share a block, except where a call writes its output over an input it declared
+in-place, at that input's last read. The runtime's use of it is checked against the numpy
+interpreter of the network (``graph.evaluate``) on a network with fused residual adds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import templtune
+from templtune import graph
+from templtune.graph.ir import Expr
+from templtune.graph.memory_plan import ALIGN, Use, allocate, plan_storage, view
+from templtune.graph.transform import PassContext
+
+
+def _lives(uses: list[Use], keep: frozenset[int]) -> dict[int, tuple[int, int]]:
+    """value -> (call writing it, last call reading it; the end for kept values)."""
+    span = {u.writes: [i, i] for i, u in enumerate(uses)}
+    for i, u in enumerate(uses):
+        for r in u.reads:
+            span[r][1] = i
+    for k in keep:
+        span[k][1] = len(uses)
+    return {v: (a, b) for v, (a, b) in span.items()}
+
+
+@st.composite
+def call_sequences(draw: st.DrawFn) -> tuple[list[Use], frozenset[int]]:
+    n = draw(st.integers(1, 14))
+    uses: list[Use] = []
+    for i in range(n):
+        reads = tuple(sorted(set(draw(st.lists(st.integers(0, max(0, i - 1)),
+                                               max_size=3 if i else 0)))))
+        inplace = tuple(r for r in reads if draw(st.booleans()))
+        uses.append(Use(reads, i, draw(st.integers(1, 5000)), inplace))
+    keep = frozenset(draw(st.sets(st.integers(0, n - 1), max_size=2)))
+    return uses, keep
+
+
+@settings(max_examples=300, deadline=None)
+@given(call_sequences())
+def test_live_values_never_share_a_block(case: tuple[list[Use], frozenset[int]]) -> None:
+    uses, keep = case
+    plan = plan_storage(uses, keep)
+    lives = _lives(uses, keep)
+    for u in uses:
+        assert plan.sizes[plan.block_of[u.writes]] >= u.nbytes
+    assert all(s % ALIGN == 0 for s in plan.sizes)
+    for i, u in enumerate(uses):
+        for v, (a, b) in lives.items():
+            if v == u.writes or plan.block_of[v] != plan.block_of[u.writes] or not a <= i <= b:
+                continue
+            # the only overlap allowed: the call writes over an in-place input it reads last
+            assert i == b and v in u.inplace and v not in keep and u.reads.count(v) == 1, (
+                f"call {i} writes value {u.writes} over value {v}, live {a}..{b}")
+    for k in keep:
+        assert sum(b == plan.block_of[k] for b in plan.block_of.values()) == 1
+
+
+def test_chain_reuses_two_blocks_and_inplace_one() -> None:
+    chain = [Use((i - 1,) if i else (), i, 1000) for i in range(6)]
+    plan = plan_storage(chain, keep=frozenset({5}))
+    # a chain needs two blocks ping-ponging, plus the output's own
+    assert len(plan.sizes) == 3 and plan.total == 3 * 1024
+    inplace = [Use((i - 1,) if i else (), i, 1000, (i - 1,) if i else ()) for i in range(6)]
+    plan = plan_storage(inplace)
+    assert len(plan.sizes) == 1
+
+
+def test_inplace_is_refused_while_the_input_is_read_later() -> None:
+    uses = [Use((), 0, 64), Use((0,), 1, 64, (0,)), Use((0, 1), 2, 64)]
+    plan = plan_storage(uses)
+    assert plan.block_of[1] != plan.block_of[0]
+
+
+def test_bad_sequences_name_the_problem() -> None:
+    with pytest.raises(ValueError, match="reads value 7 before"):
+        plan_storage([Use((7,), 0, 4)])
+    with pytest.raises(ValueError, match="writes value 0, which call 0 already wrote"):
+        plan_storage([Use((), 0, 4), Use((0,), 0, 4)])
+
+
+def test_blocks_are_aligned_views() -> None:
+    blocks = allocate(plan_storage([Use((), 0, 100), Use((0,), 1, 300)]))
+    for b in blocks:
+        assert b.ctypes.data % ALIGN == 0 and not b.any()
+    v = view(blocks[0], (5, 5), "float32")
+    assert v.shape == (5, 5) and v.flags.c_contiguous and np.shares_memory(v, blocks[0])
+
+
+def _residual_net() -> tuple[graph.Function, dict[str, np.ndarray]]:
+    from templtune.graph import nn
+
+    rng = np.random.default_rng(0)
+    x = nn.var("data", shape=(1, 32, 8, 8))
+    params: dict[str, np.ndarray] = {}
+    args = [x]
+
+    def conv(name: str, inp: Expr, c: int) -> Expr:
+        w = nn.var(name, shape=(c, 32, 3, 3))
+        b = nn.var(name + "_b", shape=(c,))
+        args.extend((w, b))
+        params[name] = (rng.standard_normal((c, 32, 3, 3)) * 0.1).astype("float32")
+        params[name + "_b"] = rng.standard_normal(c).astype("float32")
+        return nn.bias_add(nn.conv2d(inp, w, padding=(1, 1), channels=c, kernel_size=(3, 3)), b)
+
+    y = x
+    for k in range(3):
+        y = nn.relu(nn.add(conv(f"c{k}", nn.relu(conv(f"a{k}", y, 32)), 32), y))
+    return graph.Function(tuple(args), y), params
+
+
+def test_network_writes_residuals_in_place_and_matches_numpy() -> None:
+    net, params = _residual_net()
+    x = np.random.default_rng(1).standard_normal((1, 32, 8, 8)).astype("float32")
+    with PassContext(opt_level=3):
+        lib = graph.build(net, "llvm", params)
+    rt = lib["default"](templtune.cpu())
+    steps = [s for cg in lib.groups for s in cg.steps]
+    over = [(k, s) for k, s in enumerate(steps) if s.inplace]
+    assert over, "the fused residual adds should declare their residual in-place"
+    shared = [k for k, s in over
+              if np.shares_memory(rt.plan[k][1][s.inplace[0]], rt.plan[k][1][-1])]
+    assert shared, "some residual add should write its output over the residual"
+    used, unshared = rt.storage_bytes
+    assert used < unshared
+    m = graph.GraphModule(rt)
+    ref = graph.evaluate(net, params, data=x)
+    m.set_input("data", x)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
+    # timing each group where the runs reach it leaves every value as a run leaves it
+    prof = m.profile(number=2)
+    assert len(prof) == len(lib.groups) and all(t > 0 for _, _, t in prof)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
