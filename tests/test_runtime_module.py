@@ -53,6 +53,22 @@ def test_bad_calls_raise(vadd, bad, match):
         vadd(*bad(*_args()))
 
 
+@pytest.mark.parametrize("bad,match", [
+    (lambda a, b, c: (a, b), "expects 3 arguments"),
+    (lambda a, b, c: (a, b, np.zeros(63, "float32")), r"argument 2 \(C\).*shape"),
+])
+def test_bind_checks_once_then_replays(vadd, bad, match):
+    with pytest.raises(RuntimeCallError, match=match):
+        vadd.bind(*bad(*_args()))
+    a, b, c = _args()
+    run = vadd.bind(a, b, c)
+    run()
+    np.testing.assert_allclose(c, a + b)
+    a += 1.0  # the bound call reads the arrays as they are when it runs
+    run()
+    np.testing.assert_allclose(c, a + b)
+
+
 def test_nd_arrays_accepted(vadd):
     a, b, _ = _args()
     dev = nd.cpu(0)

@@ -10,6 +10,7 @@ pairs then, so ``run()`` is a plain loop of native calls.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -93,13 +94,16 @@ class GraphRuntime:
             args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
                          for e in step.inputs) + (buf,)
             self.plan.append((step.kernel, args))
+        bind = [getattr(k, "bind", None) for k, _ in self.plan]
+        self._calls = [functools.partial(k, *a) if b is None else b(*a)
+                       for b, (k, a) in zip(bind, self.plan)]
         #: bytes of intermediate storage after sharing, and without it
         self.storage_bytes = (storage.total, sum(u.nbytes for u in uses))
         self.output = env[id(lib.func.body)]
 
     def run(self) -> None:
-        for kernel, args in self.plan:
-            kernel(*args)
+        for call in self._calls:
+            call()
 
     def set_input(self, name: str, value: np.ndarray) -> None:
         np.copyto(self.inputs[name], value, casting="same_kind")
@@ -123,14 +127,14 @@ class GraphRuntime:
         self.run()
         spans, j = [], 0
         for cg in self.lib.groups:
-            spans.append(self.plan[j:j + len(cg.steps)])
+            spans.append(self._calls[j:j + len(cg.steps)])
             j += len(cg.steps)
         times: list[list[float]] = [[] for _ in spans]
         for _ in range(number):
             for calls, acc in zip(spans, times):
                 t0 = time.perf_counter()
-                for kernel, args in calls:
-                    kernel(*args)
+                for call in calls:
+                    call()
                 acc.append(time.perf_counter() - t0)
         return [float(np.median(t)) for t in times]
 

@@ -256,6 +256,22 @@ class Module:
         self._fork_check()
         self._raise_status(self._fn(*[a.ctypes.data for a in arrs], *svals))
 
+    def bind(self, *arrays: Any) -> Callable[[], None]:
+        """``run()`` that calls the function on ``arrays``: checked once here, not per call
+        (what a network's runtime replays on the same buffers every inference)."""
+        self._check_runnable()
+        arrs, svals = self._check(arrays)
+        fn, ptrs = self._fn, (*[a.ctypes.data for a in arrs], *svals)
+
+        def run() -> None:
+            self._fork_check()
+            status = fn(*ptrs)
+            if status:
+                self._raise_status(status)
+
+        run.arrays = arrs  # type: ignore[attr-defined]  # the pointers' owners stay alive
+        return run
+
     def _raise_status(self, status: int) -> None:
         """Turn a non-zero kernel status into a :class:`RuntimeCallError`."""
         if status == KernelStatus.OK:
