@@ -1,11 +1,11 @@
 """A zoo network's convolutions (``--model``, default resnet-18) inside the network,
-templtune against ONNX Runtime, one thread.
+templtune against ONNX Runtime, one thread (``TEMPLTUNE_NUM_THREADS`` sets both engines').
 
 Unlike a lone conv (``conv_layers.py``), each engine runs its whole network, so each conv
 sees its blocked input as the previous layer left it and its weights as the previous layers
 left the caches. templtune: the network built at opt_level 3 under ``--log`` (default the
 packaged log), each fused group's kernels timed in place (thread CPU time) while the whole
-plan runs; ORT: its session profiler's per-node times (wall clock; the NCHWc transformer's
+plan runs, wall clock with more than one thread); ORT: its session profiler's per-node times (wall clock; the NCHWc transformer's
 fused Conv nodes, bias, residual add and relu inside). The engines alternate, ``--runs``
 network runs each; each node's minimum is reported (the least disturbed on a shared host). The convs are matched in execution order (both
 engines run them in the graph's order) and checked by output size. Run::
@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("TEMPLTUNE_NUM_THREADS", "1")
+#: threads of both engines; with more than one, templtune's groups are timed by the wall clock
+THREADS = int(os.environ["TEMPLTUNE_NUM_THREADS"])
 
 from inference import load_model  # noqa: E402
 from peers import to_onnx  # noqa: E402
@@ -52,18 +54,20 @@ def templtune_groups(net, params, x, log: str | None):
     gm = graph.GraphModule(lib)
     gm.set_input(next(v.name for v in net.params if v.name not in params), x)
     gm.run()
-    plan, spans, j = gm.module.plan, [], 0
+    plan, calls, spans, j = gm.module.plan, gm.module.calls, [], 0
     for cg in lib.groups:
         spans.append((j, j + len(cg.steps)))
         j += len(cg.steps)
     best = [float("inf")] * len(spans)
 
+    clock = time.thread_time if THREADS == 1 else time.perf_counter
+
     def run() -> None:
         for g, (a, b) in enumerate(spans):
-            t0 = time.thread_time()
-            for kernel, args in plan[a:b]:
-                kernel(*args)
-            best[g] = min(best[g], time.thread_time() - t0)
+            t0 = clock()
+            for call in calls[a:b]:
+                call()
+            best[g] = min(best[g], clock() - t0)
 
     return run, lambda: [(cg.group.name, int(np.prod(plan[b - 1][1][-1].shape)), t)
                          for cg, (_, b), t in zip(lib.groups, spans, best)]
@@ -75,7 +79,7 @@ def ort_nodes(net, params, x):
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = THREADS
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.enable_profiling = True

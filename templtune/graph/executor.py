@@ -94,15 +94,16 @@ class GraphRuntime:
             args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
                          for e in step.inputs) + (buf,)
             self.plan.append((step.kernel, args))
+        #: the plan's calls bound to their arrays (argument checks done once, here)
         bind = [getattr(k, "bind", None) for k, _ in self.plan]
-        self._calls = [functools.partial(k, *a) if b is None else b(*a)
+        self.calls = [functools.partial(k, *a) if b is None else b(*a)
                        for b, (k, a) in zip(bind, self.plan)]
         #: bytes of intermediate storage after sharing, and without it
         self.storage_bytes = (storage.total, sum(u.nbytes for u in uses))
         self.output = env[id(lib.func.body)]
 
     def run(self) -> None:
-        for call in self._calls:
+        for call in self.calls:
             call()
 
     def set_input(self, name: str, value: np.ndarray) -> None:
@@ -127,7 +128,7 @@ class GraphRuntime:
         self.run()
         spans, j = [], 0
         for cg in self.lib.groups:
-            spans.append(self._calls[j:j + len(cg.steps)])
+            spans.append(self.calls[j:j + len(cg.steps)])
             j += len(cg.steps)
         times: list[list[float]] = [[] for _ in spans]
         for _ in range(number):
