@@ -181,3 +181,62 @@ def test_fallback_unrolls_kw_only_where_it_fits():
         assert _admitted(task.config_space, cfg)
         asm = templtune.build(sch, tensors, target="llvm").get_source("asm")
         assert not _ZMM_SPILL.search(asm)
+
+
+# ---- chunked reductions: 1x1 convs whose weights overflow L1 -----------------------------------
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ci=st.sampled_from([256, 512]), co=st.sampled_from([32, 64]), hw=st.integers(3, 9),
+       stride=st.sampled_from([1, 2]), pick=st.integers(0, 10 ** 6))
+def test_chunked_configs_match_numpy(ci, co, hw, stride, pick):
+    from templtune.templates.x86.conv2d_nchwc import reduction_chunk
+
+    args = (1, hw, hw + 1, co, ci, 1, 1, stride, 0)
+    space = autotvm.task.create("conv2d_NCHWc", args, "llvm").config_space
+    cfg = space.get(space.get_rand_index(rng=np.random.default_rng(pick)))
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    chunked = reduction_chunk(ci, ic_bn, oc_bn, 1, 1)
+    assert chunked or ci * oc_bn * 4 <= 32 * 1024
+    _run(args, cfg, np.random.default_rng(pick))
+
+
+def test_reduction_chunk_keeps_a_chunk_in_half_of_l1():
+    from templtune.templates.x86.conv2d_nchwc import L1_BYTES, band_rows, reduction_chunk
+
+    assert reduction_chunk(2048, 32, 32, 1, 1) == 4  # 128 channels x 32 x 4 B = 16 KiB
+    assert reduction_chunk(2048, 32, 32, 3, 3) == 0  # only 1x1 convs
+    assert reduction_chunk(256, 32, 32, 1, 1) == 0  # 32 KiB of weights stay in L1
+    for ci, ic_bn, oc_bn in [(512, 16, 64), (1024, 8, 32), (768, 48, 16), (4096, 64, 64)]:
+        c = reduction_chunk(ci, ic_bn, oc_bn, 1, 1)
+        assert c >= 1 and (ci // ic_bn) % c == 0
+        assert c == 1 or c * ic_bn * oc_bn * 4 <= L1_BYTES // 2
+    assert band_rows(7, 7) == 7 and band_rows(56, 56) == 4 and band_rows(13, 300) == 1
+
+
+def test_chunked_epilogue_and_registers():
+    from templtune import topi
+    from templtune.autotvm.epilogue import Epilogue, EpilogueInput
+    from templtune.codegen.llvm.asm_loops import hottest_loop
+    from templtune.graph.ops.nchwc import pack_bias
+
+    args = (1, 7, 7, 64, 512, 1, 1, 1, 0)
+    cfg = _entities(32, 32, 7, False)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    out_shape = (1, 2, 7, 7, 32)
+    ep = Epilogue((EpilogueInput((1, 2, 1, 1, 32)), EpilogueInput(out_shape)),
+                  lambda out, ins: topi.nn.relu(topi.add(topi.add(out, ins[0]), ins[1])),
+                  "bias_add_relu")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args, epilogue=ep)
+    mod = templtune.build(sch, tensors, target="llvm")
+    loop = hottest_loop(mod.get_source("asm"))
+    vecs = vec_regs(32, capabilities("llvm").lanes("float32"))
+    assert loop.fmas == 7 * vecs and loop.accumulators == 7 * vecs and loop.stack_accesses == 0
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
+    k = rng.standard_normal((64, 512, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    r = rng.standard_normal((1, 64, 7, 7)).astype(np.float32)
+    expect = np.maximum(ref.conv2d_nchw_python(x, k, 1, 0) + b[None, :, None, None] + r, 0)
+    out = np.zeros(out_shape, np.float32)
+    mod(pack_data(x, 32), pack_kernel(k, 32, 32), pack_bias(b, 32), pack_data(r, 32), out)
+    np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)

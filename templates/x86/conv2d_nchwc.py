@@ -85,6 +85,31 @@ def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) 
     return acc + taps * vecs + shared <= file_regs
 
 
+#: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
+L1_BYTES = 32 * 1024
+#: output pixels a chunk of weights serves while it is in L1 (one band of rows)
+BAND_PIXELS = 256
+
+
+def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
+    """Input-channel blocks per chunk of a 1x1 conv's reduction (0: not chunked).
+
+    An output-channel block's weights (``ci * oc_bn`` floats) that overflow L1 would stream
+    from L2 once per register block of pixels. Chunked, a band of output rows accumulates one
+    chunk of input channels at a time (the partial sums in a slab, the chunk's weights, at most
+    half of L1, reused by every pixel of the band), as ONNX Runtime's pointwise kernels do.
+    """
+    if kh * kw != 1 or ci * oc_bn * 4 <= L1_BYTES:
+        return 0
+    return divisor_at_most(ci // ic_bn, max(1, L1_BYTES // 2 // (ic_bn * oc_bn * 4)))
+
+
+def band_rows(oh: int, ow: int) -> int:
+    """Output rows per band of a chunked conv: the most (dividing ``oh``) within
+    :data:`BAND_PIXELS` pixels, at least one."""
+    return divisor_at_most(oh, max(1, BAND_PIXELS // ow))
+
+
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int) -> None:
     keep_oc = lane_filter(co)
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
@@ -175,6 +200,10 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     # whole reduction, then is stored once (through the epilogue); output rows run in parallel.
     out, acc = output_stage(s, tail)
     n, o, y, x, v = s[out].op.axis
+    chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
+    if chunk:
+        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn)
+        return s, [data, kernel, *tail.extras, out]
     xo, xi = s[out].split(x, factor=ow_bn)
     s[out].reorder(n, o, y, xo, xi, v)
     s[out].parallel(s[out].fuse(n, o, y))
@@ -192,6 +221,29 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     s[acc].unroll(ax)
     s[acc].vectorize(av)
     return s, [data, kernel, *tail.extras, out]
+
+
+def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int) -> None:
+    """Schedule a 1x1 conv whose reduction is chunked (:func:`reduction_chunk`): bands of
+    ``band`` output rows run in parallel; within one, per chunk of ``chunk`` input-channel
+    blocks, each register block (``ow_bn`` pixels x ``oc_bn`` channels) is loaded from the
+    band's slab of partial sums, accumulated in registers over the chunk and stored back; then
+    the band is stored (through the epilogue)."""
+    n, o, y, x, v = s[out].op.axis
+    yo, yi = s[out].split(y, factor=band)
+    xo, xi = s[out].split(x, factor=ow_bn)
+    s[out].reorder(n, o, yo, yi, xo, xi, v)
+    bands = s[out].fuse(n, o, yo)
+    s[out].parallel(bands)
+    s[out].vectorize(v)
+    s[acc].compute_at(s[out], bands)
+    _, _, ay, ax, av = s[acc].op.axis
+    arco, ary, arx, arci = s[acc].op.reduce_axis
+    axo, axi = s[acc].split(ax, factor=ow_bn)
+    rco_o, rco_i = s[acc].split(arco, factor=chunk)
+    s[acc].reorder(rco_o, ay, axo, rco_i, ary, arx, arci, axi, av)
+    s[acc].unroll(axi)
+    s[acc].vectorize(av)
 
 
 conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)
