@@ -3,28 +3,33 @@
 The workloads are listed in ``logs/reference_workloads.txt`` (one ``template args`` line each;
 ``#`` starts a comment). The pipeline
 
-1. optionally rewrites that file (``--refresh-workloads``) from the networks: every AutoTVM
+1. optionally adds to that file (``--refresh-workloads``) from the networks: every AutoTVM
    task that ``relay.build`` of resnet-18, resnet-50 and mobilenet (batch 1, NCHW, 224x224)
-   would instantiate, both with no tuning record (the strategies' fallback choice) and with the
-   records of the other family's packaged log (the implementations a log selects, e.g.
-   Winograd), plus ``--all-candidates``: every registered implementation of every layer;
-   the benchmark workloads section (``# section: benchmarks``) is kept as it is;
-2. tunes each workload with XGB (``--trials`` per workload, at most an equal share of what is
-   left of ``--time-budget``), one thread, appending to ``logs/pretune/<family>/<name>.log``
+   would instantiate for each family's target (:data:`FAMILY_TARGETS`; the blocked layouts
+   differ: 16 channels with AVX2, 32 with AVX-512), both with no tuning record (the
+   strategies' fallback choice) and with the records of that family's packaged log (the
+   implementations a log selects, e.g. Winograd), plus ``--all-candidates``: every registered
+   implementation of every layer; a new line names its families after a ``;`` (a line with
+   none is every family's); the benchmark workloads section (``# section: benchmarks``) is
+   kept as it is;
+2. tunes each workload of the family with XGB (``--trials`` per workload, at most an equal
+   share of what is left of ``--time-budget``), one thread, appending to ``logs/pretune/<family>/<name>.log``
    (a rerun resumes: records already there count toward ``--trials``);
 3. writes the best successful record of each workload to the family's packaged log
    (``templates/logs/cpu/x86.log`` for AVX2, ``x86_avx512.log`` for AVX-512; see
    :data:`templtune.autotvm.task.reference.FAMILY_LOGS`); with ``--only TEMPLATE`` only that
    template's records are replaced in place, every other line of the log is kept;
-4. with ``--block B``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
-   points of its space with ``B``-channel blocks in and out (``logs/rerank.py --block``), so
-   the network's convolutions keep one blocking and pay no layout transform between them.
+4. with ``--block [B]``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
+   points of its space with ``B``-channel blocks in and out (default: the family's;
+   ``logs/rerank.py --block``), so the network's convolutions keep one blocking and pay no
+   layout transform between them.
 
 The family is that of ``--target`` (default ``llvm``: the host), read from the Target's
 capability record. Usage::
 
     python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500] \
-        [--block 32] [--only depthwise_conv2d_NCHWc]
+        [--block] [--only depthwise_conv2d_NCHWc]
+    python3 logs/reference_logs.py --target "llvm -mcpu=haswell" ...   # the AVX2 log
 """
 
 from __future__ import annotations
@@ -47,8 +52,17 @@ from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family 
 WORKLOADS = ROOT / "logs" / "reference_workloads.txt"
 NETWORKS = ("resnet-18", "resnet-50", "mobilenet")
 BENCH_SECTION = "# section: benchmarks"
-#: the channel block of the networks' convolutions in the packaged logs (``--block``)
-PIPELINE_BLOCK = 32
+#: a target of each ISA family: the networks' workloads are extracted for both, and a
+#: family's log is tuned for its target (``--target`` may name another CPU of the family)
+FAMILY_TARGETS = {IsaFamily.AVX2: "llvm -mcpu=haswell", IsaFamily.AVX512: "llvm -mcpu=skylake-avx512"}
+
+
+def pipeline_block(target: str) -> int:
+    """The channel block of the networks' convolutions in ``target``'s packaged log: two
+    vector registers of float32 lanes (16 with AVX2, 32 with AVX-512), the fallback's block."""
+    from templtune.target import capabilities
+
+    return 2 * capabilities(target).lanes("float32")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +127,7 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
         # NOTE: the blocked convolutions' other implementations (Winograd) at the pipeline's
         # block: a record of theirs replaces the direct kernel of a layer where it is faster
         for conv in blockable_convs(net, set(params), target):
-            for _, impl in other_blocked(conv, target, (PIPELINE_BLOCK,)):
+            for _, impl in other_blocked(conv, target, (pipeline_block(target),)):
                 add(impl.template, impl.args, net_name)
         if all_candidates:
             for g in partition(net):
@@ -122,19 +136,45 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
     return [Workload(n, a, " ".join(nets)) for (n, a), nets in found.items()]
 
 
-def refresh(target: str, all_candidates: bool, path: Path = WORKLOADS) -> list[Workload]:
-    """Rewrite the network section of ``path``; the benchmark section is kept."""
-    bench: list[str] = []
-    if path.exists():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        if BENCH_SECTION in lines:
-            bench = lines[lines.index(BENCH_SECTION):]
-    nets = network_workloads(target, all_candidates)
-    head = ["# Workloads of the packaged reference logs (logs/reference_logs.py).",
-            "# section: networks (generated by --refresh-workloads: resnet-18, resnet-50,",
-            "# mobilenet, batch 1, NCHW 224x224, as relay.build instantiates them)"]
-    path.write_text("\n".join(head + [w.line() for w in nets] + [""] + bench) + "\n",
-                    encoding="utf-8")
+def family_workloads(all_candidates: bool) -> list[Workload]:
+    """The networks' workloads of every ISA family (:data:`FAMILY_TARGETS`); each one's note
+    names its networks, then its families after a ``;``."""
+    found: dict[tuple[str, tuple[int, ...]], tuple[set[str], list[str]]] = {}
+    for family, target in FAMILY_TARGETS.items():
+        for w in network_workloads(target, all_candidates):
+            nets, fams = found.setdefault((w.template, w.args), (set(), []))
+            nets.update(w.note.split())
+            fams.append(family.value)
+    order = {n: i for i, n in enumerate(NETWORKS)}
+    return [Workload(t, a, " ".join(sorted(nets, key=order.__getitem__)) + "; " + " ".join(fams))
+            for (t, a), (nets, fams) in found.items()]
+
+
+def families_of(w: Workload) -> set[str]:
+    """The ISA families whose builds instantiate ``w`` (every family when its note names
+    none, as the benchmark section's)."""
+    _, sep, fams = w.note.partition(";")
+    return set(fams.split()) if sep else {f.value for f in IsaFamily}
+
+
+def refresh(all_candidates: bool, path: Path = WORKLOADS) -> list[Workload]:
+    """Add to the network section of ``path`` every family's workloads it does not list yet
+    (a line already there stays as it is: the file only grows); the benchmark section is
+    kept."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    cut = lines.index(BENCH_SECTION) if BENCH_SECTION in lines else len(lines)
+    head, bench = lines[:cut], lines[cut:]
+    if not head:
+        head = ["# Workloads of the packaged reference logs (logs/reference_logs.py).",
+                "# section: networks (added by --refresh-workloads: resnet-18, resnet-50,",
+                "# mobilenet, batch 1, NCHW 224x224, as relay.build instantiates them for each",
+                "# ISA family's target; the families follow the ';', none: every family)"]
+    while head and not head[-1].strip():
+        head.pop()
+    listed = {(w.template, w.args) for w in read_workloads(path)} if path.exists() else set()
+    new = [w.line() for w in family_workloads(all_candidates)
+           if (w.template, w.args) not in listed]
+    path.write_text("\n".join(head + new + [""] + bench) + "\n", encoding="utf-8")
     return read_workloads(path)
 
 
@@ -220,16 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-budget", type=float, default=1500.0, help="seconds in all")
     ap.add_argument("--only", default=None, help="tune only workloads of this template")
     ap.add_argument("--no-tune", action="store_true", help="only distill the raw logs")
-    ap.add_argument("--block", type=int, default=None,
-                    help="re-rank conv2d_NCHWc workloads with this channel block (step 4)")
+    ap.add_argument("--block", type=int, nargs="?", const=0, default=None,
+                    help="re-rank conv2d_NCHWc workloads with this channel block (step 4; "
+                         "no value: the family's, 16 with AVX2, 32 with AVX-512)")
     a = ap.parse_args(argv)
 
     family = isa_family(a.target)
     if family is None:
         known = ", ".join(f.value for f in IsaFamily)
         raise SystemExit(f"target {a.target!r} is in no ISA family ({known})")
-    workloads = (refresh(a.target, a.all_candidates) if a.refresh_workloads
-                 else read_workloads())
+    workloads = refresh(a.all_candidates) if a.refresh_workloads else read_workloads()
+    workloads = [w for w in workloads if family.value in families_of(w)]
     if a.only:
         workloads = [w for w in workloads if w.template == a.only]
     raw_dir = ROOT / "logs" / "pretune" / family.value
@@ -243,10 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         n = merge(raw_dir, out, workloads)
         print(f"put {n} {a.only} records into {out}")
     else:
-        n = distill(raw_dir, out, read_workloads())
+        n = distill(raw_dir, out, workloads)
         print(f"wrote {n} records to {out}")
-    if a.block:
-        reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], a.block)
+    if a.block is not None:
+        block = a.block or pipeline_block(a.target)
+        reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], block)
     return 0
 
 

@@ -103,12 +103,39 @@ def test_workload_file_parses_and_round_trips(tmp_path):
         reference_logs.read_workloads(f)
 
 
-def test_workload_file_covers_what_the_build_instantiates():
-    """Every AutoTVM task building the three networks extracts is in the workload file."""
-    listed = {(w.template, w.args) for w in reference_logs.read_workloads()}
-    found = {(w.template, w.args) for w in reference_logs.network_workloads("llvm", False)}
+@pytest.mark.parametrize("family", list(reference_logs.FAMILY_TARGETS))
+def test_workload_file_covers_what_the_build_instantiates(family):
+    """Every AutoTVM task building the three networks extracts for a family's target is in
+    the workload file, under that family."""
+    target = reference_logs.FAMILY_TARGETS[family]
+    listed = {(w.template, w.args) for w in reference_logs.read_workloads()
+              if family.value in reference_logs.families_of(w)}
+    found = {(w.template, w.args) for w in reference_logs.network_workloads(target, False)}
     assert found <= listed, ("run python3 logs/reference_logs.py --refresh-workloads: "
                              f"missing {sorted(found - listed)}")
+
+
+@pytest.mark.parametrize("family", list(reference_logs.FAMILY_TARGETS))
+def test_packaged_log_covers_the_blocked_build(family):
+    """The family's packaged log has a record for every blocked conv (direct and depthwise)
+    that building the networks at opt_level 3 for the family's target instantiates."""
+    target = reference_logs.FAMILY_TARGETS[family]
+    blocked = {"conv2d_NCHWc", "depthwise_conv2d_NCHWc"}
+    found = {(w.template, w.args) for w in reference_logs.network_workloads(target, False)
+             if w.template in blocked}
+    log = ROOT / "templates" / "logs" / "cpu" / FAMILY_LOGS[family]
+    have = {(inp.task.name, tuple(inp.task.args)) for inp, res in record.load_from_file(log)
+            if int(res.error_no) == 0}
+    assert found <= have, f"{log.name} lacks {sorted(found - have)}"
+
+
+def test_pipeline_block_and_families_of_a_line():
+    assert reference_logs.pipeline_block(AVX2) == 16
+    assert reference_logs.pipeline_block(AVX512) == 32
+    w = reference_logs.Workload("dense", (1, 2, 3), "mobilenet; avx2")
+    assert reference_logs.families_of(w) == {"avx2"}
+    untagged = reference_logs.Workload("dense", (1, 2, 3), "mobilenet")
+    assert reference_logs.families_of(untagged) == {f.value for f in IsaFamily}
 
 
 def test_distill_keeps_the_best_record_of_listed_workloads(tmp_path):
