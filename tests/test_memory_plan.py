@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 import templtune
 from templtune import graph
 from templtune.graph.ir import Expr
-from templtune.graph.memory_plan import ALIGN, Use, allocate, plan_storage, view
+from templtune.graph.memory_plan import (
+    ALIGN,
+    Use,
+    allocate,
+    arena,
+    pack_constants,
+    plan_storage,
+    view,
+)
 from templtune.graph.transform import PassContext
 
 
@@ -95,6 +103,28 @@ def test_blocks_are_aligned_views() -> None:
     assert v.shape == (5, 5) and v.flags.c_contiguous and np.shares_memory(v, blocks[0])
 
 
+@pytest.mark.parametrize("nbytes", [1, 1000, 5 * 2**20 + 3])
+def test_arena_is_zeroed_aligned_and_writable(nbytes: int) -> None:
+    mem = arena(nbytes)
+    assert mem.size == nbytes and mem.dtype == np.uint8 and mem.flags.writeable
+    assert mem.ctypes.data % ALIGN == 0 and not mem.any()
+    mem[-1] = 7
+    assert mem[-1] == 7
+
+
+def test_pack_constants_copies_side_by_side() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 5)).astype("float32")
+    b = np.arange(7, dtype="int32")
+    packed = pack_constants([a, b, a])
+    np.testing.assert_array_equal(packed[0], a)
+    np.testing.assert_array_equal(packed[1], b)
+    assert packed[2] is packed[0] or np.shares_memory(packed[2], packed[0])
+    assert not np.shares_memory(packed[0], a)
+    assert all(p.ctypes.data % ALIGN == 0 and p.flags.c_contiguous for p in packed)
+    assert packed[1].ctypes.data - packed[0].ctypes.data == ALIGN  # 60 bytes, rounded
+
+
 def _residual_net() -> tuple[graph.Function, dict[str, np.ndarray]]:
     from templtune.graph import nn
 
@@ -131,6 +161,10 @@ def test_network_writes_residuals_in_place_and_matches_numpy() -> None:
     assert shared, "some residual add should write its output over the residual"
     used, unshared = rt.storage_bytes
     assert used < unshared
+    # the weights the kernels read are copies in one arena, not the build's arrays
+    built = [*params.values(), *(e for s in steps for e in s.inputs if isinstance(e, np.ndarray))]
+    read = [a for _, args in rt.plan for a in args[:-1]]
+    assert not any(np.may_share_memory(a, c) for a in read for c in built)
     m = graph.GraphModule(rt)
     ref = graph.evaluate(net, params, data=x)
     m.set_input("data", x)

@@ -230,3 +230,15 @@ def test_module_for_a_cpu_the_host_cannot_run_raises_instead_of_sigill() -> None
     g = templtune.build(s, [A, B], target=f"llvm -mcpu={host.cpu}")
     g(a, b)
     np.testing.assert_allclose(b, 2.0)
+
+
+@pytest.mark.parametrize("shape,dtype", [((1000, 3), "float32"), ((7,), "int64"), ((0, 4), "float32"),
+                                         ((2, 3, 5), "bool")])
+def test_aligned_copy_keeps_values_on_a_cache_line(shape, dtype):
+    from templtune.runtime.aligned import ALIGN, aligned_copy
+
+    a = (RNG.random(shape) * 10).astype(dtype)
+    b = aligned_copy(a)
+    assert b.shape == a.shape and b.dtype == a.dtype and b.flags.c_contiguous
+    assert b.ctypes.data % ALIGN == 0 and not np.shares_memory(a, b)
+    np.testing.assert_array_equal(a, b)

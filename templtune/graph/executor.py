@@ -22,7 +22,7 @@ import numpy as np
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
-from .memory_plan import Use, allocate, plan_storage, view
+from .memory_plan import Use, allocate, pack_constants, plan_storage, view
 from .op import GraphError
 
 logger = logging.getLogger("templtune.graph")
@@ -94,6 +94,17 @@ class GraphRuntime:
             args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
                          for e in step.inputs) + (buf,)
             self.plan.append((step.kernel, args))
+        # NOTE: the constants (weights, pre-transformed ones among them) are copied side by
+        # side in execution order into one 64-byte aligned arena: the run streams them like
+        # one array, and no vector load of a weight straddles two cache lines
+        consts = {id(a): a for v in lib.func.params if v.name in lib.params
+                  for a in (env[id(v)],)}
+        consts.update({id(e): e for step in steps for e in step.inputs
+                       if isinstance(e, np.ndarray)})
+        order = list({id(a): a for _, args in self.plan for a in args[:-1]
+                      if id(a) in consts}.values())
+        packed = {id(a): p for a, p in zip(order, pack_constants(order))}
+        self.plan = [(k, tuple(packed.get(id(a), a) for a in args)) for k, args in self.plan]
         #: the plan's calls bound to their arrays (argument checks done once, here)
         bind = [getattr(k, "bind", None) for k, _ in self.plan]
         self.calls = [functools.partial(k, *a) if b is None else b(*a)

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALIGN", "StoragePlan", "Use", "allocate", "plan_storage", "view"]
+from templtune.runtime.aligned import ALIGN, aligned_bytes
 
-#: byte alignment of every storage block (a cache line, one zmm register)
-ALIGN = 64
+__all__ = ["ALIGN", "StoragePlan", "Use", "allocate", "arena", "pack_constants", "plan_storage",
+           "view"]
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +132,43 @@ def plan_storage(uses: Sequence[Use], keep: frozenset[int] = frozenset()) -> Sto
 
 
 def allocate(plan: StoragePlan) -> list[np.ndarray]:
-    """One zeroed, :data:`ALIGN`-byte aligned ``uint8`` array per block of ``plan``."""
-    out = []
+    """One zeroed, :data:`ALIGN`-byte aligned ``uint8`` view per block of ``plan``, all in one
+    arena (:func:`arena`)."""
+    offsets, total = [], 0
     for size in plan.sizes:
-        raw = np.zeros(size + ALIGN, dtype=np.uint8)
-        off = (-raw.ctypes.data) % ALIGN
-        out.append(raw[off:off + size])
+        offsets.append(total)
+        total += size
+    mem = arena(total)
+    return [mem[o:o + s] for o, s in zip(offsets, plan.sizes)]
+
+
+def arena(nbytes: int) -> np.ndarray:
+    """A zeroed ``uint8`` array of ``nbytes``, :data:`ALIGN`-byte aligned (numpy's own
+    allocations are only 16-byte aligned: a vector load from one may straddle two cache
+    lines)."""
+    return aligned_bytes(nbytes)
+
+
+def pack_constants(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Copies of ``arrays`` side by side in one :func:`arena`, in the given order, each
+    :data:`ALIGN`-byte aligned; the same array given twice is copied once. Given in the order
+    a network's kernels read them, its weights stream from memory as one aligned array."""
+    first: dict[int, int] = {}
+    offsets: list[int] = []
+    total = 0
+    for k, a in enumerate(arrays):
+        if id(a) in first:
+            offsets.append(offsets[first[id(a)]])
+            continue
+        first[id(a)] = k
+        offsets.append(total)
+        total += _round(a.nbytes)
+    mem = arena(total)
+    out = []
+    for a, o in zip(arrays, offsets):
+        v = view(mem[o:], a.shape, a.dtype)
+        v[...] = a
+        out.append(v)
     return out
 
 

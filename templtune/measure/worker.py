@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from templtune.errors import CodegenError, InstantiationError
+from templtune.runtime.aligned import aligned_copy
 
 from .candidate import ArgInfo, Candidate, arg_info, is_device_target
 from .measure import MeasureErrorNo
@@ -354,12 +355,14 @@ def run_candidate(req: RunRequest) -> RunReply:
     check = req.check and st.reference is not None
     module = load_artifact(req.artifact)
     dev = templtune.cuda() if st.device == "cuda" else templtune.cpu()
-    arrays = [a.copy() for a in st.inputs]
+    # NOTE: 64-byte aligned as the network runtime's buffers (and TVM's NDArrays): a kernel is
+    # timed on memory laid out as inside a network
+    arrays = [aligned_copy(a) for a in st.inputs]
     if check:
         assert st.reference is not None
         with np.errstate(over="ignore"):
             for pos, ref in zip(st.outputs, st.reference):
-                arrays[pos] = _unwritten(ref)
+                arrays[pos] = aligned_copy(_unwritten(ref))
     t0 = time.perf_counter()
     module(*arrays)
     first = time.perf_counter() - t0
