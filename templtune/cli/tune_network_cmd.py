@@ -327,14 +327,18 @@ def same_blocking(seeds: dict[Any, list[Any]]) -> Any:
 def _remeasure(args: argparse.Namespace, tasks: list, log: str,
                seeds: dict[Any, list[Any]]) -> None:
     """Each task's fastest configs (at its packaged record's blocking, :func:`same_blocking`)
-    measured again side by side (longer timings) into :func:`best_log_path`, which the build
-    then uses."""
+    measured again side by side into :func:`best_log_path`, which the build then uses.
+
+    Every timed call starts from flushed caches (all arguments but the data): inside a
+    network a layer meets its weights cold, and a kernel with large weights (Winograd's
+    transformed ones) that wins on hot caches can lose there."""
     from templtune import autotvm
     from templtune.autotvm.tuner.remeasure import remeasure_best
 
     t0 = time.time()
     option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
-                                    runner=_runner(args, autotvm, repeat=5, min_repeat_ms=50))
+                                    runner=_runner(args, autotvm, number=1, repeat=15,
+                                                   min_repeat_ms=0, enable_cpu_cache_flush=True))
     try:
         n = remeasure_best(tasks, log, best_log_path(log), option, top=args.remeasure_top,
                            keep=same_blocking(seeds))
