@@ -109,6 +109,7 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
     from templtune.graph.fuse import partition
 
     found: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    block = pipeline_block(target)
 
     def add(name: str, args: tuple[int, ...], net_name: str) -> None:
         nets = found.setdefault((name, tuple(int(a) for a in args)), [])
@@ -127,7 +128,7 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
         # NOTE: the blocked convolutions' other implementations (Winograd) at the pipeline's
         # block: a record of theirs replaces the direct kernel of a layer where it is faster
         for conv in blockable_convs(net, set(params), target):
-            for _, impl in other_blocked(conv, target, (pipeline_block(target),)):
+            for _, impl in other_blocked(conv, target, (block,)):
                 add(impl.template, impl.args, net_name)
         if all_candidates:
             for g in partition(net):

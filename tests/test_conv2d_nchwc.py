@@ -79,35 +79,50 @@ def test_inner_loop_is_broadcast_fma_without_spills():
     assert not re.search(rf"vmovups\s+%{vec}\d+, -?\d*\(%rsp\)", asm)
 
 
-def test_fused_epilogue_bias_residual_relu():
+def _bias_residual_relu(args: tuple, cfg) -> tuple:
+    """``(module, ic_bn, oc_bn)``: ``cfg``'s kernel of ``args`` with a fused bias, residual add
+    and relu."""
     from templtune import topi
     from templtune.autotvm.epilogue import Epilogue, EpilogueInput
-    from templtune.graph.ops.nchwc import pack_bias
 
-    args = (1, 6, 7, 32, 16, 3, 3, 1, 1)
-    cfg = FallbackConfigEntity()
+    n, h, w, co, ci, kh, kw, s, p = args
     task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
     with Target("llvm"), autotvm.ApplyConfig(cfg):
         task.func(*args)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
-    out_shape = (1, 32 // oc_bn, 6, 7, oc_bn)
-    ep = Epilogue((EpilogueInput((1, 32 // oc_bn, 1, 1, oc_bn)), EpilogueInput(out_shape)),
+    oh, ow = (h + 2 * p - kh) // s + 1, (w + 2 * p - kw) // s + 1
+    out_shape = (n, co // oc_bn, oh, ow, oc_bn)
+    ep = Epilogue((EpilogueInput((1, co // oc_bn, 1, 1, oc_bn)), EpilogueInput(out_shape)),
                   lambda out, ins: topi.nn.relu(topi.add(topi.add(out, ins[0]), ins[1])),
                   "bias_add_relu")
     with Target("llvm"), autotvm.ApplyConfig(cfg):
         sch, tensors = task.func(*args, epilogue=ep)
     assert len(tensors) == 5
-    mod = templtune.build(sch, tensors, target="llvm")
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((1, 16, 6, 7)).astype(np.float32)
-    k = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(32).astype(np.float32)
-    r = rng.standard_normal((1, 32, 6, 7)).astype(np.float32)
-    expect = np.maximum(ref.conv2d_nchw_python(x, k, 1, 1) + b[None, :, None, None] + r, 0)
-    out = np.zeros(out_shape, np.float32)
+    return templtune.build(sch, tensors, target="llvm"), ic_bn, oc_bn
+
+
+def _check_bias_residual_relu(mod, args: tuple, ic_bn: int, oc_bn: int, seed: int) -> None:
+    """Run ``mod`` (from :func:`_bias_residual_relu`) on random inputs against numpy."""
+    from templtune.graph.ops.nchwc import pack_bias
+
+    n, h, w, co, ci, kh, kw, s, p = args
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    conv = ref.conv2d_nchw_python(x, k, s, p)
+    r = rng.standard_normal(conv.shape).astype(np.float32)
+    expect = np.maximum(conv + b[None, :, None, None] + r, 0)
+    out = np.zeros((n, co // oc_bn, *conv.shape[2:], oc_bn), np.float32)
     mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), pack_bias(b, oc_bn),
         pack_data(r, oc_bn), out)
     np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)
+
+
+def test_fused_epilogue_bias_residual_relu():
+    args = (1, 6, 7, 32, 16, 3, 3, 1, 1)
+    mod, ic_bn, oc_bn = _bias_residual_relu(args, FallbackConfigEntity())
+    _check_bias_residual_relu(mod, args, ic_bn, oc_bn, seed=3)
 
 
 # ---- register blocks: what the space admits and what LLVM keeps in registers -------------------
@@ -213,30 +228,11 @@ def test_reduction_chunk_keeps_a_chunk_in_half_of_l1():
 
 
 def test_chunked_epilogue_and_registers():
-    from templtune import topi
-    from templtune.autotvm.epilogue import Epilogue, EpilogueInput
     from templtune.codegen.llvm.asm_loops import hottest_loop
-    from templtune.graph.ops.nchwc import pack_bias
 
     args = (1, 7, 7, 64, 512, 1, 1, 1, 0)
-    cfg = _entities(32, 32, 7, False)
-    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
-    out_shape = (1, 2, 7, 7, 32)
-    ep = Epilogue((EpilogueInput((1, 2, 1, 1, 32)), EpilogueInput(out_shape)),
-                  lambda out, ins: topi.nn.relu(topi.add(topi.add(out, ins[0]), ins[1])),
-                  "bias_add_relu")
-    with Target("llvm"), autotvm.ApplyConfig(cfg):
-        sch, tensors = task.func(*args, epilogue=ep)
-    mod = templtune.build(sch, tensors, target="llvm")
+    mod, ic_bn, oc_bn = _bias_residual_relu(args, _entities(32, 32, 7, False))
     loop = hottest_loop(mod.get_source("asm"))
     vecs = vec_regs(32, capabilities("llvm").lanes("float32"))
     assert loop.fmas == 7 * vecs and loop.accumulators == 7 * vecs and loop.stack_accesses == 0
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((1, 512, 7, 7)).astype(np.float32)
-    k = rng.standard_normal((64, 512, 1, 1)).astype(np.float32)
-    b = rng.standard_normal(64).astype(np.float32)
-    r = rng.standard_normal((1, 64, 7, 7)).astype(np.float32)
-    expect = np.maximum(ref.conv2d_nchw_python(x, k, 1, 0) + b[None, :, None, None] + r, 0)
-    out = np.zeros(out_shape, np.float32)
-    mod(pack_data(x, 32), pack_kernel(k, 32, 32), pack_bias(b, 32), pack_data(r, 32), out)
-    np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)
+    _check_bias_residual_relu(mod, args, ic_bn, oc_bn, seed=4)

@@ -16,16 +16,10 @@ from hypothesis import strategies as st
 import templtune
 from templtune import graph
 from templtune.graph.ir import Expr
-from templtune.graph.memory_plan import (
-    ALIGN,
-    Use,
-    allocate,
-    arena,
-    pack_constants,
-    plan_storage,
-    view,
-)
+from templtune.graph.memory_plan import Use, allocate, pack_constants, plan_storage
 from templtune.graph.transform import PassContext
+from templtune.runtime.aligned import ALIGN, view
+from templtune.runtime.aligned import aligned_bytes as arena
 
 
 def _lives(uses: list[Use], keep: frozenset[int]) -> dict[int, tuple[int, int]]:

@@ -2,7 +2,8 @@
 target of that family (default ``llvm -mcpu=haswell``: the AVX2 log, runnable on any AVX2 or
 AVX-512 host), outputs checked against the numpy interpreter.
 
-Both builds run in one process, interleaved in ``--rounds`` rounds of 2 runs; medians.
+Both builds run in one process, interleaved in ``--rounds`` rounds of 2 runs
+(``inference.time_engines``); medians.
 Run::
 
     TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/family_log.py [--target T]
@@ -14,17 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inference import cpu_name, load_model  # noqa: E402
+from inference import cpu_name, load_model, time_engines  # noqa: E402
 
-from templtune import graph  # noqa: E402
-from templtune.autotvm import env  # noqa: E402
+from templtune import config, graph  # noqa: E402
 from templtune.graph.transform import PassContext  # noqa: E402
 
 
@@ -41,32 +40,20 @@ def main() -> None:
         inp = next(v for v in net.params if v.name not in params)
         x = np.random.default_rng(0).standard_normal(inp.shape).astype(np.float32)
         ref = graph.evaluate(net, params, **{inp.name: x})
-        mods = {}
-        for label, use in (("fallback configs", False), ("packaged log", True)):
-            env.set_use_reference_logs(use)
-            try:
-                with PassContext(opt_level=3):
-                    lib = graph.build(net, a.target, params)
-            finally:
-                env.set_use_reference_logs(True)
+        runs = {}
+        for label, packaged in (("fallback configs", False), ("packaged log", True)):
+            with config.scope(TEMPLTUNE_NO_TOPHUB=not packaged), PassContext(opt_level=3):
+                lib = graph.build(net, a.target, params)
             m = graph.GraphModule(lib["default"]())
-            m.set_input(inp.name, x)
-            m.run()
+            m.run(**{inp.name: x})
             err = np.abs(m.get_output(0).numpy() - ref).max() / np.abs(ref).max()
             if err > 1e-3:
                 raise SystemExit(f"{name} ({label}): relative error {err:.1e} to numpy")
             print(f"  {name} {label}: {lib.num_tuned} of {len(lib.groups)} groups from "
                   f"records, relative error to numpy {err:.1e}")
-            mods[label] = m
-        times: dict[str, list[float]] = {k: [] for k in mods}
-        for _ in range(a.rounds):
-            for k, m in mods.items():
-                t0 = time.perf_counter()
-                m.run()
-                m.run()
-                times[k].append((time.perf_counter() - t0) / 2)
-        fb, pk = (float(np.median(times[k])) for k in mods)
-        print(f"{name}: fallback {fb * 1e3:.2f} ms, packaged log {pk * 1e3:.2f} ms, "
+            runs[label] = m.run
+        fb, pk = time_engines(runs, a.rounds, 2, 0.0).values()
+        print(f"{name}: fallback {fb:.2f} ms, packaged log {pk:.2f} ms, "
               f"packaged {fb / pk:.2f}x faster (median of {a.rounds} rounds)")
 
 

@@ -86,8 +86,8 @@ def _define(cfg: Any, co: int, oh: int, ow: int) -> None:
 
 def fallback_block(co: int, oh: int, ow: int, lanes: int, regs: int) -> tuple[int, int, int]:
     """``(C, R, W)`` for the fallback: two vectors of width per row, then as many output
-    channels as leave eight accumulators (measured on znver3 for the stem: 4 x 1 x 16 beats
-    the fuller 12-accumulator blocks, whose extra broadcasts cost more than they hide)."""
+    channels as leave eight accumulators (fuller 12-accumulator blocks need more broadcasts
+    than their extra chains hide)."""
     ws = [d for d in range(8, min(ow, 64) + 1, 8) if ow % d == 0] or [ow]
     w = min(ws, key=lambda d: (abs(vec_regs(d, lanes) - 2), -d))
     per_row = vec_regs(w, lanes)

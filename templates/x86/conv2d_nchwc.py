@@ -199,11 +199,11 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     # NOTE: the output block (ow_bn pixels x oc_bn channels) accumulates in registers over the
     # whole reduction, then is stored once (through the epilogue); output rows run in parallel.
     out, acc = output_stage(s, tail)
-    n, o, y, x, v = s[out].op.axis
     chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
     if chunk:
         _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn)
         return s, [data, kernel, *tail.extras, out]
+    n, o, y, x, v = s[out].op.axis
     xo, xi = s[out].split(x, factor=ow_bn)
     s[out].reorder(n, o, y, xo, xi, v)
     s[out].parallel(s[out].fuse(n, o, y))

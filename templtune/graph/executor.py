@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from templtune.runtime.aligned import view
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
-from .memory_plan import Use, allocate, pack_constants, plan_storage, view
+from .memory_plan import Use, allocate, pack_constants, plan_storage
 from .op import GraphError
 
 logger = logging.getLogger("templtune.graph")
@@ -74,10 +75,18 @@ class GraphRuntime:
         self.lib = lib
         self.inputs = {v.name: np.zeros(v.shape, dtype=v.dtype)
                        for v in input_vars(lib.func, lib.params)}
-        env: dict[int, np.ndarray] = {}
-        for v in lib.func.params:
-            env[id(v)] = lib.params[v.name] if v.name in lib.params else self.inputs[v.name]
+        env: dict[int, np.ndarray] = {id(v): self.inputs[v.name] for v in lib.func.params
+                                      if v.name not in lib.params}
+        bound = {id(v): lib.params[v.name] for v in lib.func.params if v.name in lib.params}
         steps = [step for cg in lib.groups for step in cg.steps]
+        # NOTE: the constants (weights, pre-transformed ones among them) are copied side by
+        # side in the order the run reads them into one 64-byte aligned array: the run
+        # streams them like one array, and no vector load of a weight straddles two cache lines
+        consts = [e if isinstance(e, np.ndarray) else bound[id(e)]
+                  for step in steps for e in step.inputs
+                  if isinstance(e, np.ndarray) or id(e) in bound]
+        packed = {id(a): p for a, p in zip(consts, pack_constants(consts))}
+        env.update({k: packed.get(id(a), a) for k, a in bound.items()})
         produced = {id(step.output) for step in steps}
         uses = [Use(tuple(id(e) for e in step.inputs
                           if not isinstance(e, np.ndarray) and id(e) in produced),
@@ -91,20 +100,9 @@ class GraphRuntime:
             out = step.output
             buf = view(blocks[storage.block_of[id(out)]], out.shape, out.dtype)
             env[id(out)] = buf
-            args = tuple(e if isinstance(e, np.ndarray) else env[id(e)]
+            args = tuple(packed[id(e)] if isinstance(e, np.ndarray) else env[id(e)]
                          for e in step.inputs) + (buf,)
             self.plan.append((step.kernel, args))
-        # NOTE: the constants (weights, pre-transformed ones among them) are copied side by
-        # side in execution order into one 64-byte aligned arena: the run streams them like
-        # one array, and no vector load of a weight straddles two cache lines
-        consts = {id(a): a for v in lib.func.params if v.name in lib.params
-                  for a in (env[id(v)],)}
-        consts.update({id(e): e for step in steps for e in step.inputs
-                       if isinstance(e, np.ndarray)})
-        order = list({id(a): a for _, args in self.plan for a in args[:-1]
-                      if id(a) in consts}.values())
-        packed = {id(a): p for a, p in zip(order, pack_constants(order))}
-        self.plan = [(k, tuple(packed.get(id(a), a) for a in args)) for k, args in self.plan]
         #: the plan's calls bound to their arrays (argument checks done once, here)
         bind = [getattr(k, "bind", None) for k, _ in self.plan]
         self.calls = [functools.partial(k, *a) if b is None else b(*a)

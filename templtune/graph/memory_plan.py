@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from templtune.runtime.aligned import ALIGN, aligned_bytes
+from templtune.runtime.aligned import ALIGN, aligned_bytes, view
 
-__all__ = ["ALIGN", "StoragePlan", "Use", "allocate", "arena", "pack_constants", "plan_storage",
-           "view"]
+__all__ = ["StoragePlan", "Use", "allocate", "pack_constants", "plan_storage"]
 
 
 
@@ -132,48 +131,28 @@ def plan_storage(uses: Sequence[Use], keep: frozenset[int] = frozenset()) -> Sto
 
 
 def allocate(plan: StoragePlan) -> list[np.ndarray]:
-    """One zeroed, :data:`ALIGN`-byte aligned ``uint8`` view per block of ``plan``, all in one
-    arena (:func:`arena`)."""
-    offsets, total = [], 0
-    for size in plan.sizes:
-        offsets.append(total)
-        total += size
-    mem = arena(total)
-    return [mem[o:o + s] for o, s in zip(offsets, plan.sizes)]
-
-
-def arena(nbytes: int) -> np.ndarray:
-    """A zeroed ``uint8`` array of ``nbytes``, :data:`ALIGN`-byte aligned (numpy's own
-    allocations are only 16-byte aligned: a vector load from one may straddle two cache
-    lines)."""
-    return aligned_bytes(nbytes)
+    """One zeroed ``uint8`` view per block of ``plan``, side by side in one
+    :data:`ALIGN`-byte aligned array."""
+    return _side_by_side(plan.sizes)
 
 
 def pack_constants(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Copies of ``arrays`` side by side in one :func:`arena`, in the given order, each
-    :data:`ALIGN`-byte aligned; the same array given twice is copied once. Given in the order
-    a network's kernels read them, its weights stream from memory as one aligned array."""
-    first: dict[int, int] = {}
-    offsets: list[int] = []
-    total = 0
-    for k, a in enumerate(arrays):
-        if id(a) in first:
-            offsets.append(offsets[first[id(a)]])
-            continue
-        first[id(a)] = k
-        offsets.append(total)
-        total += _round(a.nbytes)
-    mem = arena(total)
-    out = []
-    for a, o in zip(arrays, offsets):
-        v = view(mem[o:], a.shape, a.dtype)
-        v[...] = a
-        out.append(v)
+    """Copies of ``arrays`` side by side in one :data:`ALIGN`-byte aligned array, in the given
+    order, each aligned; the same array given twice is copied once. Given in the order a
+    network's kernels read them, its weights stream from memory as one aligned array."""
+    unique = list({id(a): a for a in arrays}.values())
+    copies = {}
+    for a, block in zip(unique, _side_by_side([_round(a.nbytes) for a in unique])):
+        copies[id(a)] = view(block, a.shape, a.dtype)
+        copies[id(a)][...] = a
+    return [copies[id(a)] for a in arrays]
+
+
+def _side_by_side(sizes: Sequence[int]) -> list[np.ndarray]:
+    # NOTE: numpy aligns its own allocations to 16 bytes only: a vector load from one may
+    # straddle two cache lines
+    mem, out, at = aligned_bytes(sum(sizes)), [], 0
+    for size in sizes:
+        out.append(mem[at:at + size])
+        at += size
     return out
-
-
-def view(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype | str) -> np.ndarray:
-    """The value of ``shape`` and ``dtype`` at the start of ``block``."""
-    dt = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    return block[:n].view(dt).reshape(shape)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ALIGN", "aligned_bytes", "aligned_copy"]
+__all__ = ["ALIGN", "aligned_bytes", "aligned_copy", "view"]
 
 #: byte alignment of the arrays made here
 ALIGN = 64
@@ -25,6 +25,13 @@ def aligned_bytes(nbytes: int) -> np.ndarray:
 def aligned_copy(a: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of ``a`` (same shape and dtype) on an :data:`ALIGN`-byte boundary."""
     a = np.asarray(a)
-    out = aligned_bytes(max(a.nbytes, 1))[:a.nbytes].view(a.dtype).reshape(a.shape)
+    out = view(aligned_bytes(a.nbytes), a.shape, a.dtype)
     out[...] = a
     return out
+
+
+def view(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype | str) -> np.ndarray:
+    """The array of ``shape`` and ``dtype`` at the start of the ``uint8`` array ``block``."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    return block[:n].view(dt).reshape(shape)

@@ -2,8 +2,8 @@
 
 Generated code allocates large intermediate buffers (packed weights, Winograd tiles) with
 ``aligned_alloc`` on every call. glibc serves big requests with ``mmap`` and trims freed heap
-memory back to the OS, so every call pays fresh page faults: measured 1.7 ms of a 3.9 ms Winograd
-call, enough to make the tuner rank configurations by allocation cost. TVM avoids this with a
+memory back to the OS, so every call pays fresh page faults: a large share of a Winograd call,
+enough to make the tuner rank configurations by allocation cost. TVM avoids this with a
 pooled workspace allocator; templtune gets the same effect by raising glibc's mmap and trim
 thresholds once per process, so freed scratch memory is reused by the next call.
 
