@@ -25,7 +25,7 @@ def aligned_bytes(nbytes: int) -> np.ndarray:
 def aligned_copy(a: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of ``a`` (same shape and dtype) on an :data:`ALIGN`-byte boundary."""
     a = np.asarray(a)
-    out = view(aligned_bytes(a.nbytes), a.shape, a.dtype)
+    out = view(aligned_bytes(max(a.nbytes, 1)), a.shape, a.dtype)  # a 0-byte slice may not keep the address
     out[...] = a
     return out
 
