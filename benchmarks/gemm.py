@@ -12,7 +12,8 @@ The hand schedule's loop order (row tiles outermost, one column block per tile) 
 ``dense`` template had before its column-block tiles. Timing: for each thread count, rounds alternate every kernel; each reports the median over
 rounds, so all see the same machine load. At 1 thread the time is the calling thread's CPU
 time (``time.thread_time``: what other processes on the shared cores take is not counted), at
-more threads wall time (their ratios to numpy in the same rounds are the figure to read). Each
+more threads wall time (their ratios to numpy in the same rounds are the figure to read;
+``p/round`` is the median of each round's ratio to the FMA peak timed in that round). Each
 timing starts ``--settle`` seconds after the previous kernel's calls: OpenBLAS's worker threads
 keep spinning for tens of milliseconds after a call (libgomp's for a few). Run::
 
@@ -167,13 +168,16 @@ def main() -> None:
         print(f"\n{th} thread(s), {what}, {opts.rounds} rounds x {opts.number} calls, medians "
               "(/numpy: of the per-round ratios); "
               f"FMA peak {g_peak:.1f} GFLOPS; load average {os.getloadavg()[0]:.1f}")
-        print(f"{'kernel':>28} {'GFLOPS':>7} {'max':>7} {'/numpy':>7} {'% peak':>7}")
+        print(f"{'kernel':>28} {'GFLOPS':>7} {'max':>7} {'/numpy':>7} {'% peak':>7} "
+              f"{'p/round':>7}")
         for k, ts in times.items():
             g = flop / statistics.median(ts) / 1e9
             # the median of the per-round ratios: each round's kernel and numpy saw one load
             ratio = statistics.median(n_t / t for t, n_t in zip(ts, times["numpy"]))
+            # likewise against the peak timed in the same round (the host's speed drifts)
+            of_peak = statistics.median(flop / t / 1e9 / p for t, p in zip(ts, peak))
             print(f"{k:>28} {g:>7.1f} {flop / min(ts) / 1e9:>7.1f} {ratio:>7.2f} "
-                  f"{100 * g / g_peak:>6.0f}%")
+                  f"{100 * g / g_peak:>6.0f}% {100 * of_peak:>6.0f}%")
     print(f"\nload average at end: {os.getloadavg()[0]:.1f}")
 
 

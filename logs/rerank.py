@@ -17,10 +17,15 @@ keeps one layout from conv to conv and pays no layout transform between them; th
 then only names the workloads. ``--quantile`` picks the statistic of the rounds (0.5: the
 median; a lower one discounts rounds slowed by other processes on a shared host).
 
+``--together``: the candidates of all the given logs are timed in the same rounds (by
+default each workload's in its own). The build runs whichever implementation of a layer has
+the lowest recorded cost, so records of competing implementations (the direct conv and
+Winograd of one layer) are only comparable when timed under the same load.
+
 Usage::
 
     python3 logs/rerank.py logs/pretune/conv2d_nchw_wvec_1_224_224_64_3_7_7_2_3.log [...]
-        [--top 6] [--rounds 7] [--number 5] [--block 32] [--quantile 0.5]
+        [--top 6] [--rounds 7] [--number 5] [--block 32] [--quantile 0.5] [--together]
 """
 
 from __future__ import annotations
@@ -85,10 +90,11 @@ def block_candidates(inp: object, block: int) -> list[object]:
     return out
 
 
-def rerank(path: str, top: int, rounds: int, number: int, block: int | None = None,
-           quantile: float = 0.5) -> dict[tuple[str, str], str]:
-    """``{workload key: encoded winning record}`` for the workloads of one raw log (see the
-    module docstring for ``block`` and ``quantile``)."""
+def candidates(path: str, top: int, block: int | None = None
+               ) -> dict[tuple[str, str], list[object]]:
+    """``{workload key: measure inputs to time}`` for the workloads of one raw log: the ``top``
+    distinct configs of lowest mean cost, or (``block``) every ``conv2d_NCHWc`` space point
+    with that channel block."""
     groups: dict[tuple[str, str], dict[str, tuple[float, object]]] = {}
     for inp, res in load_from_file(path):
         if int(res.error_no) != 0 or not res.costs:
@@ -98,15 +104,26 @@ def rerank(path: str, top: int, rounds: int, number: int, block: int | None = No
         ck = str(inp.config)
         if ck not in cfgs or cost < cfgs[ck][0]:
             cfgs[ck] = (cost, inp)
-    out = {}
-    rng = np.random.default_rng(0)
+    out: dict[tuple[str, str], list[object]] = {}
     for key, cfgs in groups.items():
         cands = [inp for _, inp in sorted(cfgs.values(), key=lambda t: t[0])[:top]]
         if block is not None and key[0] == "conv2d_NCHWc":
             cands = block_candidates(cands[0], block)
             if not cands:
                 raise SystemExit(f"{key[0]}{key[1]}: no config with {block}-channel blocks")
-        timers = []
+        out[key] = cands
+    return out
+
+
+def time_pool(pool: dict[tuple[str, str], list[object]], rounds: int, number: int,
+              quantile: float = 0.5) -> dict[tuple[str, str], str]:
+    """``{workload key: encoded winning record}``: every candidate of ``pool`` is built, then
+    all are timed round-robin in the same rounds, so that the winners' costs of different
+    workloads (implementations competing for one layer, as Winograd and the direct conv do)
+    were measured under the same machine load and compare."""
+    rng = np.random.default_rng(0)
+    timers = []
+    for key, cands in pool.items():
         for inp in cands:
             with autotvm.ApplyConfig(inp.config), templtune.target.Target(str(inp.target)):
                 s, bufs = inp.task.func(*inp.task.args)
@@ -115,20 +132,33 @@ def rerank(path: str, top: int, rounds: int, number: int, block: int | None = No
             arrs = [rng.standard_normal([int(x) for x in b.shape]).astype(np.float32)
                     for b in bufs]
             mod(*arrs)
-            timers.append((inp, _thread_timer(mod, number), arrs))
-        samples: list[list[float]] = [[] for _ in timers]
-        for _ in range(rounds):
-            for k, (_, ev, arrs) in enumerate(timers):
-                samples[k].append(ev(*arrs))
-        meds = [float(np.quantile(v, quantile)) for v in samples]
-        best = int(np.argmin(meds))
-        for k, (inp, _, _) in enumerate(timers):
-            print(f"{key[0]}{key[1]}: {meds[k] * 1e3:8.3f} ms  {inp.config}"
+            timers.append((key, inp, _thread_timer(mod, number), arrs))
+    samples: list[list[float]] = [[] for _ in timers]
+    for _ in range(rounds):
+        for k, (_, _, ev, arrs) in enumerate(timers):
+            samples[k].append(ev(*arrs))
+    stat = [float(np.quantile(v, quantile)) for v in samples]
+    out = {}
+    for key in pool:
+        mine = [k for k, t in enumerate(timers) if t[0] == key]
+        best = min(mine, key=lambda k: stat[k])
+        for k in mine:
+            print(f"{key[0]}{key[1]}: {stat[k] * 1e3:8.3f} ms  {timers[k][1].config}"
                   f"{'  <- best' if k == best else ''}")
-        inp = timers[best][0]
         res = MeasureResult(tuple(sorted(samples[best])[:3]), MeasureErrorNo.NO_ERROR, 0.0,
                             time.time())
-        out[key] = encode(inp, res)
+        out[key] = encode(timers[best][1], res)
+    return out
+
+
+def rerank(path: str, top: int, rounds: int, number: int, block: int | None = None,
+           quantile: float = 0.5) -> dict[tuple[str, str], str]:
+    """``{workload key: encoded winning record}`` for the workloads of one raw log, each
+    workload's candidates timed in their own rounds (see the module docstring for ``block``
+    and ``quantile``)."""
+    out = {}
+    for key, cands in candidates(path, top, block).items():
+        out.update(time_pool({key: cands}, rounds, number, quantile))
     return out
 
 
@@ -159,6 +189,8 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=None,
                     help="conv2d_NCHWc: time every space point with this channel block")
     ap.add_argument("--quantile", type=float, default=0.5, help="statistic of the rounds")
+    ap.add_argument("--together", action="store_true",
+                    help="time the candidates of all the logs in the same rounds")
     ap.add_argument("--out", type=Path, default=REF,
                     help="the reference log to update (default: the host family's)")
     opts = ap.parse_args()
@@ -167,9 +199,15 @@ def main() -> int:
     load("x86")
     _pin_scratch_allocator()
     winners: dict[tuple[str, str], str] = {}
-    for path in opts.logs:
-        winners.update(rerank(path, opts.top, opts.rounds, opts.number, opts.block,
-                              opts.quantile))
+    if opts.together:
+        pool: dict[tuple[str, str], list[object]] = {}
+        for path in opts.logs:
+            pool.update(candidates(path, opts.top, opts.block))
+        winners = time_pool(pool, opts.rounds, opts.number, opts.quantile)
+    else:
+        for path in opts.logs:
+            winners.update(rerank(path, opts.top, opts.rounds, opts.number, opts.block,
+                                  opts.quantile))
     write_winners(winners, opts.out)
     print(f"wrote {len(winners)} re-ranked records into {opts.out}")
     return 0

@@ -58,3 +58,38 @@ def test_candidates_are_timed_in_thread_cpu_time():
     per_call = ev(1, 2)
     assert time.perf_counter() - t0 >= 0.06 and calls == [2, 2, 2]
     assert per_call < 0.005
+
+
+def test_together_times_every_workloads_candidates_in_the_same_rounds(monkeypatch):
+    """``--together``: one pool, rounds that visit every candidate of every workload in turn,
+    and each workload's winner is its own candidate of lowest statistic."""
+    from templtune.autotvm.record import decode
+
+    load_templates()
+    rr = _rerank()
+    pool = {}
+    for name, args in (("conv2d_NCHWc", (1, 6, 6, 32, 32, 3, 3, 1, 1)),
+                       ("conv2d_NCHWc_winograd", (1, 6, 6, 32, 32, 3, 3, 1, 1, 16, 16, 2))):
+        task = autotvm.task.create(name, args, "llvm")
+        space = task.config_space
+        idx = [i for i in range(space.range_length) if space.is_index_valid(i)][:2]
+        pool[(name, repr(args))] = [MeasureInput("llvm", task, space.get(i)) for i in idx]
+    order: list[int] = []
+    # NOTE: fake seconds per candidate: the second of the first workload, the first of the
+    # second workload are the fastest
+    fake = iter([2e-3, 1e-3, 1e-3, 3e-3])
+
+    def timer(mod, number):
+        k, cost = len(order_ids), next(fake)
+        order_ids.append(k)
+        return lambda *arrs: (order.append(k), cost)[1]
+
+    order_ids: list[int] = []
+    monkeypatch.setattr(rr, "_thread_timer", timer)
+    winners = rr.time_pool(pool, rounds=3, number=1)
+    assert order == [0, 1, 2, 3] * 3
+    keys = list(pool)
+    picked = {k: decode(winners[k])[0].config.index for k in keys}
+    assert picked == {keys[0]: pool[keys[0]][1].config.index,
+                      keys[1]: pool[keys[1]][0].config.index}
+    assert decode(winners[keys[0]])[1].costs == (1e-3, 1e-3, 1e-3)
