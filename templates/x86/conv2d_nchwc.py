@@ -87,21 +87,31 @@ def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) 
 
 #: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
 L1_BYTES = 32 * 1024
+#: the smallest L2 of those cores (Haswell): an output-channel block's weights above it do
+#: not stay cached from one network run to the next, so a KxK conv streams them from memory
+STREAM_BYTES = 256 * 1024
 #: output pixels a chunk of weights serves while it is in L1 (one band of rows)
 BAND_PIXELS = 256
 
 
 def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
-    """Input-channel blocks per chunk of a 1x1 conv's reduction (0: not chunked).
+    """Input-channel blocks per chunk of a conv's reduction (0: not chunked).
 
-    An output-channel block's weights (``ci * oc_bn`` floats) that overflow L1 would stream
-    from L2 once per register block of pixels. Chunked, a band of output rows accumulates one
-    chunk of input channels at a time (the partial sums in a slab, the chunk's weights, at most
-    half of L1, reused by every pixel of the band), as ONNX Runtime's pointwise kernels do.
+    Chunked, a band of output rows accumulates one chunk of input channels at a time (the
+    partial sums in a slab, the chunk's weights, at most half of L1 where one input-channel
+    block allows, reused by every pixel of the band), as ONNX Runtime's pointwise kernels do.
+    A 1x1 conv is chunked where an output-channel block's weights (``ci * oc_bn`` floats)
+    overflow L1: unchunked they would stream from L2 once per register block of pixels. A
+    KxK conv is chunked where they exceed :data:`STREAM_BYTES`: unchunked, the block's first
+    output row waits on all of them coming from memory (the other rows then find them in L2);
+    chunked, every row of the band consumes each chunk as it arrives, so the stream overlaps
+    the band's FMAs.
     """
-    if kh * kw != 1 or ci * oc_bn * 4 <= L1_BYTES:
+    block = ic_bn * kh * kw * oc_bn * 4
+    limit = L1_BYTES if kh * kw == 1 else STREAM_BYTES
+    if ci // ic_bn * block <= limit:
         return 0
-    return divisor_at_most(ci // ic_bn, max(1, L1_BYTES // 2 // (ic_bn * oc_bn * 4)))
+    return divisor_at_most(ci // ic_bn, max(1, L1_BYTES // 2 // block))
 
 
 def band_rows(oh: int, ow: int) -> int:
@@ -201,7 +211,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     out, acc = output_stage(s, tail)
     chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
     if chunk:
-        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn)
+        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, bool(cfg["unroll_kw"].val))
         return s, [data, kernel, *tail.extras, out]
     n, o, y, x, v = s[out].op.axis
     xo, xi = s[out].split(x, factor=ow_bn)
@@ -223,12 +233,13 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     return s, [data, kernel, *tail.extras, out]
 
 
-def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int) -> None:
-    """Schedule a 1x1 conv whose reduction is chunked (:func:`reduction_chunk`): bands of
+def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int,
+             unroll_kw: bool) -> None:
+    """Schedule a conv whose reduction is chunked (:func:`reduction_chunk`): bands of
     ``band`` output rows run in parallel; within one, per chunk of ``chunk`` input-channel
     blocks, each register block (``ow_bn`` pixels x ``oc_bn`` channels) is loaded from the
-    band's slab of partial sums, accumulated in registers over the chunk and stored back; then
-    the band is stored (through the epilogue)."""
+    band's slab of partial sums, accumulated in registers over the chunk (the kernel taps in
+    the unchunked order) and stored back; then the band is stored (through the epilogue)."""
     n, o, y, x, v = s[out].op.axis
     yo, yi = s[out].split(y, factor=band)
     xo, xi = s[out].split(x, factor=ow_bn)
@@ -241,7 +252,11 @@ def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int) -> N
     arco, ary, arx, arci = s[acc].op.reduce_axis
     axo, axi = s[acc].split(ax, factor=ow_bn)
     rco_o, rco_i = s[acc].split(arco, factor=chunk)
-    s[acc].reorder(rco_o, ay, axo, rco_i, ary, arx, arci, axi, av)
+    if unroll_kw:
+        s[acc].reorder(rco_o, ay, axo, rco_i, ary, arci, arx, axi, av)
+        s[acc].unroll(arx)
+    else:
+        s[acc].reorder(rco_o, ay, axo, rco_i, ary, arx, arci, axi, av)
     s[acc].unroll(axi)
     s[acc].vectorize(av)
 
