@@ -102,6 +102,29 @@ def test_device_runtime_matches_numpy_without_host_round_trips(tiny, tiny_lib, m
     np.testing.assert_array_equal(module.get_input("data"), x)
 
 
+def test_device_runtime_shares_intermediate_storage(tiny, tiny_lib) -> None:
+    """Intermediates share device buffers as the host runtime's do: less storage than one
+    buffer each, no call writing over a value a later call still reads, and the same output
+    over repeated runs."""
+    net, params, x = tiny
+    rt = tiny_lib["default"](templtune.cuda(0))
+    shared, separate = rt.storage_bytes
+    assert 0 < shared < separate
+    steps = [st for cg in tiny_lib.groups for st in cg.steps]
+    out_ptr = {id(st.output): o.ptr for st, o in zip(steps, rt.step_outputs, strict=True)}
+    assert len(set(out_ptr.values())) < len(out_ptr)
+    last_read = {id(e): i for i, st in enumerate(steps) for e in st.inputs
+                 if not isinstance(e, np.ndarray)}
+    for i, st in enumerate(steps):
+        live = [id(p.output) for p in steps[:i] if last_read.get(id(p.output), -1) >= i]
+        assert all(out_ptr[v] != out_ptr[id(st.output)] for v in live), st
+    rt.set_input("data", x)
+    want = graph.evaluate(net, params, data=x)
+    for _ in range(2):
+        rt.run()
+        np.testing.assert_allclose(rt.get_output(), want, rtol=1e-4, atol=1e-6)
+
+
 def test_benchmark_and_profile_say_the_timings_are_emulated(tiny_lib) -> None:
     dev = templtune.cuda(0)
     module = graph_executor.GraphModule(tiny_lib["default"](dev))

@@ -23,7 +23,7 @@ from templtune.runtime.aligned import view
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
-from .memory_plan import Use, allocate, pack_constants, plan_storage
+from .memory_plan import Use, allocate, pack_constants, plan_storage, value_bytes
 from .op import GraphError
 
 logger = logging.getLogger("templtune.graph")
@@ -90,7 +90,7 @@ class GraphRuntime:
         produced = {id(step.output) for step in steps}
         uses = [Use(tuple(id(e) for e in step.inputs
                           if not isinstance(e, np.ndarray) and id(e) in produced),
-                    id(step.output), _nbytes(step.output),
+                    id(step.output), value_bytes(step.output),
                     tuple(id(step.inputs[p]) for p in step.inplace
                           if id(step.inputs[p]) in produced)) for step in steps]
         storage = plan_storage(uses, keep=frozenset({id(lib.func.body)}))
@@ -164,10 +164,6 @@ class GraphRuntime:
 
         return lambda: BenchmarkResult(measure_loop(batch, number, repeat, min_repeat_ms).results,
                                        self.timing)
-
-
-def _nbytes(e: Any) -> int:
-    return int(np.prod(e.shape, dtype=np.int64)) * np.dtype(e.dtype).itemsize
 
 
 register_runtime("cpu")(GraphRuntime)

@@ -1,7 +1,8 @@
 """The graph runtime of a network built for a GPU: every tensor lives in device memory.
 
-Parameters are uploaded once when the runtime is created; each intermediate tensor gets one
-device buffer then, and each kernel call is bound to its buffers (:func:`prepare`), so
+Parameters are uploaded once when the runtime is created; intermediate tensors share device
+buffers (the host runtime's storage plan: a buffer is reused once every reader of its value
+has run), and each kernel call is bound to its buffers (:func:`prepare`), so
 ``run()`` only queues launches: no tensor crosses to the host between kernels.
 ``set_input`` / ``get_output`` are the only copies. Whole runs and single groups are timed
 between two CUDA events; on the CPU emulator (no GPU here) the same API runs, timed by the
@@ -20,6 +21,7 @@ from templtune.runtime.cuda.timing import measure_loop
 
 from .build import GraphExecutorFactoryModule, input_vars
 from .executor import BenchmarkResult, register_runtime
+from .memory_plan import Use, plan_storage, value_bytes
 
 
 class DeviceGraphRuntime:
@@ -45,22 +47,36 @@ class DeviceGraphRuntime:
             env[id(v)] = (DeviceArray.from_numpy(lib.params[v.name], be)
                           if v.name in lib.params else self.inputs[v.name])
         consts: dict[int, DeviceArray] = {}  # transformed weights, uploaded once each
+        steps = [step for cg in lib.groups for step in cg.steps]
+        produced = {id(step.output) for step in steps}
+        # NOTE: no in-place writes here: a GPU kernel may store parts of its output before
+        # every block has read the residual it would overwrite
+        uses = [Use(tuple(id(e) for e in step.inputs
+                          if not isinstance(e, np.ndarray) and id(e) in produced),
+                    id(step.output), value_bytes(step.output)) for step in steps]
+        storage = plan_storage(uses, keep=frozenset({id(lib.func.body)}))
+        blocks = [DeviceArray((size,), "uint8", be) for size in storage.sizes]
         self.plan: list[Any] = []
-        for cg in lib.groups:
-            for step in cg.steps:
-                args = []
-                for e in step.inputs:
-                    if isinstance(e, np.ndarray):
-                        if id(e) not in consts:
-                            consts[id(e)] = DeviceArray.from_numpy(e, be)
-                        args.append(consts[id(e)])
-                    else:
-                        args.append(env[id(e)])
-                out = DeviceArray(step.output.shape, step.output.dtype, be)
-                env[id(step.output)] = out
-                self.plan.append(prepare(step.kernel, [*args, out], be))
+        #: each call's output (an alias into a shared block), in call order
+        self.step_outputs: list[DeviceArray] = []
+        for step in steps:
+            args = []
+            for e in step.inputs:
+                if isinstance(e, np.ndarray):
+                    if id(e) not in consts:
+                        consts[id(e)] = DeviceArray.from_numpy(e, be)
+                    args.append(consts[id(e)])
+                else:
+                    args.append(env[id(e)])
+            out = DeviceArray.alias(blocks[storage.block_of[id(step.output)]],
+                                    step.output.shape, step.output.dtype)
+            env[id(step.output)] = out
+            self.step_outputs.append(out)
+            self.plan.append(prepare(step.kernel, [*args, out], be))
+        #: bytes of intermediate device storage after sharing, and without it
+        self.storage_bytes = (storage.total, sum(u.nbytes for u in uses))
         # NOTE: the bound calls hold raw pointers: keep every buffer alive with the plan.
-        self._buffers = [*env.values(), *consts.values()]
+        self._buffers = [*env.values(), *consts.values(), *blocks]
         self.output = env[id(lib.func.body)]
 
     def _launch(self, calls: Any) -> None:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from templtune.runtime.aligned import ALIGN, aligned_bytes, view
 
-__all__ = ["StoragePlan", "Use", "allocate", "pack_constants", "plan_storage"]
+__all__ = ["StoragePlan", "Use", "allocate", "pack_constants", "plan_storage", "value_bytes"]
 
 
 
@@ -67,6 +68,11 @@ class StoragePlan:
     def total(self) -> int:
         """Bytes of all blocks together."""
         return sum(self.sizes)
+
+
+def value_bytes(e: Any) -> int:
+    """Bytes of a graph value (anything with a ``shape`` and a ``dtype``)."""
+    return int(np.prod(e.shape, dtype=np.int64)) * np.dtype(e.dtype).itemsize
 
 
 def _round(nbytes: int) -> int:

@@ -27,6 +27,23 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         self.ptr = self.backend.alloc(self.nbytes)
+        #: the array whose allocation this one aliases (None: it owns its own)
+        self.base: DeviceArray | None = None
+
+    @classmethod
+    def alias(cls, base: DeviceArray, shape: tuple[int, ...], dtype: str | np.dtype
+              ) -> DeviceArray:
+        """A ``shape`` / ``dtype`` array at the start of ``base``'s allocation (which it
+        keeps alive and never frees): storage shared by values not live at once."""
+        out = cls.__new__(cls)
+        out.backend, out.shape = base.backend, tuple(int(s) for s in shape)
+        out.dtype = np.dtype(dtype)
+        out.nbytes = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.itemsize
+        if out.nbytes > base.nbytes:
+            raise RuntimeCallError(f"alias of {out.nbytes} bytes over a {base.nbytes}-byte "
+                                   "device allocation")
+        out.ptr, out.base = base.ptr, base
+        return out
 
     @classmethod
     def from_numpy(cls, arr: np.ndarray, backend: CudaBackend | None = None) -> DeviceArray:
@@ -47,6 +64,8 @@ class DeviceArray:
         return out
 
     def __del__(self) -> None:
+        if getattr(self, "base", None) is not None:
+            return
         try:
             self.backend.free(self.ptr)
         except Exception:  # noqa: BLE001 - never raise from a finaliser
