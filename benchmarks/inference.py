@@ -14,7 +14,9 @@ bf16 on AMX hosts, is printed but not gated).
 Timing: for each thread count (each engine's own setting: ``kernel.set_num_threads``, ORT's
 ``intra_op_num_threads``, OpenVINO's ``INFERENCE_NUM_THREADS``, ``torch.set_num_threads``)
 rounds interleave the engines, ``--number`` calls each, ``--settle`` idle seconds between
-engines (spinning worker threads of the previous one); medians over ``--rounds`` rounds.
+engines (spinning worker threads of the previous one); medians over ``--rounds`` rounds. Ratios
+(templtune's speed over an engine's, % of the FMA peak timed at the end of the same round) are
+medians of the rounds' own ratios: a shared host's speed drifts between rounds.
 GFLOPS count 2 x multiply-adds of the convolutions and dense layers; % of peak is against the
 FMA peak measured on the same threads (:func:`ops.fma_peak`). The ratio column is templtune's
 speed over the engine's (> 1: templtune faster). Results are also written to ``--out``.
@@ -48,6 +50,8 @@ from peers import Engine, peer_engines, templtune_engine  # noqa: E402
 from templtune import graph  # noqa: E402
 
 MODELS = ("resnet-18", "resnet-50", "mobilenet", "conv2d-seed")
+#: key of the per-round FMA peaks in :func:`time_rounds`'s result
+PEAK = "FMA peak"
 PEERS = ("ort", "openvino", "openvino-default", "torch")
 
 
@@ -147,12 +151,15 @@ def check(outputs: dict[str, np.ndarray], ref: np.ndarray, gated: dict[str, bool
     return bad
 
 
-def time_engines(runners: dict[str, Any], rounds: int, number: int, settle: float
-                 ) -> dict[str, float]:
-    """Median ms per call of each runner over interleaved rounds."""
+def time_rounds(runners: dict[str, Any], rounds: int, number: int, settle: float,
+                peak: Any = None) -> dict[str, list[float]]:
+    """Ms per call of each runner in each of ``rounds`` interleaved rounds; with ``peak`` (a
+    callable returning GFLOPS) also the FMA peak timed at the end of each round, under
+    :data:`PEAK`."""
     times: dict[str, list[float]] = {k: [] for k in runners}
     for fn in runners.values():  # warm-up: first-call allocations, lazy compilation
         fn()
+    peaks: list[float] = []
     for _ in range(rounds):
         for name, fn in runners.items():
             time.sleep(settle)
@@ -160,7 +167,16 @@ def time_engines(runners: dict[str, Any], rounds: int, number: int, settle: floa
             for _ in range(number):
                 fn()
             times[name].append((time.perf_counter() - t) / number * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
+        if peak is not None:
+            peaks.append(peak())
+    return {**times, PEAK: peaks} if peak is not None else times
+
+
+def time_engines(runners: dict[str, Any], rounds: int, number: int, settle: float
+                 ) -> dict[str, float]:
+    """Median ms per call of each runner over interleaved rounds."""
+    return {k: statistics.median(v)
+            for k, v in time_rounds(runners, rounds, number, settle).items()}
 
 
 def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit: Any) -> bool:
@@ -194,14 +210,22 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
             if bad:
                 emit(f"  FAIL: {', '.join(bad)} disagree with numpy")
                 return False
-        ms = time_engines(runners, a.rounds, a.number, a.settle)
-        base = ms[engines[0].name]
-        emit(f"  {nt} thread(s), FMA peak {peaks[nt]:.0f} GFLOPS, median of {a.rounds} rounds:")
+        from ops import fma_peak
+
+        # NOTE: the host's speed drifts within a run: ratios are taken within each round (the
+        # FMA peak is timed at the end of each), then their median
+        ts = time_rounds(runners, a.rounds, a.number, a.settle, lambda n=nt: fma_peak(n, 0.1))
+        base, pk = ts[engines[0].name], ts[PEAK]
+        emit(f"  {nt} thread(s), FMA peak {statistics.median(pk):.0f} GFLOPS (median of the "
+             f"rounds'; {peaks[nt]:.0f} before), {a.rounds} rounds: median ms, and medians of "
+             "the per-round ratios")
         for e in engines:
-            m = ms[e.name]
-            gf = gflop / m * 1e3
-            emit(f"    {e.name:38s} {m:8.2f} ms {gf:7.1f} GFLOPS {gf / peaks[nt]:6.1%} of peak"
-                 f"   templtune/engine speed {m / base:5.2f}")
+            t = ts[e.name]
+            m = statistics.median(t)
+            of_peak = statistics.median(gflop / v * 1e3 / p for v, p in zip(t, pk))
+            speed = statistics.median(v / b for v, b in zip(t, base))
+            emit(f"    {e.name:38s} {m:8.2f} ms {gflop / m * 1e3:7.1f} GFLOPS "
+                 f"{of_peak:6.1%} of peak   templtune/engine speed {speed:5.2f}")
     return True
 
 
