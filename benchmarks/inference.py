@@ -168,6 +168,7 @@ def time_rounds(runners: dict[str, Any], rounds: int, number: int, settle: float
                 fn()
             times[name].append((time.perf_counter() - t) / number * 1e3)
         if peak is not None:
+            time.sleep(settle)  # the last engine's worker threads may still spin
             peaks.append(peak())
     return {**times, PEAK: peaks} if peak is not None else times
 
