@@ -179,9 +179,8 @@ def curve_from_log(name: str, args: tuple, log: str) -> tuple[_Curve, Any]:
 
 
 def _autotvm_task(template: str, args: tuple) -> Any:
-    from templtune.templates import load
-
     from templtune import autotvm
+    from templtune.templates import load
 
     load("x86")
     return autotvm.task.create(template, args=args, target="llvm")

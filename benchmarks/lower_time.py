@@ -65,9 +65,9 @@ def _as_cases(count: int, seed: int) -> dict[str, Case]:
 
 def _template_cases(count: int, seed: int) -> dict[str, Case]:
     import numpy as np
-    from templtune.templates import load
 
     from templtune import autotvm
+    from templtune.templates import load
 
     load("x86")
     out = {}

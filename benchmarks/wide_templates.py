@@ -39,14 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # NOTE: through the installed package name, never the repo's top-level ``templates``: two
 # module objects for one template file would register its templates twice in one process.
-from templtune.templates.x86 import conv2d_nchw as _conv_mod  # noqa: E402
-from templtune.templates.x86 import dense as _dense_mod  # noqa: E402
-from templtune.templates.x86._common import pad_tuple, stride_pair, vec_regs  # noqa: E402
-
 from templtune import autotvm  # noqa: E402
 from templtune.autotvm.dispatcher import ApplyConfig  # noqa: E402
 from templtune.autotvm.space import _ConfigBase  # noqa: E402
 from templtune.autotvm.task.entities import SplitEntity  # noqa: E402
+from templtune.templates.x86 import conv2d_nchw as _conv_mod  # noqa: E402
+from templtune.templates.x86 import dense as _dense_mod  # noqa: E402
+from templtune.templates.x86._common import pad_tuple, stride_pair, vec_regs  # noqa: E402
 
 #: cap on unrolled statements of the register block, counted in 8-lane (AVX2) vector registers
 MAX_UNROLLED_REGS = 1024
