@@ -102,10 +102,10 @@ def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
     block allows, reused by every pixel of the band), as ONNX Runtime's pointwise kernels do.
     A 1x1 conv is chunked where an output-channel block's weights (``ci * oc_bn`` floats)
     overflow L1: unchunked they would stream from L2 once per register block of pixels. A
-    KxK conv is chunked where they exceed :data:`STREAM_BYTES`: unchunked, the block's first
-    output row waits on all of them coming from memory (the other rows then find them in L2);
-    chunked, every row of the band consumes each chunk as it arrives, so the stream overlaps
-    the band's FMAs.
+    KxK conv is chunked where they exceed :data:`STREAM_BYTES` (they come from memory on
+    every network run): unchunked, the block's first output row waits on all of them and the
+    other rows re-read them from L2; chunked, every row of the band uses each chunk while it
+    is in L1.
     """
     block = ic_bn * kh * kw * oc_bn * 4
     limit = L1_BYTES if kh * kw == 1 else STREAM_BYTES
