@@ -182,6 +182,8 @@ def time_engines(runners: dict[str, Any], rounds: int, number: int, settle: floa
 
 def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit: Any) -> bool:
     """Check and time one model on every engine; False on a mismatch."""
+    from ops import fma_peak
+
     net, params = load_model(name)
     data = next(v for v in net.params if v.name not in params)
     x = np.random.default_rng(0).uniform(size=data.shape).astype("float32")
@@ -211,8 +213,6 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
             if bad:
                 emit(f"  FAIL: {', '.join(bad)} disagree with numpy")
                 return False
-        from ops import fma_peak
-
         # NOTE: the host's speed drifts within a run: ratios are taken within each round (the
         # FMA peak is timed at the end of each), then their median
         ts = time_rounds(runners, a.rounds, a.number, a.settle, lambda n=nt: fma_peak(n, 0.1))

@@ -220,17 +220,25 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     s[out].vectorize(v)
     s[acc].compute_at(s[out], xo)
     _, _, _, ax, av = s[acc].op.axis
-    arco, ary, arx, arci = s[acc].op.reduce_axis
-    # NOTE: innermost: one broadcast of data[.., rci] times one weight vector per pixel; with
-    # unroll_kw the kw taps are unrolled around the pixel chain (TVM's order).
-    if cfg["unroll_kw"].val:
-        s[acc].reorder(arco, ary, arci, arx, ax, av)
-        s[acc].unroll(arx)
-    else:
-        s[acc].reorder(arco, ary, arx, arci, ax, av)
-    s[acc].unroll(ax)
-    s[acc].vectorize(av)
+    arco, _, _, _ = s[acc].op.reduce_axis
+    _micro_kernel(s, acc, [arco], ax, av, bool(cfg["unroll_kw"].val))
     return s, [data, kernel, *tail.extras, out]
+
+
+def _micro_kernel(s: Any, acc: Any, outer: list[Any], pixels: Any, lanes: Any,
+                  unroll_kw: bool) -> None:
+    """Order ``acc``'s register block: ``outer`` loops, then the kernel taps and the input
+    channels of a block, then the ``pixels`` (unrolled) x ``lanes`` (vectorized) accumulators.
+
+    Innermost: one broadcast of data[.., rci] times one weight vector per pixel; with
+    ``unroll_kw`` the kw taps are unrolled around the pixel chain (TVM's order)."""
+    _, ary, arx, arci = s[acc].op.reduce_axis
+    taps = [ary, arci, arx] if unroll_kw else [ary, arx, arci]
+    s[acc].reorder(*outer, *taps, pixels, lanes)
+    if unroll_kw:
+        s[acc].unroll(arx)
+    s[acc].unroll(pixels)
+    s[acc].vectorize(lanes)
 
 
 def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int,
@@ -249,16 +257,10 @@ def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int,
     s[out].vectorize(v)
     s[acc].compute_at(s[out], bands)
     _, _, ay, ax, av = s[acc].op.axis
-    arco, ary, arx, arci = s[acc].op.reduce_axis
+    arco, _, _, _ = s[acc].op.reduce_axis
     axo, axi = s[acc].split(ax, factor=ow_bn)
     rco_o, rco_i = s[acc].split(arco, factor=chunk)
-    if unroll_kw:
-        s[acc].reorder(rco_o, ay, axo, rco_i, ary, arci, arx, axi, av)
-        s[acc].unroll(arx)
-    else:
-        s[acc].reorder(rco_o, ay, axo, rco_i, ary, arx, arci, axi, av)
-    s[acc].unroll(axi)
-    s[acc].vectorize(av)
+    _micro_kernel(s, acc, [rco_o, ay, axo, rco_i], axi, av, unroll_kw)
 
 
 conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)

@@ -23,7 +23,7 @@ from templtune.runtime.aligned import view
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
-from .memory_plan import Use, allocate, pack_constants, plan_storage, value_bytes
+from .memory_plan import allocate, pack_constants, plan_storage, step_uses
 from .op import GraphError
 
 logger = logging.getLogger("templtune.graph")
@@ -87,12 +87,7 @@ class GraphRuntime:
                   if isinstance(e, np.ndarray) or id(e) in bound]
         packed = {id(a): p for a, p in zip(consts, pack_constants(consts))}
         env.update({k: packed.get(id(a), a) for k, a in bound.items()})
-        produced = {id(step.output) for step in steps}
-        uses = [Use(tuple(id(e) for e in step.inputs
-                          if not isinstance(e, np.ndarray) and id(e) in produced),
-                    id(step.output), value_bytes(step.output),
-                    tuple(id(step.inputs[p]) for p in step.inplace
-                          if id(step.inputs[p]) in produced)) for step in steps]
+        uses = step_uses(steps)
         storage = plan_storage(uses, keep=frozenset({id(lib.func.body)}))
         blocks = allocate(storage)
         self.plan: list[tuple[Any, tuple[np.ndarray, ...]]] = []

@@ -21,7 +21,7 @@ from templtune.runtime.cuda.timing import measure_loop
 
 from .build import GraphExecutorFactoryModule, input_vars
 from .executor import BenchmarkResult, register_runtime
-from .memory_plan import Use, plan_storage, value_bytes
+from .memory_plan import plan_storage, step_uses
 
 
 class DeviceGraphRuntime:
@@ -48,12 +48,9 @@ class DeviceGraphRuntime:
                           if v.name in lib.params else self.inputs[v.name])
         consts: dict[int, DeviceArray] = {}  # transformed weights, uploaded once each
         steps = [step for cg in lib.groups for step in cg.steps]
-        produced = {id(step.output) for step in steps}
         # NOTE: no in-place writes here: a GPU kernel may store parts of its output before
         # every block has read the residual it would overwrite
-        uses = [Use(tuple(id(e) for e in step.inputs
-                          if not isinstance(e, np.ndarray) and id(e) in produced),
-                    id(step.output), value_bytes(step.output)) for step in steps]
+        uses = step_uses(steps, inplace=False)
         storage = plan_storage(uses, keep=frozenset({id(lib.func.body)}))
         blocks = [DeviceArray((size,), "uint8", be) for size in storage.sizes]
         self.plan: list[Any] = []

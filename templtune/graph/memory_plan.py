@@ -22,7 +22,7 @@ import numpy as np
 
 from templtune.runtime.aligned import ALIGN, aligned_bytes, view
 
-__all__ = ["StoragePlan", "Use", "allocate", "pack_constants", "plan_storage", "value_bytes"]
+__all__ = ["StoragePlan", "Use", "allocate", "pack_constants", "plan_storage", "step_uses", "value_bytes"]
 
 
 
@@ -73,6 +73,20 @@ class StoragePlan:
 def value_bytes(e: Any) -> int:
     """Bytes of a graph value (anything with a ``shape`` and a ``dtype``)."""
     return int(np.prod(e.shape, dtype=np.int64)) * np.dtype(e.dtype).itemsize
+
+
+def step_uses(steps: Sequence[Any], inplace: bool = True) -> list[Use]:
+    """The planner's view of a network's kernel calls (``graph.build.Step``: ``inputs``,
+    ``output``, ``inplace``): the values each reads that an earlier call wrote (constants and
+    network inputs left out), and, with ``inplace``, those it may write its output over."""
+    produced = {id(step.output) for step in steps}
+
+    def made(es: Any) -> tuple[int, ...]:
+        return tuple(id(e) for e in es if not isinstance(e, np.ndarray) and id(e) in produced)
+
+    return [Use(made(step.inputs), id(step.output), value_bytes(step.output),
+                made(step.inputs[p] for p in step.inplace) if inplace else ())
+            for step in steps]
 
 
 def _round(nbytes: int) -> int:

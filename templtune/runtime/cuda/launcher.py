@@ -21,29 +21,27 @@ class DeviceArray:
     """A device buffer with a numpy shape and dtype; ``numpy()`` copies it back."""
 
     def __init__(self, shape: tuple[int, ...], dtype: str | np.dtype,
-                 backend: CudaBackend | None = None) -> None:
-        self.backend = backend or get_backend()
+                 backend: CudaBackend | None = None, base: DeviceArray | None = None) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self.ptr = self.backend.alloc(self.nbytes)
         #: the array whose allocation this one aliases (None: it owns its own)
-        self.base: DeviceArray | None = None
+        self.base = base
+        if base is None:
+            self.backend = backend or get_backend()
+            self.ptr = self.backend.alloc(self.nbytes)
+            return
+        if self.nbytes > base.nbytes:
+            raise RuntimeCallError(f"alias of {self.nbytes} bytes over a {base.nbytes}-byte "
+                                   "device allocation")
+        self.backend, self.ptr = base.backend, base.ptr
 
     @classmethod
     def alias(cls, base: DeviceArray, shape: tuple[int, ...], dtype: str | np.dtype
               ) -> DeviceArray:
         """A ``shape`` / ``dtype`` array at the start of ``base``'s allocation (which it
         keeps alive and never frees): storage shared by values not live at once."""
-        out = cls.__new__(cls)
-        out.backend, out.shape = base.backend, tuple(int(s) for s in shape)
-        out.dtype = np.dtype(dtype)
-        out.nbytes = int(np.prod(out.shape, dtype=np.int64)) * out.dtype.itemsize
-        if out.nbytes > base.nbytes:
-            raise RuntimeCallError(f"alias of {out.nbytes} bytes over a {base.nbytes}-byte "
-                                   "device allocation")
-        out.ptr, out.base = base.ptr, base
-        return out
+        return cls(shape, dtype, base=base)
 
     @classmethod
     def from_numpy(cls, arr: np.ndarray, backend: CudaBackend | None = None) -> DeviceArray:
