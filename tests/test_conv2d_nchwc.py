@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import templtune
 from templtune import autotvm
 from templtune.autotvm.task.space import FallbackConfigEntity
+from templtune.codegen.llvm.asm_loops import hottest_loop
 from templtune.graph.ops.nchwc import pack_data, pack_kernel, unpack_data
 from templtune.target import Target, capabilities
 from templtune.templates.x86._common import register_file, target_vector, vec_regs
@@ -54,7 +55,10 @@ def test_fallback_matches_numpy_and_fills_registers():
     lanes = caps.lanes("float32")
     oc_bn, ow_bn = cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]
     assert oc_bn % lanes == 0
-    assert ow_bn * vec_regs(oc_bn, lanes) <= caps.accumulators(4)
+    # a 7-pixel row takes all 7 pixels (the register file's accumulators, in passes of
+    # fewer vectors where the weights would not fit beside them)
+    assert ow_bn == 7
+    assert ow_bn * vec_regs(oc_bn, lanes) <= target_vector()[1]
 
 
 def test_space_keeps_accumulators_in_registers():
@@ -62,9 +66,14 @@ def test_space_keeps_accumulators_in_registers():
     lanes, regs = target_vector()
     space = task.config_space
     assert {"tile_ic", "tile_oc", "tile_ow", "unroll_kw"} <= set(space.space_map)
+    from templtune.templates.x86.conv2d_nchwc import register_vectors
+
     for i in space.sample_ints(30, rng=np.random.default_rng(1)):
         cfg = space.get(int(i))
-        assert cfg["tile_ow"].size[-1] * vec_regs(cfg["tile_oc"].size[-1], lanes) <= regs
+        ow_bn, vecs = cfg["tile_ow"].size[-1], vec_regs(cfg["tile_oc"].size[-1], lanes)
+        # a single-tap block runs in passes of register_vectors vectors: a pass's count
+        taps = 3 if cfg["unroll_kw"].val else 1
+        assert ow_bn * register_vectors(ow_bn, vecs, taps, register_file()) <= regs
 
 
 def test_inner_loop_is_broadcast_fma_without_spills():
@@ -74,7 +83,10 @@ def test_inner_loop_is_broadcast_fma_without_spills():
         sch, tensors = task.func(*args)
     asm = templtune.build(sch, tensors, target="llvm").get_source("asm")
     vec = "zmm" if capabilities("llvm").vector_bits == 512 else "ymm"
-    assert len(re.findall(rf"vfmadd\d+ps\s[^\n]*%{vec}", asm)) >= 8
+    # the 7-pixel row in registers: 7 x 1 ymm per pass with AVX2, 7 x 2 zmm with AVX-512
+    loop = hottest_loop(asm)
+    assert loop.accumulators >= 7 and loop.stack_accesses == 0
+    assert len(re.findall(rf"vfmadd\d+ps\s[^\n]*%{vec}", asm)) >= 7
     assert re.search(rf"vbroadcastss\s[^\n]*%{vec}|\{{1to\d+\}}", asm)
     assert not re.search(rf"vmovups\s+%{vec}\d+, -?\d*\(%rsp\)", asm)
 
@@ -196,6 +208,40 @@ def test_fallback_unrolls_kw_only_where_it_fits():
         assert _admitted(task.config_space, cfg)
         asm = templtune.build(sch, tensors, target="llvm").get_source("asm")
         assert not _ZMM_SPILL.search(asm)
+
+
+@pytest.mark.parametrize("target,ow,oc,passes", [
+    ("llvm -mcpu=haswell", 7, 16, 2), ("llvm -mcpu=haswell", 14, 8, 1),
+    ("llvm -mcpu=haswell", 4, 16, 1), ("llvm -mcpu=skylake-avx512", 7, 64, 2),
+    ("llvm -mcpu=skylake-avx512", 3, 128, 2), ("llvm -mcpu=skylake-avx512", 14, 32, 1)])
+def test_wide_blocks_run_in_passes_without_spills(target, ow, oc, passes):
+    """A single-tap block whose weight vectors do not fit beside its accumulators (7 x 2 ymm:
+    14 + 2 + 1 registers of 16) is computed in narrower passes: LLVM's inner loop holds one
+    pass's accumulators and touches no stack slot. Compiled for both ISAs on any host; the
+    AVX2 kernel is also run against numpy (every x86-64 host with AVX-512 runs AVX2 code)."""
+    from templtune.templates.x86.conv2d_nchwc import register_vectors
+
+    t = Target(target)
+    caps = capabilities(t)
+    lanes = caps.lanes("float32")
+    assert register_vectors(ow, oc // lanes, 1, caps.vector_registers) == oc // lanes // passes
+    assert register_vectors(ow, oc // lanes, 3, caps.vector_registers) == oc // lanes
+    args = (1, 7, 2 * ow, 2 * oc, 64, 3, 3, 1, 1)
+    cfg = _entities(16, oc, ow, False)
+    task = autotvm.task.create("conv2d_NCHWc", args, t)
+    with t, autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args)
+    mod = templtune.build(sch, tensors, target=t)
+    loop = hottest_loop(mod.get_source("asm"))
+    assert loop.accumulators == ow * oc // lanes // passes and loop.stack_accesses == 0, loop
+    if lanes == 8 and capabilities("llvm").vector_bits >= 256:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((1, 64, 7, 2 * ow)).astype(np.float32)
+        k = rng.standard_normal((2 * oc, 64, 3, 3)).astype(np.float32)
+        out = np.zeros(tuple(int(d) for d in tensors[2].shape), np.float32)
+        mod(pack_data(x, 16), pack_kernel(k, 16, oc), out)
+        np.testing.assert_allclose(unpack_data(out), ref.conv2d_nchw_python(x, k, 1, 1),
+                                   rtol=1e-3, atol=1e-3)
 
 
 # ---- chunked reductions: 1x1 convs whose weights overflow L1, KxK ones that stream them -------

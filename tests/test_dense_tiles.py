@@ -23,7 +23,7 @@ from templtune.autotvm.record import check_config
 from templtune.autotvm.space import ConfigEntity
 from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.codegen.llvm.asm_loops import hottest_loop
-from templtune.target import Target
+from templtune.target import Target, capabilities
 from templtune.templates._strategy import pack_dense
 from templtune.templates.x86.dense import _dense
 
@@ -64,11 +64,16 @@ def _run(args, cfg):
     ((16, 96, 24), [-1, 2, 8], [-1, 3, 8], [-1, 4]),     # 2 row blocks x 3 column blocks
     ((16, 96, 24), [-1, 1, 8], [-1, 6, 8], [-1, 8]),
     ((24, 64, 40, 8), [-1, 3, 8], [-1, 2, 8], [-1, 5]),   # prepacked, 3 x 2 blocks
-    ((8, 128, 16, 32), [-1, 1, 8], [-1, 4, 32], [-1, 4]),
+    # 32 lanes: 8 rows x 2 zmm with AVX-512, 2 rows x 4 ymm with AVX2 (32 accumulators
+    # would not fit in 16 registers)
+    ((8, 128, 16, 32), "rows", [-1, 4, 32], [-1, 4]),
     ((1, 80, 24, 8), [-1, 1, 1], [-1, 5, 8], [-1, 2]),    # batch 1, prepacked
 ])
 def test_multi_block_tiles_match_numpy(args, tile_y, tile_x, tile_k):
     space = autotvm.task.create("dense", args, "llvm").config_space
+    if tile_y == "rows":
+        rows = 8 if capabilities("llvm").vector_registers >= 32 else 2
+        tile_y = [-1, args[0] // rows, rows]
     cfg = _config(space, tile_y, tile_x, tile_k)
     assert cfg["tile_x"].size[-2] > 1
     out, expected = _run(args, cfg)

@@ -80,7 +80,11 @@ def test_host_fallback_inner_loop_is_clean_fma(name, args):
     caps = capabilities(Target("llvm"))
     if not caps.has_fma or caps.vector_bits < 256:
         pytest.skip("host has no FMA / 256-bit vectors")
-    _clean(hottest_loop(_asm(name, args, "llvm")), "llvm", lanes=8 if 1000 in args else 0)
+    # NOTE: the seed's 7-pixel rows with 16 registers: 7 x 1 ymm is the widest block (7 x 2
+    # needs 14 accumulators + 2 weights + 1 broadcast), one chain short of FMA_CHAINS
+    short = name == "conv2d_nchw" and args == SEED and caps.vector_registers == 16
+    _clean(hottest_loop(_asm(name, args, "llvm")), "llvm", min_acc=7 if short else FMA_CHAINS,
+           lanes=8 if 1000 in args else 0)
 
 
 def _block(name: str, cfg, lanes: int) -> tuple[int, int]:

@@ -3,8 +3,10 @@ CPU: FMAs, accumulators, loads and stack accesses (spills) of each ``ow_bn`` pix
 registers block, 1x1 and 3x3, kw taps not unrolled.
 
 It shows which blocks fit the register file with their weight vectors and a broadcast
-(``acc + vecs + 1`` registers where ``vecs > 1``; LLVM keeps the weights in registers) and
-which spill. Compiles only (no timing), so any host can run it::
+(``acc + vecs + 1`` registers where ``vecs > 1``; LLVM keeps the weights in registers): the
+template computes the others in passes of fewer vectors (``register_vectors``), so their
+loop holds one pass's FMAs and accumulators, and no block touches the stack. Compiles only
+(no timing), so any host can run it::
 
     python3 benchmarks/studies/register_blocks.py
 """

@@ -13,8 +13,9 @@ blocking: ``tile_ic`` ``[ci_o, ic_bn]`` and ``tile_oc`` ``[co_o, oc_bn]`` choose
 unrolled. The inner block is a register-blocked micro-kernel: ``ow_bn`` output pixels x
 ``oc_bn`` channels of accumulators (``ow_bn * oc_bn / lanes`` vector registers, at most the
 capability record's accumulator registers: 28 zmm with AVX-512, 14 ymm with AVX2), fed by one
-broadcast of an input value and one vector load of ``oc_bn`` weights per FMA chain step. The
-space keeps the blocks that cover the FMA latency (at least half the accumulator registers,
+broadcast of an input value and one vector load of ``oc_bn`` weights per FMA chain step. A
+block whose weight vectors do not fit beside its accumulators runs as passes over fewer
+channel vectors (:func:`register_vectors`; the counts then are a pass's). The space keeps the blocks that cover the FMA latency (at least half the accumulator registers,
 where the row allows) and unrolls ``kw`` only where LLVM keeps the unrolled body in registers
 (:func:`spill_free`).
 """
@@ -73,16 +74,35 @@ def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) 
     weight vectors live together; with one register per pixel LLVM also shares each input
     broadcast across the taps (pixel ``x + 1`` of tap 0 is pixel ``x`` of tap 1), so about
     ``ow_bn + taps - 2`` broadcasts stay live (one folds into an FMA's memory operand),
-    else one. A single tap's weight vectors can be FMA memory operands, so only the
-    accumulators count.
+    else one. A single tap's block runs in passes (:func:`register_vectors`) that fit the
+    file with their weights, so only a pass's accumulators count.
     """
+    if taps == 1:
+        return ow_bn * register_vectors(ow_bn, vecs, 1, file_regs) <= acc_regs
     acc = ow_bn * vecs
     if acc > acc_regs:
         return False
-    if taps == 1:
-        return True
     shared = ow_bn + taps - 2 if vecs == 1 else 1
     return acc + taps * vecs + shared <= file_regs
+
+
+def register_vectors(ow_bn: int, vecs: int, taps: int, file_regs: int) -> int:
+    """Vectors of output channels per pass of a single-tap micro-kernel (``taps == 1``):
+    ``vecs``, or the largest divisor of it whose pass fits the register file.
+
+    LLVM keeps a pass's weight vectors in registers (each serves ``ow_bn`` pixels) beside its
+    accumulators and one broadcast, so ``ow_bn`` pixels x ``v`` vectors need ``ow_bn * v + v
+    + 1`` registers (``ow_bn + 1`` for one vector: the weight folds into the FMAs). A block
+    over that spills accumulators in its inner loop (7 pixels x 2 ymm with AVX2); computed
+    as passes of fewer vectors, each over the whole reduction, it does not. Blocks with
+    unrolled taps are kept within the file by the space's filter (:func:`spill_free`).
+    """
+    if taps > 1:
+        return vecs
+    for v in range(vecs, 0, -1):
+        if vecs % v == 0 and ow_bn * v + (v + 1 if v > 1 else 1) <= file_regs:
+            return v
+    return 1
 
 
 #: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
@@ -148,7 +168,13 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int) -> None:
         vecs = vec_regs(oc_bn, flanes)
         cfg.fallback_split("tile_ic", [-1, fallback_block(ci, flanes)])
         cfg.fallback_split("tile_oc", [-1, oc_bn])
-        cfg.fallback_split("tile_ow", [-1, max(1, fregs // vecs)])
+        # NOTE: a row the preferred block does not divide (7 pixels, 6 x 2 ymm) takes the
+        # widest one within the accumulator registers rather than a block too short to hide
+        # the FMA latency; register_vectors keeps it off the stack
+        ow_bn = divisor_at_most(ow, max(1, fregs // vecs))
+        if 2 * ow_bn * vecs < fregs:
+            ow_bn = divisor_at_most(ow, max(1, regs // vecs))
+        cfg.fallback_split("tile_ow", [-1, ow_bn])
         # NOTE: the kw taps are unrolled only where their weights fit beside the accumulators
         # (a row of 7 pixels x 2 zmm does, one of 14 does not)
         ow_bn = cfg["tile_ow"].size[-1]
@@ -210,18 +236,24 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     # whole reduction, then is stored once (through the epilogue); output rows run in parallel.
     out, acc = output_stage(s, tail)
     chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
+    unroll_kw = bool(cfg["unroll_kw"].val)
+    lanes = target_vector()[0]
+    width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), KW if unroll_kw else 1,
+                                     register_file())
+    width = width if oc_bn % width == 0 else oc_bn
     if chunk:
-        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, bool(cfg["unroll_kw"].val))
+        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, width, unroll_kw)
         return s, [data, kernel, *tail.extras, out]
     n, o, y, x, v = s[out].op.axis
     xo, xi = s[out].split(x, factor=ow_bn)
-    s[out].reorder(n, o, y, xo, xi, v)
+    vo, vi = s[out].split(v, factor=width)
+    s[out].reorder(n, o, y, xo, vo, xi, vi)
     s[out].parallel(s[out].fuse(n, o, y))
-    s[out].vectorize(v)
-    s[acc].compute_at(s[out], xo)
+    s[out].vectorize(vi)
+    s[acc].compute_at(s[out], vo)
     _, _, _, ax, av = s[acc].op.axis
     arco, _, _, _ = s[acc].op.reduce_axis
-    _micro_kernel(s, acc, [arco], ax, av, bool(cfg["unroll_kw"].val))
+    _micro_kernel(s, acc, [arco], ax, av, unroll_kw)
     return s, [data, kernel, *tail.extras, out]
 
 
@@ -241,7 +273,7 @@ def _micro_kernel(s: Any, acc: Any, outer: list[Any], pixels: Any, lanes: Any,
     s[acc].vectorize(lanes)
 
 
-def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int,
+def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int, width: int,
              unroll_kw: bool) -> None:
     """Schedule a conv whose reduction is chunked (:func:`reduction_chunk`): bands of
     ``band`` output rows run in parallel; within one, per chunk of ``chunk`` input-channel
@@ -259,8 +291,9 @@ def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int,
     _, _, ay, ax, av = s[acc].op.axis
     arco, _, _, _ = s[acc].op.reduce_axis
     axo, axi = s[acc].split(ax, factor=ow_bn)
+    avo, avi = s[acc].split(av, factor=width)
     rco_o, rco_i = s[acc].split(arco, factor=chunk)
-    _micro_kernel(s, acc, [rco_o, ay, axo, rco_i], axi, av, unroll_kw)
+    _micro_kernel(s, acc, [rco_o, ay, axo, avo, rco_i], axi, avi, unroll_kw)
 
 
 conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)
