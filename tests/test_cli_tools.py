@@ -18,7 +18,7 @@ import pytest
 import templtune
 
 ROOT = Path(templtune.__file__).resolve().parent.parent
-SMALL_DENSE = ["--template", "dense", "--args", "4,16,8"]
+SMALL_DENSE = ["--template", "dense", "--args", "8,16,8"]  # >= 10 configs on both ISAs
 FAST = ["--number", "1", "--repeat", "1", "--n-parallel", "1"]
 
 

@@ -88,17 +88,23 @@ def _choice(tuner) -> list[int]:
 @pytest.mark.parametrize("seed", [0, 2, 4])
 def test_dp_and_pbqp_find_the_brute_force_minimum(seed):
     mod, _ = _net()
-    recs = _records(mod, np.random.default_rng(seed))
-    dp = _tuner(DPTuner, mod, recs, np.random.default_rng(seed + 10))
-    pb = _tuner(PBQPTuner, mod, recs, np.random.default_rng(seed + 10))
-    sizes = [len(c) for c in dp.candidates]
-    assert len(sizes) == 4 and max(sizes) > 1
-    best = min(dp.total_cost(ch) for ch in itertools.product(*map(range, sizes)))
+    # NOTE: the candidates depend on the host's ISA (its spaces' blocks); the first instance
+    # from ``seed`` on where the cheapest kernels alone are not the answer (the transforms
+    # change the choice) is the one solved
+    for trial in range(seed, seed + 40):
+        recs = _records(mod, np.random.default_rng(trial))
+        dp = _tuner(DPTuner, mod, recs, np.random.default_rng(trial + 10))
+        sizes = [len(c) for c in dp.candidates]
+        assert len(sizes) == 4 and max(sizes) > 1
+        best = min(dp.total_cost(ch) for ch in itertools.product(*map(range, sizes)))
+        if dp.total_cost([0] * len(sizes)) > best * 1.01:
+            break
+    else:
+        raise AssertionError("no instance where the layout transforms change the choice")
+    pb = _tuner(PBQPTuner, mod, recs, np.random.default_rng(trial + 10))
     dp.run()
     pb.run()
     chosen = _choice(dp)
-    # the cheapest kernels alone are not the answer: the transforms change the choice
-    assert dp.total_cost([0] * len(sizes)) > best * 1.01
     assert dp.total_cost(chosen) == pytest.approx(best)
     assert pb.total_cost(_choice(pb)) == pytest.approx(best)
 

@@ -47,7 +47,7 @@ def _inputs(name: str, args: tuple, rng: np.random.Generator):
 # the others (strides, tails, batch 1, pre-transformed kernels) a few more.
 WORKLOADS = [
     ("conv2d_nchw", (1, 7, 7, 32, 16, 3, 3, 1, 1), N_CONFIGS),
-    ("conv2d_nchw", (1, 9, 10, 16, 3, 3, 3, 2, 1), 4),
+    ("conv2d_nchw", (1, 15, 18, 16, 3, 3, 3, 2, 1), 4),  # > 1 config with AVX2 too
     ("conv2d_nchw", (1, 7, 7, 32, 16, 3, 3, 1, 1, 16), 4),
     ("conv2d_nchw_wvec", (1, 20, 34, 16, 3, 7, 7, 2, 3), N_CONFIGS),
     ("conv2d_nchw_wvec", (1, 9, 10, 6, 2, 3, 3, 1, 1), 6),
