@@ -17,6 +17,7 @@ from templtune.codegen.llvm.asm_loops import hottest_loop
 from templtune.graph.ops.nchwc import pack_data, pack_kernel, unpack_data
 from templtune.target import Target, capabilities
 from templtune.templates.x86._common import register_file, target_vector, vec_regs
+from templtune.templates.x86.conv2d_nchwc import register_vectors
 from templtune.topi import testing as ref
 
 
@@ -66,8 +67,6 @@ def test_space_keeps_accumulators_in_registers():
     lanes, regs = target_vector()
     space = task.config_space
     assert {"tile_ic", "tile_oc", "tile_ow", "unroll_kw"} <= set(space.space_map)
-    from templtune.templates.x86.conv2d_nchwc import register_vectors
-
     for i in space.sample_ints(30, rng=np.random.default_rng(1)):
         cfg = space.get(int(i))
         ow_bn, vecs = cfg["tile_ow"].size[-1], vec_regs(cfg["tile_oc"].size[-1], lanes)
@@ -219,8 +218,6 @@ def test_wide_blocks_run_in_passes_without_spills(target, ow, oc, passes):
     14 + 2 + 1 registers of 16) is computed in narrower passes: LLVM's inner loop holds one
     pass's accumulators and touches no stack slot. Compiled for both ISAs on any host; the
     AVX2 kernel is also run against numpy (every x86-64 host with AVX-512 runs AVX2 code)."""
-    from templtune.templates.x86.conv2d_nchwc import register_vectors
-
     t = Target(target)
     caps = capabilities(t)
     lanes = caps.lanes("float32")

@@ -141,18 +141,20 @@ def inner_sizes(n: int, keep: Any, cap: int = 64) -> list[int]:
     return [b for b in range(1, min(n, cap) + 1) if n % b == 0 and keep(_Inner(b))]
 
 
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
 def whole_vector_divisor(n: int, lanes: int, cap: int = 64) -> int:
     """:func:`vector_divisor`, moved to a size :func:`lane_filter` with ``lanes`` keeps: whole
     registers if a multiple of ``lanes`` divides ``n``, else one narrower register. The
     registers come in a power of two: LLVM splits a vector of 5 registers (``n = 1000``, 40
     lanes with AVX2) through lane inserts and the stack."""
-    def pow2(d: int) -> bool:
-        return d & (d - 1) == 0
-
     bn = vector_divisor(n, cap)
-    if bn % 8 or bn < lanes or (bn % lanes == 0 and pow2(bn // lanes)):
+    if bn % 8 or bn < lanes or (bn % lanes == 0 and _power_of_two(bn // lanes)):
         return bn
-    whole = [d for d in range(lanes, cap + 1, lanes) if n % d == 0 and pow2(d // lanes)]
+    whole = [d for d in range(lanes, cap + 1, lanes)
+             if n % d == 0 and _power_of_two(d // lanes)]
     if whole:
         return whole[-1]
     return max(d for d in range(8, lanes, 8) if n % d == 0)

@@ -15,8 +15,9 @@ unrolled. The inner block is a register-blocked micro-kernel: ``ow_bn`` output p
 capability record's accumulator registers: 28 zmm with AVX-512, 14 ymm with AVX2), fed by one
 broadcast of an input value and one vector load of ``oc_bn`` weights per FMA chain step. A
 block whose weight vectors do not fit beside its accumulators runs as passes over fewer
-channel vectors (:func:`register_vectors`; the counts then are a pass's). The space keeps the blocks that cover the FMA latency (at least half the accumulator registers,
-where the row allows) and unrolls ``kw`` only where LLVM keeps the unrolled body in registers
+channel vectors (:func:`register_vectors`; the counts then are a pass's). The space keeps
+the blocks that cover the FMA latency (at least half the accumulator registers, where the
+row allows) and unrolls ``kw`` only where LLVM keeps the unrolled body in registers
 (:func:`spill_free`).
 """
 
@@ -177,7 +178,6 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int) -> None:
         cfg.fallback_split("tile_ow", [-1, ow_bn])
         # NOTE: the kw taps are unrolled only where their weights fit beside the accumulators
         # (a row of 7 pixels x 2 zmm does, one of 14 does not)
-        ow_bn = cfg["tile_ow"].size[-1]
         cfg["unroll_kw"] = OtherOptionEntity(spill_free(ow_bn, vecs, kw, fregs, nregs))
 
 
