@@ -25,11 +25,15 @@ The workloads are listed in ``logs/reference_workloads.txt`` (one ``template arg
    layout transform between them.
 
 The family is that of ``--target`` (default ``llvm``: the host), read from the Target's
-capability record. Usage::
+capability record. A family that runs another's code (``IsaFamily.AVX512_256``: AVX-512 on
+256-bit FMA units) shares that one's workloads; ``--seed-from FAMILY`` has each workload's
+tuning measure the best ``--seed-top`` configs of that family's raw log first (configs only:
+every cost in a family's raw logs is timed on a CPU of that family). Usage::
 
     python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500] \
         [--block] [--only depthwise_conv2d_NCHWc]
     python3 logs/reference_logs.py --target "llvm -mcpu=haswell" ...   # the AVX2 log
+    python3 logs/reference_logs.py --seed-from avx512 --trials 40 --block  # on a Zen 4
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,7 +59,8 @@ NETWORKS = ("resnet-18", "resnet-50", "mobilenet")
 BENCH_SECTION = "# section: benchmarks"
 #: a target of each ISA family: the networks' workloads are extracted for both, and a
 #: family's log is tuned for its target (``--target`` may name another CPU of the family)
-FAMILY_TARGETS = {IsaFamily.AVX2: "llvm -mcpu=haswell", IsaFamily.AVX512: "llvm -mcpu=skylake-avx512"}
+FAMILY_TARGETS = {IsaFamily.AVX2: "llvm -mcpu=haswell", IsaFamily.AVX512: "llvm -mcpu=skylake-avx512",
+                  IsaFamily.AVX512_256: "llvm -mcpu=znver4"}
 
 
 def pipeline_block(target: str) -> int:
@@ -139,9 +145,12 @@ def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
 
 def family_workloads(all_candidates: bool) -> list[Workload]:
     """The networks' workloads of every ISA family (:data:`FAMILY_TARGETS`); each one's note
-    names its networks, then its families after a ``;``."""
+    names its networks, then its families after a ``;`` (a family that runs another's code,
+    ``IsaFamily.isa``, shares that one's workloads and is not named)."""
     found: dict[tuple[str, tuple[int, ...]], tuple[set[str], list[str]]] = {}
     for family, target in FAMILY_TARGETS.items():
+        if family.isa is not family:
+            continue
         for w in network_workloads(target, all_candidates):
             nets, fams = found.setdefault((w.template, w.args), (set(), []))
             nets.update(w.note.split())
@@ -153,9 +162,13 @@ def family_workloads(all_candidates: bool) -> list[Workload]:
 
 def families_of(w: Workload) -> set[str]:
     """The ISA families whose builds instantiate ``w`` (every family when its note names
-    none, as the benchmark section's)."""
+    none, as the benchmark section's); a family that runs another's code
+    (``IsaFamily.isa``) has that one's workloads."""
     _, sep, fams = w.note.partition(";")
-    return set(fams.split()) if sep else {f.value for f in IsaFamily}
+    if not sep:
+        return {f.value for f in IsaFamily}
+    named = set(fams.split())
+    return named | {f.value for f in IsaFamily if f.isa.value in named}
 
 
 def refresh(all_candidates: bool, path: Path = WORKLOADS) -> list[Workload]:
@@ -221,9 +234,31 @@ def merge(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
     return len(best)
 
 
+def seed_configs(seed_dir: Path | None, w: Workload, top: int, space: Any) -> list[object]:
+    """``space``'s points with the knob values of the ``top`` fastest successful records of
+    ``w`` in ``seed_dir`` (another family's raw logs; a value the space no longer offers drops
+    its record): a new family's tuning measures them first, so it starts from what won on the
+    other CPU; only configs travel, every recorded cost is this host's."""
+    from templtune.autotvm.record import load_from_file
+
+    path = seed_dir / f"{w.stem}.log" if seed_dir is not None else None
+    if path is None or top <= 0 or not path.exists():
+        return []
+    best: dict[int, tuple[float, Any]] = {}
+    for inp, res in load_from_file(path):
+        if int(res.error_no) != 0 or not res.costs or tuple(inp.task.args) != w.args:
+            continue
+        point = space.point_of(inp.config)
+        cost = sum(res.costs) / len(res.costs)
+        if point is not None and (point.index not in best or cost < best[point.index][0]):
+            best[point.index] = (cost, point)
+    return [cfg for _, cfg in sorted(best.values(), key=lambda cv: cv[0])[:top]]
+
+
 def tune_all(workloads: list[Workload], target: str, raw_dir: Path, trials: int,
-             budget: float) -> None:
-    """Tune every workload into ``raw_dir`` under one wall-time budget."""
+             budget: float, seed_dir: Path | None = None, seed_top: int = 0) -> None:
+    """Tune every workload into ``raw_dir`` under one wall-time budget, each first measuring
+    the best ``seed_top`` configs of ``seed_dir``'s log of it (:func:`seed_configs`)."""
     from templtune import autotvm
     from templtune.cli.tune_cmd import create_task, tune_task
 
@@ -241,7 +276,9 @@ def tune_all(workloads: list[Workload], target: str, raw_dir: Path, trials: int,
             task = create_task(w.template, w.args, target)
             s = tune_task(task, tuner="xgb", n_trial=trials, log=raw_dir / f"{w.stem}.log",
                           early_stopping=None, seed=0, progress=False, option=option,
-                          resume=True, time_budget=share)
+                          resume=True, time_budget=share,
+                          initial_configs=seed_configs(seed_dir, w, seed_top,
+                                                       task.config_space))
             print(f"[{i + 1:3d}/{len(workloads)}] {w.template}{w.args}: {s.best_gflops:7.2f} "
                   f"GFLOPS, {s.trials} trials (+{s.resumed} resumed) in {s.wall_s:.0f} s",
                   flush=True)
@@ -261,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-budget", type=float, default=1500.0, help="seconds in all")
     ap.add_argument("--only", default=None, help="tune only workloads of this template")
     ap.add_argument("--no-tune", action="store_true", help="only distill the raw logs")
+    ap.add_argument("--seed-from", default=None, choices=[f.value for f in IsaFamily],
+                    help="measure the best configs of this family's raw logs first")
+    ap.add_argument("--seed-top", type=int, default=8, help="configs per workload to seed")
     ap.add_argument("--block", type=int, nargs="?", const=0, default=None,
                     help="re-rank conv2d_NCHWc workloads with this channel block (step 4; "
                          "no value: the family's, 16 with AVX2, 32 with AVX-512)")
@@ -272,13 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"target {a.target!r} is in no ISA family ({known})")
     workloads = refresh(a.all_candidates) if a.refresh_workloads else read_workloads()
     workloads = [w for w in workloads if family.value in families_of(w)]
+    seed_dir = ROOT / "logs" / "pretune" / a.seed_from if a.seed_from else None
     if a.only:
         workloads = [w for w in workloads if w.template == a.only]
     raw_dir = ROOT / "logs" / "pretune" / family.value
     out = ROOT / "templates" / "logs" / "cpu" / FAMILY_LOGS[family]
     print(f"{family.value}: {len(workloads)} workloads, raw logs {raw_dir}, output {out}")
     if not a.no_tune:
-        tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget)
+        tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget, seed_dir, a.seed_top)
     if a.only and out.exists():
         # NOTE: only the selected workloads' records change: the others (re-ranked ones
         # among them) stay as shipped

@@ -265,6 +265,21 @@ def test_filter_and_multi_filter_in_either_order():
     assert (len(rev), rev.range_length) == (27, 48)
 
 
+def test_point_of_matches_knob_values_not_the_index():
+    """A record's config maps onto another space by its knob values: an unfiltered space
+    (another CPU's filters) gives the same values another index; a point this space filters
+    out, or a value it does not offer, has none."""
+    cfg, plain = gemm_space(), gemm_space(multi=False, per_knob_filter=True)
+    src = plain.get(15)
+    got = cfg.point_of(src)
+    assert got is not None and got.index == cfg.knob2point([
+        list(cfg.space_map[k].entities).index(src[k]) for k in cfg.space_map])
+    assert all(got[k] == src[k] for k in cfg.space_map)
+    assert cfg.point_of(plain.get(0)) is None  # 1 x 1 tiles: filtered out here
+    assert plain.point_of(cfg.get(cfg.knob2point([6, 0]))) is None  # tile_y 64: no choice there
+    assert cfg.point_of(object()) is None
+
+
 def test_sampling_is_seeded():
     cfg = gemm_space()
     assert cfg.sample_ints(10, rng=3).tolist() == cfg.sample_ints(10, rng=3).tolist()

@@ -30,10 +30,18 @@ AVX2 = "llvm -mcpu=haswell"
 AVX512 = "llvm -mcpu=skylake-avx512"
 
 
+ZEN4 = "llvm -mcpu=znver4"
+
+
 def test_family_from_target_capabilities():
     assert isa_family(AVX2) is IsaFamily.AVX2
     assert isa_family(AVX512) is IsaFamily.AVX512
     assert isa_family("llvm -mcpu=icelake-server") is IsaFamily.AVX512
+    assert isa_family("llvm -mcpu=znver5") is IsaFamily.AVX512
+    # the same AVX-512 code on 256-bit FMA units: its own log, the AVX-512 family's workloads
+    assert isa_family(ZEN4) is IsaFamily.AVX512_256
+    assert IsaFamily.AVX512_256.isa is IsaFamily.AVX512
+    assert isa_family("llvm -mcpu=znver4 -mattr=-avx512f") is IsaFamily.AVX2
     assert isa_family("llvm -mcpu=x86-64") is None  # SSE only: no family
     assert isa_family("cuda") is None
 
@@ -89,6 +97,43 @@ def test_missing_family_log_falls_back_with_a_warning(family_dir, caplog):
     assert not caplog.records
 
 
+def test_missing_log_takes_the_nearest_family_only(family_dir, caplog):
+    """Zen 4 without its own log takes the AVX-512 log (the same code), not the AVX2 one too;
+    with its log present, an AVX-512 CPU without one takes it before the AVX2 log."""
+    assert sorted(f.name for f in reference_log_files(ZEN4)) == ["mine.log", "x86_avx512.log"]
+    assert sorted(i.config.index for i, _ in load_reference_log(ZEN4, "dense")) == [2, 3]
+    _write(family_dir / FAMILY_LOGS[IsaFamily.AVX512_256], _dense_task(), 4)
+    assert sorted(f.name for f in reference_log_files(ZEN4)) == ["mine.log",
+                                                                 "x86_avx512_256.log"]
+    (family_dir / FAMILY_LOGS[IsaFamily.AVX512]).unlink()
+    with caplog.at_level(logging.WARNING, logger="autotvm"):
+        names = sorted(f.name for f in reference_log_files(AVX512))
+    assert names == ["mine.log", "x86_avx512_256.log"]
+    assert "tuned for avx512_256" in caplog.records[0].getMessage()
+    assert sorted(f.name for f in reference_log_files("llvm -mcpu=x86-64")) == [
+        "mine.log", "x86.log"]
+
+
+def test_seed_configs_travel_by_knob_values(tmp_path):
+    """A new family's tuning starts from another family's best configs, matched by their knob
+    values (a record's index may name another point of this space); costs do not travel."""
+    task = _dense_task()
+    space = task.config_space
+    picks = [space.get(i) for i in (1, 2, 3)]
+    recs = []
+    for cost, cfg in zip((3e-4, 1e-4, 2e-4), picks):
+        stale = type(cfg)((cfg.index + 1) % len(space), None, cfg._entity_map, [])
+        recs.append((MeasureInput("llvm", task, stale), MeasureResult((cost,), 0, 0.0, 0.0)))
+    recs.append((MeasureInput("llvm", task, space.get(0)), MeasureResult((1e9,), 4, 0.0, 0.0)))
+    w = reference_logs.Workload("dense", tuple(task.args))
+    record.save_to_file(recs, tmp_path / f"{w.stem}.log")
+    got = reference_logs.seed_configs(tmp_path, w, 2, space)
+    assert [c.index for c in got] == [picks[1].index, picks[2].index]
+    assert all(space.point_of(c) == c for c in got)
+    assert reference_logs.seed_configs(tmp_path, w, 0, space) == []
+    assert reference_logs.seed_configs(None, w, 2, space) == []
+
+
 def test_workload_file_parses_and_round_trips(tmp_path):
     ws = reference_logs.read_workloads()
     assert len(ws) >= 50
@@ -136,6 +181,10 @@ def test_pipeline_block_and_families_of_a_line():
     assert reference_logs.families_of(w) == {"avx2"}
     untagged = reference_logs.Workload("dense", (1, 2, 3), "mobilenet")
     assert reference_logs.families_of(untagged) == {f.value for f in IsaFamily}
+    # a family running another's code has its workloads
+    tagged = reference_logs.Workload("dense", (1, 2, 3), "resnet-18; avx512")
+    assert reference_logs.families_of(tagged) == {"avx512", "avx512_256"}
+    assert reference_logs.pipeline_block(ZEN4) == 32
 
 
 def test_distill_keeps_the_best_record_of_listed_workloads(tmp_path):

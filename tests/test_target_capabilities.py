@@ -26,16 +26,18 @@ def test_kind_has_a_name_and_stays_a_string():
     assert kind_of("llvm -mcpu=core-avx2 -whatever=1") == "llvm"  # options not parsed
 
 
-@pytest.mark.parametrize("text,lanes,acc,vnni,amx", [
-    ("llvm -mcpu=znver3", 8, 14, False, False),
-    ("llvm -mcpu=znver4", 16, 28, True, False),
-    ("llvm -mcpu=sapphirerapids", 16, 28, True, True),
-    ("llvm -mcpu=alderlake", 8, 14, True, False),
-    ("llvm -mcpu=znver4 -mattr=-avx512f", 8, 14, False, False),
-    ("llvm -mcpu=haswell -mattr=+avx512f", 16, 28, False, False),
+@pytest.mark.parametrize("text,lanes,acc,vnni,amx,fma", [
+    ("llvm -mcpu=znver3", 8, 14, False, False, 256),
+    ("llvm -mcpu=znver4", 16, 28, True, False, 256),  # 512-bit FMAs in two 256-bit halves
+    ("llvm -mcpu=znver5", 16, 28, True, False, 512),
+    ("llvm -mcpu=sapphirerapids", 16, 28, True, True, 512),
+    ("llvm -mcpu=alderlake", 8, 14, True, False, 256),
+    ("llvm -mcpu=znver4 -mattr=-avx512f", 8, 14, False, False, 256),
+    ("llvm -mcpu=haswell -mattr=+avx512f", 16, 28, False, False, 512),
 ])
-def test_cpu_records(text, lanes, acc, vnni, amx):
+def test_cpu_records(text, lanes, acc, vnni, amx, fma):
     c = Target(text).capabilities
+    assert c.fma_bits == fma
     assert not c.is_gpu and c.keys == ("cpu",) and c.has_avx2 and c.has_fma
     assert (c.lanes("float32"), c.accumulator_registers) == (lanes, acc)
     assert c.vector_registers == (32 if lanes == 16 else 16)

@@ -342,6 +342,23 @@ class ConfigSpace(_ConfigBase):
             raise IndexError(f"index {index} is filtered out by multi_filter")
         return ConfigEntity(index, self.code_hash, self._entities_at(index), [])
 
+    def point_of(self, config: Any) -> ConfigEntity | None:
+        """This space's point with the knob values of ``config`` (a record's config, whose
+        index may name another point: the space of an older template version or one filtered
+        for another CPU), or None where a value is not a choice here or the point is filtered
+        out."""
+        ents = getattr(config, "_entity_map", None)
+        if ents is None:
+            return None
+        digits = []
+        for name, knob in self.space_map.items():
+            choices = list(knob.entities)
+            if name not in ents or ents[name] not in choices:
+                return None
+            digits.append(choices.index(ents[name]))
+        index = self.knob2point(digits)
+        return self.get(index) if self.is_index_valid(index) else None
+
     def subrange_length(self, start: int, end: int) -> int:
         """Number of valid indices in ``[start, end)``."""
         if not 0 <= start <= end <= self.range_length:

@@ -21,7 +21,7 @@ import llvmlite.binding as llvm
 
 from templtune.errors import TargetError
 
-__all__ = ["HostCpu", "check_cpu_and_features", "cpu_isa", "host_cpu"]
+__all__ = ["HostCpu", "check_cpu_and_features", "cpu_isa", "fma_bits", "host_cpu"]
 
 _LOCK = threading.Lock()
 _FEATURE = re.compile(r"[+-][A-Za-z0-9][A-Za-z0-9._-]*")
@@ -176,6 +176,8 @@ _CPU_ISA: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(("sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
                      "diamondrapids"), _SPR),
 }
+#: CPUs whose AVX-512 FMAs run on 256-bit units, two passes per zmm instruction (LLVM names)
+_HALF_WIDTH_512 = frozenset({"znver4"})
 #: the ISA features the capability record reports
 TRACKED = frozenset(f for fs in _CPU_ISA.values() for f in fs)
 
@@ -213,3 +215,9 @@ def cpu_isa(cpu: str, features: str = "") -> frozenset[str]:
         else:
             have -= {f for f in have if name in _closure(f)}
     return frozenset(have & TRACKED)
+
+
+def fma_bits(cpu: str, vector_bits: int) -> int:
+    """The width of ``cpu``'s FMA units for code with ``vector_bits``-wide vectors: 256 for a
+    512-bit vector on a CPU that splits it (:data:`_HALF_WIDTH_512`), else ``vector_bits``."""
+    return 256 if vector_bits == 512 and cpu in _HALF_WIDTH_512 else vector_bits

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from templtune.target.llvm_cpu import cpu_isa, host_cpu
+from templtune.target.llvm_cpu import cpu_isa, fma_bits, host_cpu
 
 __all__ = ["Capabilities", "compute"]
 
@@ -41,6 +41,10 @@ class Capabilities:
         Width of a vector register (512 with AVX-512, 256 with AVX, else 128).
     vector_registers : int
         Architectural vector registers (32 zmm with AVX-512, else 16).
+    fma_bits : int
+        Width of the FMA units: ``vector_bits``, except on CPUs that run each 512-bit FMA as
+        two 256-bit halves (AMD Zen 4), where it is 256: the same code, but other blockings
+        and algorithms are fastest there (the reference logs are chosen by it).
     cores : int
         ``-num-cores``, else the cores this process may run on.
     arch : str or None
@@ -59,6 +63,7 @@ class Capabilities:
     vector_bits: int
     vector_registers: int
     cores: int
+    fma_bits: int
     arch: str | None = None
     max_threads_per_block: int = 0
     max_shared_memory_per_block: int = 0
@@ -140,7 +145,8 @@ def compute(kind: str, keys: tuple[str, ...], attrs: dict[str, Any],
     cores = int(cpu_attrs.get("num-cores") or 0) or host.cores
     common = dict(kind=str(kind), keys=tuple(keys), is_gpu=is_gpu, triple=triple, cpu=cpu,
                   llvm_features=feature_str, features=isa, vector_bits=bits,
-                  vector_registers=32 if bits == 512 else 16, cores=cores)
+                  vector_registers=32 if bits == 512 else 16, cores=cores,
+                  fma_bits=fma_bits(cpu, bits))
     if not is_gpu:
         return Capabilities(**common)  # type: ignore[arg-type]
     arch = attrs.get("arch")

@@ -11,9 +11,12 @@ similar workload's config. Both are off with ``TEMPLTUNE_NO_TOPHUB=1`` or
 ``autotvm.env.set_use_reference_logs(False)``.
 
 CPU logs come per ISA family (:data:`FAMILY_LOGS`: configs tuned on an AVX2 machine are not
-the best ones on an AVX-512 machine, and the other way round): of the files named there, only
+the best ones on an AVX-512 machine, and the other way round; nor are those of an AVX-512 CPU
+with full-width FMA units on one that splits each 512-bit FMA in two, AMD Zen 4, where
+Winograd wins layers that the direct kernel wins elsewhere): of the files named there, only
 the target's family's are used, chosen by the Target's capability record; when that family has
-no log, the other family's serves, with a warning. Other ``*.log`` files are always used.
+no log, the nearest family's that has one serves (:data:`NEAREST`), with a warning. Other
+``*.log`` files are always used.
 """
 
 from __future__ import annotations
@@ -36,23 +39,40 @@ class IsaFamily(enum.Enum):
 
     AVX2 = "avx2"
     AVX512 = "avx512"
+    #: AVX-512 code on 256-bit FMA units (Capabilities.fma_bits): the AVX-512 family's
+    #: workloads and blockings, timed on such a CPU
+    AVX512_256 = "avx512_256"
+
+    @property
+    def isa(self) -> IsaFamily:
+        """The family whose code (and so whose workloads and channel blocks) this one runs."""
+        return IsaFamily.AVX512 if self is IsaFamily.AVX512_256 else self
 
 
 #: the packaged log of each family, under ``<dir>/cpu/`` (``x86.log`` predates the families)
 FAMILY_LOGS: dict[IsaFamily, str] = {IsaFamily.AVX2: "x86.log",
-                                     IsaFamily.AVX512: "x86_avx512.log"}
+                                     IsaFamily.AVX512: "x86_avx512.log",
+                                     IsaFamily.AVX512_256: "x86_avx512_256.log"}
 _FAMILY_OF_FILE = {name: fam for fam, name in FAMILY_LOGS.items()}
+#: the families whose log serves, in order, when a family (None: a CPU below AVX2) has none
+NEAREST: dict[IsaFamily | None, tuple[IsaFamily, ...]] = {
+    IsaFamily.AVX2: (IsaFamily.AVX512_256, IsaFamily.AVX512),
+    IsaFamily.AVX512: (IsaFamily.AVX512_256, IsaFamily.AVX2),
+    IsaFamily.AVX512_256: (IsaFamily.AVX512, IsaFamily.AVX2),
+    None: (IsaFamily.AVX2, IsaFamily.AVX512_256, IsaFamily.AVX512),
+}
 # NOTE: warn once per (wanted family, file) rather than at every dispatch miss.
-_warned: set[tuple[IsaFamily, str]] = set()
+_warned: set[tuple[IsaFamily | None, str]] = set()
 
 
 def isa_family(target: Any) -> IsaFamily | None:
-    """The ISA family of a CPU target (AVX-512 F, else AVX2), None for other targets."""
+    """The ISA family of a CPU target (AVX-512 F on full-width or on 256-bit FMA units, else
+    AVX2), None for other targets."""
     caps = as_target(target).capabilities
     if caps.is_gpu or caps.kind != "llvm":
         return None
     if caps.has_avx512:
-        return IsaFamily.AVX512
+        return IsaFamily.AVX512_256 if caps.fma_bits < caps.vector_bits else IsaFamily.AVX512
     return IsaFamily.AVX2 if caps.has_avx2 else None
 
 
@@ -65,16 +85,18 @@ def _by_family(files: list[Path], family: IsaFamily | None) -> list[Path]:
     if own:
         keep = set(own)
     else:
-        # NOTE: no log for this family (or a CPU below AVX2): the other family's configs still
-        # beat the untuned fallbacks, so they serve, with a warning.
-        keep = set(fam_files)
-        for f in fam_files:
-            key = (family or IsaFamily.AVX2, str(f))
+        # NOTE: no log for this family (or a CPU below AVX2): the nearest family's configs
+        # still beat the untuned fallbacks, so they serve, with a warning. One family only:
+        # ranking records timed on different CPUs against each other means nothing.
+        near = next(fam for fam in NEAREST[family]
+                    if any(_FAMILY_OF_FILE[f.name] is fam for f in fam_files))
+        keep = {f for f in fam_files if _FAMILY_OF_FILE[f.name] is near}
+        for f in sorted(keep):
+            key = (family, str(f))
             if key not in _warned:
                 _warned.add(key)
                 logger.warning("no %s reference log; using %s (tuned for %s)",
-                               family.value if family else "baseline x86", f,
-                               _FAMILY_OF_FILE[f.name].value)
+                               family.value if family else "baseline x86", f, near.value)
     return [f for f in files if f.name not in _FAMILY_OF_FILE or f in keep]
 
 
