@@ -59,7 +59,8 @@ NETWORKS = ("resnet-18", "resnet-50", "mobilenet")
 BENCH_SECTION = "# section: benchmarks"
 #: a target of each ISA family: the networks' workloads are extracted for both, and a
 #: family's log is tuned for its target (``--target`` may name another CPU of the family)
-FAMILY_TARGETS = {IsaFamily.AVX2: "llvm -mcpu=haswell", IsaFamily.AVX512: "llvm -mcpu=skylake-avx512",
+FAMILY_TARGETS = {IsaFamily.AVX2: "llvm -mcpu=haswell",
+                  IsaFamily.AVX512: "llvm -mcpu=skylake-avx512",
                   IsaFamily.AVX512_256: "llvm -mcpu=znver4"}
 
 
@@ -239,17 +240,17 @@ def seed_configs(seed_dir: Path | None, w: Workload, top: int, space: Any) -> li
     ``w`` in ``seed_dir`` (another family's raw logs; a value the space no longer offers drops
     its record): a new family's tuning measures them first, so it starts from what won on the
     other CPU; only configs travel, every recorded cost is this host's."""
-    from templtune.autotvm.record import load_from_file
+    from templtune.autotvm.record import load_from_file, usable_cost
 
     path = seed_dir / f"{w.stem}.log" if seed_dir is not None else None
     if path is None or top <= 0 or not path.exists():
         return []
     best: dict[int, tuple[float, Any]] = {}
     for inp, res in load_from_file(path):
-        if int(res.error_no) != 0 or not res.costs or tuple(inp.task.args) != w.args:
+        cost = usable_cost(res)
+        if cost is None or tuple(inp.task.args) != w.args:
             continue
         point = space.point_of(inp.config)
-        cost = sum(res.costs) / len(res.costs)
         if point is not None and (point.index not in best or cost < best[point.index][0]):
             best[point.index] = (cost, point)
     return [cfg for _, cfg in sorted(best.values(), key=lambda cv: cv[0])[:top]]

@@ -28,8 +28,6 @@ import reference_logs  # noqa: E402
 
 AVX2 = "llvm -mcpu=haswell"
 AVX512 = "llvm -mcpu=skylake-avx512"
-
-
 ZEN4 = "llvm -mcpu=znver4"
 
 
