@@ -156,11 +156,17 @@ def _record(path, template: str, args: tuple, cost: float) -> None:
                                             time.time())) + "\n")
 
 
-def _impls(log) -> list[str]:
+def _impls(log, graph_best=None) -> list[str]:
+    """The implementations the network's groups ran under ``log``'s records (and inside them,
+    the graph tuner's ``graph_best`` records), its output checked against the reference."""
     mod, params = _net()
     x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
     with autotvm.apply_history_best(str(log)), PassContext(opt_level=3):
-        lib = build(mod, "llvm", params)
+        if graph_best is None:
+            lib = build(mod, "llvm", params)
+        else:
+            with autotvm.apply_graph_best(str(graph_best)):
+                lib = build(mod, "llvm", params)
     m = GraphModule(lib["default"]())
     m.run(data=x)
     np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(mod, params, data=x),
@@ -178,6 +184,17 @@ def test_a_layer_runs_winograd_when_its_record_is_faster(tmp_path, winograd_cost
     assert impls.count(f"autotvm:{TEMPLATE}") == (2 if runs else 0), impls
     # NOTE: one blocking through the network: no transform between the two convolutions
     assert impls.count("autotvm:conv2d_NCHWc") == (0 if runs else 2), impls
+
+
+def test_a_graph_tuner_choice_runs_on_its_own_template(tmp_path):
+    # the graph tuner chose direct configs; a faster Winograd record in the enclosing context
+    # (as a packaged reference log can hold) must not take the layers, nor get their configs
+    wino, chosen = tmp_path / "winograd.log", tmp_path / "graph_opt.log"
+    _record(wino, TEMPLATE, (*ARGS, 16, 16, 4), 1e-6)
+    for _ in range(2):  # one record per convolution, in order
+        _record(chosen, "conv2d_NCHWc", ARGS, 1e-4)
+    impls = _impls(wino, graph_best=chosen)
+    assert impls.count("autotvm:conv2d_NCHWc") == 2, impls
 
 
 def test_tune_network_gets_the_winograd_alternatives_at_the_chosen_blocking(tmp_path):

@@ -35,7 +35,8 @@ from .op import get_op
 
 logger = logging.getLogger("templtune.graph")
 
-__all__ = ["Candidate", "FusedTail", "op_call", "candidates", "choose", "instantiate",
+__all__ = ["Candidate", "FusedTail", "op_call", "candidates", "choose", "configured",
+           "instantiate",
            "fused_tail", "extract_from_program", "blocked_alternatives"]
 
 #: injective ops that move elements (an epilogue computes each output element in place)
@@ -65,6 +66,14 @@ def choose(call: Call, target: Any, allow_transform: bool = True) -> Implementat
     """The fastest recorded implementation of ``call``, else the registered fallback (only
     implementations taking the weight as is when not ``allow_transform``)."""
     return strategy.select(op_call(call), target, allow_transform)
+
+
+def configured(call: Call, target: Any) -> Implementation | None:
+    """The implementation a graph pass's config for ``call`` (its ``autotvm_config``) belongs
+    to: the op's first registered implementation, the direct template whose records the
+    alter-layout pass and the graph tuner choose among (None: none applies)."""
+    impls = strategy.implementations(op_call(call), target)
+    return impls[0] if impls else None
 
 
 def instantiate(cand: Implementation, target: Any, epilogue: Epilogue | None = None,

@@ -39,7 +39,14 @@ from templtune.autotvm.dispatcher import DispatchContext
 from templtune.errors import TempltuneError
 from templtune.target import Target
 
-from .autotvm_integration import Candidate, FusedTail, choose, fused_tail, instantiate
+from .autotvm_integration import (
+    Candidate,
+    FusedTail,
+    choose,
+    configured,
+    fused_tail,
+    instantiate,
+)
 from .default_schedules import default_schedule
 from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
@@ -174,11 +181,13 @@ class _Compiler:
         anchor = group.calls[0]
         weight = anchor.args[1] if len(anchor.args) > 1 else None
         const = isinstance(weight, Var) and weight.name in self.params
-        cand = self._choose(anchor, const)
+        # NOTE: a layer whose config the alter-layout pass chose (its blocking) runs that one,
+        # on the template it belongs to, even where another implementation (Winograd) has a
+        # faster record in a parent context: that config has only the direct template's knobs
+        config = anchor.attr("autotvm_config")
+        cand = self._choose(anchor, const) if config is None else configured(anchor, self.target)
         if cand is None:
             return None
-        # NOTE: a layer whose config the alter-layout pass chose (its blocking) runs that one
-        config = anchor.attr("autotvm_config")
         ft = fused_tail(group) if cand.epilogue and self.pc.fuse_epilogues else None
         k = self._template_kernel(group, cand, ft, config)
         if k is None and ft is not None:
