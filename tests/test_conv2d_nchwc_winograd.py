@@ -6,6 +6,7 @@ kernel's."""
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -161,12 +162,9 @@ def _impls(log, graph_best=None) -> list[str]:
     the graph tuner's ``graph_best`` records), its output checked against the reference."""
     mod, params = _net()
     x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
-    with autotvm.apply_history_best(str(log)), PassContext(opt_level=3):
-        if graph_best is None:
-            lib = build(mod, "llvm", params)
-        else:
-            with autotvm.apply_graph_best(str(graph_best)):
-                lib = build(mod, "llvm", params)
+    inner = nullcontext() if graph_best is None else autotvm.apply_graph_best(str(graph_best))
+    with autotvm.apply_history_best(str(log)), inner, PassContext(opt_level=3):
+        lib = build(mod, "llvm", params)
     m = GraphModule(lib["default"]())
     m.run(data=x)
     np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(mod, params, data=x),

@@ -347,15 +347,14 @@ class ConfigSpace(_ConfigBase):
         index may name another point: the space of an older template version or one filtered
         for another CPU), or None where a value is not a choice here or the point is filtered
         out."""
-        ents = getattr(config, "_entity_map", None)
-        if ents is None:
+        if not isinstance(config, _ConfigBase):
             return None
         digits = []
         for name, knob in self.space_map.items():
             choices = list(knob.entities)
-            if name not in ents or ents[name] not in choices:
+            if name not in config or config[name] not in choices:
                 return None
-            digits.append(choices.index(ents[name]))
+            digits.append(choices.index(config[name]))
         index = self.knob2point(digits)
         return self.get(index) if self.is_index_valid(index) else None
 

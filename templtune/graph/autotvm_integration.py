@@ -36,8 +36,7 @@ from .op import get_op
 logger = logging.getLogger("templtune.graph")
 
 __all__ = ["Candidate", "FusedTail", "op_call", "candidates", "choose", "configured",
-           "instantiate",
-           "fused_tail", "extract_from_program", "blocked_alternatives"]
+           "instantiate", "fused_tail", "extract_from_program", "blocked_alternatives"]
 
 #: injective ops that move elements (an epilogue computes each output element in place)
 _REMAPPING = frozenset({"reshape", "transpose", "strided_slice", "nn.pad", "image.resize2d",
