@@ -31,9 +31,10 @@ def _run(args: tuple, cfg, rng: np.random.Generator) -> None:
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
     expect = ref.conv2d_nchw_python(x, k, s, p)
-    out = np.zeros(tuple(int(d) for d in tensors[2].shape), np.float32)
-    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
-    assert out.shape[-1] == oc_bn
+    out = np.zeros((n, co // oc_bn, *expect.shape[2:], oc_bn), np.float32)
+    # a pointwise conv over fused pixels declares its output as [n, co/oc_bn, oh*ow, oc_bn]
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn),
+        out.reshape(tuple(int(d) for d in tensors[2].shape)))
     np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3, err_msg=str(cfg))
 
 
@@ -327,3 +328,73 @@ def test_chunked_epilogue_and_registers():
     loop = hottest_loop(mod.get_source("asm"))
     assert loop.fmas == 7 * vecs and loop.accumulators == 7 * vecs and loop.stack_accesses == 0
     _check_bias_residual_relu(mod, args, ic_bn, oc_bn, seed=4)
+
+
+# ---- pointwise convs over fused pixels (register blocks that divide no row) ------------------
+def _tail_configs(args: tuple, target: str) -> list:
+    with Target(target):
+        space = autotvm.task.create("conv2d_NCHWc", args, target).config_space
+        ow = args[2]
+        return [space.get(i) for i in range(space.range_length)
+                if space.is_index_valid(i) and ow % space.get(i)["tile_ow"].size[-1]]
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])
+@pytest.mark.parametrize("args", [(1, 7, 7, 64, 32, 1, 1, 1, 0), (1, 14, 14, 64, 32, 1, 1, 1, 0),
+                                  (1, 7, 7, 32, 1024, 1, 1, 1, 0)])  # the last one chunked
+def test_pointwise_tail_blocks_match_numpy(target, args):
+    configs = _tail_configs(args, target)
+    assert configs, f"no tail block in the {target} space of {args}"
+    rng = np.random.default_rng(0)
+    n, h, w, co, ci = args[:5]
+    task = autotvm.task.create("conv2d_NCHWc", args, target)
+    for cfg in [configs[int(i)] for i in rng.choice(len(configs), min(3, len(configs)), False)]:
+        with Target(target), autotvm.ApplyConfig(cfg):
+            sch, tensors = task.func(*args)
+        ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+        assert tuple(int(d) for d in tensors[2].shape) == (n, co // oc_bn, h * w, oc_bn)
+        mod = templtune.build(sch, tensors, target=target)
+        x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+        k = rng.standard_normal((co, ci, 1, 1)).astype(np.float32)
+        out = np.zeros((n, co // oc_bn, h, w, oc_bn), np.float32)
+        mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out.reshape(-1, h * w, oc_bn)[None])
+        np.testing.assert_allclose(unpack_data(out), ref.conv2d_nchw_python(x, k, 1, 0),
+                                   rtol=1e-3, atol=1e-3, err_msg=str(cfg))
+
+
+def test_avx2_fallback_blocks_a_7x7_pointwise_conv_as_6_pixels_in_one_pass():
+    # 7 pixels x 2 ymm would need two 7 x 1 passes (one broadcast per FMA)
+    args = (1, 7, 7, 64, 32, 1, 1, 1, 0)
+    cfg = FallbackConfigEntity()
+    with Target("llvm -mcpu=haswell"), autotvm.ApplyConfig(cfg):
+        autotvm.task.create("conv2d_NCHWc", args, "llvm -mcpu=haswell").func(*args)
+    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 6)
+    assert register_vectors(6, 2, 1, 16) == 2
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])
+def test_a_network_runs_tail_blocks_with_their_epilogues(target):
+    from templtune.graph import nn, reference
+    from templtune.graph.build import build
+    from templtune.graph.executor import GraphModule
+    from templtune.graph.ir import Function
+    from templtune.graph.transform import PassContext
+
+    data = nn.var("data", (1, 32, 7, 7))
+    w1, b1, w2 = nn.var("w1", (64, 32, 1, 1)), nn.var("b1", (64,)), nn.var("w2", (32, 64, 1, 1))
+    h = nn.relu(nn.bias_add(nn.conv2d(data, w1), b1))
+    f = Function((data, w1, b1, w2), nn.relu(nn.add(nn.conv2d(h, w2), data)),
+                 name="pointwise")
+    rng = np.random.default_rng(1)
+    params = {"w1": rng.standard_normal((64, 32, 1, 1)).astype(np.float32),
+              "b1": rng.standard_normal(64).astype(np.float32),
+              "w2": rng.standard_normal((32, 64, 1, 1)).astype(np.float32)}
+    x = rng.standard_normal((1, 32, 7, 7)).astype(np.float32)
+    with PassContext(opt_level=3):
+        lib = build(f, target, params)
+    m = GraphModule(lib["default"]())
+    m.run(data=x)
+    np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(f, params, data=x),
+                               rtol=1e-4, atol=1e-4)
+    convs = [g for g in lib.groups if g.impl == "autotvm:conv2d_NCHWc"]
+    assert len(convs) == 2 and len(convs[0].steps) == 1  # bias and relu fused

@@ -28,7 +28,7 @@ from typing import Any
 from templtune import autotvm, te
 from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, output_stage
-from templtune.autotvm.space import OtherOptionEntity
+from templtune.autotvm.space import OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
@@ -45,6 +45,7 @@ from ._common import (
     target_vector,
     vec_regs,
 )
+from .conv2d_nchwc_pixels import pointwise_pixels
 
 TEMPLATE = "conv2d_NCHWc"
 #: the network op this template implements (TVM's name)
@@ -106,6 +107,30 @@ def register_vectors(ow_bn: int, vecs: int, taps: int, file_regs: int) -> int:
     return 1
 
 
+def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
+                file_regs: int) -> list[int]:
+    """Register blocks of a pointwise conv's fused pixels that divide no row (:func:`
+    conv2d_nchwc_pixels.pointwise_pixels` runs them with a peeled tail).
+
+    For each channel-vector count ``v`` whose best row block in one pass (a divisor of ``ow``)
+    has fewer than half the ``acc_regs`` accumulators: the most pixels whose one pass fits
+    (``p * v`` accumulators, plus ``v`` weights and a broadcast within ``file_regs``). With
+    AVX2 a 16-channel block on 7- and 14-pixel rows gets 6 pixels (12 of 16 ymm), where the
+    rows offer 7 x 1 ymm passes (one broadcast per FMA) or 2 x 2 ymm.
+    """
+    def one_pass(b: int, v: int) -> bool:
+        return b * v <= acc_regs and b * v + (v + 1 if v > 1 else 1) <= file_regs
+
+    out = set()
+    for v in vec_counts:
+        row = max((b for b in range(1, min(ow, 32) + 1) if ow % b == 0 and one_pass(b, v)),
+                  default=0)
+        p = max((b for b in range(1, 33) if one_pass(b, v)), default=0)
+        if row * v < acc_regs // 2 and 1 < p < pixels and ow % p:
+            out.add(p)
+    return sorted(out)
+
+
 #: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
 L1_BYTES = 32 * 1024
 #: the smallest L2 of those cores (Haswell): an output-channel block's weights above it do
@@ -141,18 +166,27 @@ def band_rows(oh: int, ow: int) -> int:
     return divisor_at_most(oh, max(1, BAND_PIXELS // ow))
 
 
-def _define(cfg: Any, co: int, ci: int, ow: int, kw: int) -> None:
+def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int = 0) -> None:
+    """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
+    (:func:`_pointwise`), 0 for any other."""
     keep_oc = lane_filter(co)
-    cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
-    cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
-    cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
-    cfg.define_knob("unroll_kw", [True, False])
     lanes, regs = target_vector()
     nregs = register_file()
+    cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
+    cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
+    vec_counts = sorted({vec_regs(v, lanes) for v in inner_sizes(co, keep_oc)})
+    tails = tail_blocks(ow, pixels, vec_counts, regs, nregs) if pixels else []
+    if tails:
+        sizes = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
+        cfg.define_split("tile_ow", ow, policy="candidate", num_outputs=2,
+                         candidate=[[-1, b] for b in sizes])
+    else:
+        cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
+    cfg.define_knob("unroll_kw", [True, False])
     # NOTE: blocks with fewer than half the accumulator registers leave the FMA pipes idle
     # (latency 4 x 2 pipes, plus the loads of a short chain), unless the row is too short for
     # more with that channel block: each channel block (a layout) keeps its fullest rows.
-    ows = inner_sizes(ow, max_inner(32))
+    ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
     floor = {vec_regs(v, lanes): min(regs // 2, max(
         [b * vec_regs(v, lanes) for b in ows if b * vec_regs(v, lanes) <= regs], default=1))
         for v in inner_sizes(co, keep_oc)}
@@ -175,7 +209,15 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int) -> None:
         ow_bn = divisor_at_most(ow, max(1, fregs // vecs))
         if 2 * ow_bn * vecs < fregs:
             ow_bn = divisor_at_most(ow, max(1, regs // vecs))
-        cfg.fallback_split("tile_ow", [-1, ow_bn])
+        # NOTE: a row block that needs passes (7 x 2 ymm) loses to a tail block that fits in
+        # one (6 x 2 ymm over the fused pixels, its remainder peeled)
+        whole = [b for b in tails if register_vectors(b, vecs, 1, nregs) == vecs
+                 and b * vecs <= regs]
+        if whole and register_vectors(ow_bn, vecs, 1, nregs) < vecs:
+            cfg["tile_ow"] = SplitEntity([-1, max(whole)])  # not a divisor: set, not split
+            ow_bn = max(whole)
+        else:
+            cfg.fallback_split("tile_ow", [-1, ow_bn])
         # NOTE: the kw taps are unrolled only where their weights fit beside the accumulators
         # (a row of 7 pixels x 2 zmm does, one of 14 does not)
         cfg["unroll_kw"] = OtherOptionEntity(spill_free(ow_bn, vecs, kw, fregs, nregs))
@@ -198,13 +240,19 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     if oh < 1 or ow < 1:
         raise ValueError(f"{TEMPLATE}: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    _define(cfg, CO, CI, ow, KW)
+    pointwise = KH == KW == 1 and sh == sw == 1 and not (pt or pl or pb or pr)
+    _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else 0)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]
 
     data = te.placeholder((N, CI // ic_bn, H, W, ic_bn), name="data")
     kernel = te.placeholder((CO // oc_bn, CI // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
+    lanes = target_vector()[0]
+    if pointwise and ow % ow_bn:
+        width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), 1, register_file())
+        return pointwise_pixels(data, kernel, ow_bn, width if oc_bn % width == 0 else oc_bn,
+                                reduction_chunk(CI, ic_bn, oc_bn, 1, 1), epilogue)
     hp, wp = H + pt + pb, W + pl + pr
     if pt or pl or pb or pr:
         dpad = te.compute(
@@ -237,7 +285,6 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     out, acc = output_stage(s, tail)
     chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
     unroll_kw = bool(cfg["unroll_kw"].val)
-    lanes = target_vector()[0]
     width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), KW if unroll_kw else 1,
                                      register_file())
     width = width if oc_bn % width == 0 else oc_bn

@@ -65,6 +65,24 @@ def create_runtime(lib: GraphExecutorFactoryModule, dev: Any = None) -> Any:
                      f"{lib.target.capabilities.keys}; registered: {sorted(_RUNTIMES)})")
 
 
+def _as_declared(kernel: Any, args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """``args`` in the shapes ``kernel`` declares: an array whose parameter has the same
+    elements in another constant shape is passed as a view (a pointwise conv over fused
+    pixels declares its ``NCHW{c}c`` output as ``[N, C/c, H*W, c]``). Anything else is left
+    for the kernel's own argument check."""
+    params = getattr(kernel, "params", None)
+    if not params or len(params) != len(args):
+        return args
+    out = []
+    for a, p in zip(args, params):
+        shape = tuple(p.shape)
+        if (shape != a.shape and all(type(d) is int for d in shape) and a.flags.c_contiguous
+                and int(np.prod(shape)) == a.size):
+            a = a.reshape(shape)
+        out.append(a)
+    return tuple(out)
+
+
 class GraphRuntime:
     """Buffers and the call plan of one built network on the host (``lib["default"](dev)``)."""
 
@@ -97,7 +115,7 @@ class GraphRuntime:
             env[id(out)] = buf
             args = tuple(packed[id(e)] if isinstance(e, np.ndarray) else env[id(e)]
                          for e in step.inputs) + (buf,)
-            self.plan.append((step.kernel, args))
+            self.plan.append((step.kernel, _as_declared(step.kernel, args)))
         #: the plan's calls bound to their arrays (argument checks done once, here)
         bind = [getattr(k, "bind", None) for k, _ in self.plan]
         self.calls = [functools.partial(k, *a) if b is None else b(*a)

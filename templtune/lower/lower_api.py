@@ -10,6 +10,7 @@ from templtune.errors import LoweringError
 from templtune.lower.double_buffer import check_attached, inject_double_buffer
 from templtune.lower.ir import PrimFunc
 from templtune.lower.nest import build_nest
+from templtune.lower.partition import partition_loops
 from templtune.lower.passes import unroll_loops, vectorize_loops
 from templtune.lower.verify import verify
 from templtune.schedule.bound import infer_bound
@@ -64,6 +65,7 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
     params, body = build_nest(s, tensors, br, [a.name for a in args])
     if double:
         body = inject_double_buffer(body, br.var_ranges)
+    body = partition_loops(body, br.var_ranges)
     body = vectorize_loops(body)
     body = unroll_loops(body, ranges=br.var_ranges)
     func = PrimFunc(name, tuple(params), body,

@@ -22,8 +22,18 @@ from templtune.schedule.relations import Fuse, Split
 from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
 from templtune.schedule.stage import Stage
 from templtune.te.bound import Interval, eval_interval, union
-from templtune.te.expr import IntImm, IterVar, PrimExpr, TensorLoad, Var, const, const_int
-from templtune.te.functor import Mutator, collect_vars, handles, post_order, substitute
+from templtune.te.expr import (
+    BinOp,
+    BinOpKind,
+    IntImm,
+    IterVar,
+    PrimExpr,
+    TensorLoad,
+    Var,
+    const,
+    const_int,
+)
+from templtune.te.functor import Mutator, collect, collect_vars, handles, post_order, substitute
 from templtune.te.linear import INF
 from templtune.te.simplify import Simplifier, const_bound
 from templtune.te.tensor import ComputeOp, Tensor
@@ -347,6 +357,13 @@ def _relax_in_prefix(info: StageBound, s2: StageBound, lv: IterVar) -> bool:
     return rank <= _thread_rank(tiv.thread_tag)
 
 
+def _splits_and_rejoins(e: PrimExpr) -> bool:
+    """Whether ``e`` has both a floor division and a floor modulo (cheap test first)."""
+    kinds = {x.op for x in collect(e, lambda x: isinstance(x, BinOp))
+             if x.op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD)}
+    return len(kinds) == 2
+
+
 def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBound]],
                            reads: dict[tuple[int, Tensor], list[TensorLoad]],
                            var_ranges: dict[Var, tuple[int, int]]) -> None:
@@ -383,7 +400,12 @@ def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBou
             for load in reads.get((id(c), t), []):
                 any_reader = True
                 for d, idx in enumerate(load.indices):
-                    iv = eval_interval(substitute(idx, vmap), dom, fixed_ranges)
+                    e = substitute(idx, vmap)
+                    if _splits_and_rejoins(idx):
+                        # NOTE: (p // w) * w + p % w (a view of fused pixels as rows and back)
+                        # is p; interval arithmetic on the two halves would give whole rows
+                        e = Simplifier().visit(e)
+                    iv = eval_interval(e, dom, fixed_ranges)
                     region[d] = iv if region[d] is None else union(region[d], iv)  # type: ignore[arg-type]
     if not any_reader:
         logger.debug("stage %s is attached but never read; computing its whole shape", op.name)

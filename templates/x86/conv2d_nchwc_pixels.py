@@ -1,0 +1,86 @@
+"""Pointwise ``conv2d_NCHWc`` over fused pixels: register blocks that span rows.
+
+A 1x1 conv with stride 1 and no padding reads and writes its pixels contiguously in the
+blocked layouts (``[.., H, W, c]`` is ``[.., H * W, c]``), so its register block need not divide
+a row: 6 pixels x 2 ymm (12 accumulators, one pass) run over the 49 pixels of a 7x7 map as 8
+full blocks and a peeled 1-pixel tail (:func:`templtune.lower.partition.partition_loops`),
+where a 7-pixel row block must run as two 7 x 1 ymm passes with one broadcast per FMA.
+
+The accumulating stage is computed over ``[N, CO/oc_bn, OH*OW, oc_bn]``, the output stage too
+(the kernel's output argument has that shape; the network runs it on its ``NCHW{oc_bn}c``
+array viewed so, the same memory). The epilogue is applied on the 5-D view of the conv and
+inlined into the output stage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from templtune import te
+from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
+
+#: output pixels a chunk of weights serves while it is in L1 (as the row-blocked schedule's)
+BAND_PIXELS = 256
+
+
+def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, ow_bn: int, width: int, chunk: int,
+                     epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
+    """``(schedule, [data, kernel, *epilogue inputs, output])`` of a pointwise conv whose
+    register blocks are ``ow_bn`` consecutive pixels x ``width`` lanes.
+
+    ``data`` is ``[N, CI/ic_bn, H, W, ic_bn]``, ``kernel`` ``[CO/oc_bn, CI/ic_bn, 1, 1, ic_bn,
+    oc_bn]``; ``chunk`` input-channel blocks per reduction chunk (0: unchunked; see
+    ``conv2d_nchwc.reduction_chunk``).
+    """
+    n_, cib, h, w, ic_bn = (int(d) for d in data.shape)
+    cob, oc_bn = int(kernel.shape[0]), int(kernel.shape[5])
+    pixels = h * w
+    rco = te.reduce_axis((0, cib), name="rco")
+    rci = te.reduce_axis((0, ic_bn), name="rci")
+    acc = te.compute(
+        (n_, cob, pixels, oc_bn),
+        lambda n, o, p, v: te.sum(data[n, rco, p // w, p % w, rci] * kernel[o, rco, 0, 0, rci, v],
+                                  axis=[rco, rci]),
+        name="conv2d_NCHWc_pixels")
+    conv = te.compute((n_, cob, h, w, oc_bn), lambda n, o, y, x, v: acc[n, o, y * w + x, v],
+                      name="conv2d_NCHWc", tag="conv2d_NCHWc")
+    tail = attach(conv, epilogue)
+    final = tail.output
+    out = te.compute((n_, cob, pixels, oc_bn),
+                     lambda n, o, p, v: final[n, o, p // w, p % w, v], name="conv2d_NCHWc_out")
+    s = te.create_schedule(out.op)
+    inline_tail(s, tail)
+    if tail.fused:
+        s[final].compute_inline()
+    s[conv].compute_inline()
+
+    n, o, p, v = s[out].op.axis
+    # NOTE: the block loops stay serial below the parallel (n, o) loop, so their partial last
+    # iterations can be peeled; a fused parallel loop would keep the guards in every block
+    if chunk:
+        band = ow_bn * max(1, BAND_PIXELS // ow_bn)
+        po, pi = s[out].split(p, factor=band)
+        pio, pii = s[out].split(pi, factor=ow_bn)
+        s[out].reorder(n, o, po, pio, pii, v)
+        s[out].parallel(s[out].fuse(n, o))
+        s[out].vectorize(v)
+        s[acc].compute_at(s[out], po)
+        _, _, ap, av = s[acc].op.axis
+        arco, arci = s[acc].op.reduce_axis
+        apo, api = s[acc].split(ap, factor=ow_bn)
+        avo, avi = s[acc].split(av, factor=width)
+        rco_o, rco_i = s[acc].split(arco, factor=chunk)
+        s[acc].reorder(rco_o, apo, avo, rco_i, arci, api, avi)
+    else:
+        po, pi = s[out].split(p, factor=ow_bn)
+        vo, vi = s[out].split(v, factor=width)
+        s[out].reorder(n, o, po, vo, pi, vi)
+        s[out].parallel(s[out].fuse(n, o))
+        s[out].vectorize(vi)
+        s[acc].compute_at(s[out], vo)
+        _, _, api, avi = s[acc].op.axis
+        arco, arci = s[acc].op.reduce_axis
+        s[acc].reorder(arco, arci, api, avi)
+    s[acc].unroll(api)
+    s[acc].vectorize(avi)
+    return s, [data, kernel, *tail.extras, out]
