@@ -62,31 +62,40 @@ def _has_thread_loop(s: Stmt) -> bool:
     return bool(collect(s, lambda x: isinstance(x, For) and x.kind is ForKind.THREAD_BINDING))
 
 
-class _DropGuards(Mutator):
-    """Replace the guards provably true under the enclosing loops' ranges by their body."""
+class _Ranged(Mutator):
+    """A statement mutator that knows the constant range of every enclosing loop."""
 
-    def __init__(self, ranges: Ranges) -> None:
-        self.ranges = dict(ranges)
+    def __init__(self, ranges: Mapping[Var, tuple[int, int]] | None) -> None:
+        self.ranges: Ranges = dict(ranges or {})
 
     def visit(self, node: Any) -> Any:
         if isinstance(node, PrimExpr):
             return node
         return super().visit(node)
 
+    def loop(self, node: For, lo: int, n: int) -> Stmt:
+        """Visit ``node`` (``lo``, ``n``: its constant bounds) with its range known."""
+        v = node.loop_var
+        saved = self.ranges.get(v)
+        self.ranges[v] = (lo, lo + n - 1)
+        try:
+            return self.generic(node)
+        finally:
+            if saved is None:
+                self.ranges.pop(v, None)
+            else:
+                self.ranges[v] = saved
+
     @handles(For)
     def visit_For(self, node: For) -> Stmt:
         lo, n = const_int(node.min), const_int(node.extent)
         if lo is None or n is None or n < 1:
             return self.generic(node)
-        saved = self.ranges.get(node.loop_var)
-        self.ranges[node.loop_var] = (lo, lo + n - 1)
-        try:
-            return self.generic(node)
-        finally:
-            if saved is None:
-                del self.ranges[node.loop_var]
-            else:
-                self.ranges[node.loop_var] = saved
+        return self.loop(node, lo, n)
+
+
+class _DropGuards(_Ranged):
+    """Replace the guards provably true under the enclosing loops' ranges by their body."""
 
     @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt:
@@ -103,34 +112,20 @@ def _proved(cond: PrimExpr, ranges: Ranges) -> bool:
     return v is not None and bool(v)
 
 
-class _Partition(Mutator):
-    def __init__(self, ranges: Mapping[Var, tuple[int, int]] | None) -> None:
-        self.ranges: Ranges = dict(ranges or {})
-
-    def visit(self, node: Any) -> Any:
-        if isinstance(node, PrimExpr):
-            return node
-        return super().visit(node)
-
-    @handles(For)
-    def visit_For(self, node: For) -> Stmt:
-        lo, n = const_int(node.min), const_int(node.extent)
-        if lo is None or n is None or n < 1:
-            return self.generic(node)
-        v = node.loop_var
-        saved = self.ranges.get(v)
-        try:
-            if node.kind is ForKind.SERIAL and n >= 2:
+class _Partition(_Ranged):
+    def loop(self, node: For, lo: int, n: int) -> Stmt:
+        if node.kind is ForKind.SERIAL and n >= 2:
+            saved = self.ranges.get(node.loop_var)
+            try:
                 peeled = self._peel(node, lo, n)
-                if peeled is not None:
-                    return peeled
-            self.ranges[v] = (lo, lo + n - 1)
-            return self.generic(node)
-        finally:
-            if saved is None:
-                self.ranges.pop(v, None)
-            else:
-                self.ranges[v] = saved
+            finally:
+                if saved is None:
+                    self.ranges.pop(node.loop_var, None)
+                else:
+                    self.ranges[node.loop_var] = saved
+            if peeled is not None:
+                return peeled
+        return super().loop(node, lo, n)
 
     def _peel(self, node: For, lo: int, n: int) -> Stmt | None:
         v = node.loop_var
