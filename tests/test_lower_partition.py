@@ -107,3 +107,20 @@ def test_peeled_kernels_pass_the_verifier_and_llvm(target):
     s, args = _blocked(49, 6)
     mod = templtune.build(s, args, target)
     assert "fmul" in mod.get_source("ll") or "fma" in mod.get_source("ll")
+
+
+def test_the_peeled_copy_keeps_the_loops_of_extent_one():
+    # bound inference gives an extent-1 loop's variable a one-point range; the copy's cleanup
+    # once replaced it by its value in the loop's binding too ("for 0 in ...", found by
+    # test_lower_property on a cache stage's batch loop)
+    x, j = te.var("x"), te.var("j")
+    buf = Buffer("out", (const(8),), "float32")
+    guarded = IfThenElse(Call("bool", "likely", (x * 3 + j < 6,)),
+                         Store(buf, x * 3 + j, const(1.0, "float32")))
+    inner = For(j, const(0), const(1), ForKind.SERIAL,
+                SeqStmt((Store(buf, x + j, const(2.0, "float32")), guarded)))
+    loop = For(x, const(0), const(3), ForKind.SERIAL, inner)
+    peeled = partition_loops(loop, {j: (0, 0)})
+    assert isinstance(peeled, SeqStmt)
+    bound = [f.loop_var for f in collect(peeled, lambda n: isinstance(n, For))]
+    assert all(isinstance(v, te.Var) for v in bound) and j in bound

@@ -58,6 +58,12 @@ def _guards(s: Stmt, ranges: Ranges) -> list[tuple[PrimExpr, Ranges]]:
     return out
 
 
+def _rebinds(s: Stmt, v: Var) -> bool:
+    # NOTE: a stage's loop may reuse a consumer's variable (an extent-1 axis); the peeled copy
+    # substitutes a constant for v, which must not reach a loop that binds it again
+    return bool(collect(s, lambda x: isinstance(x, For) and x.loop_var is v))
+
+
 def _has_thread_loop(s: Stmt) -> bool:
     return bool(collect(s, lambda x: isinstance(x, For) and x.kind is ForKind.THREAD_BINDING))
 
@@ -130,7 +136,7 @@ class _Partition(_Ranged):
     def _peel(self, node: For, lo: int, n: int) -> Stmt | None:
         v = node.loop_var
         mine = [(g, r) for g, r in _guards(node.body, {}) if v in collect_vars(g)]
-        if not mine or _has_thread_loop(node.body):
+        if not mine or _has_thread_loop(node.body) or _rebinds(node.body, v):
             return None
         head = {**self.ranges, v: (lo, lo + n - 2)}
         if not all(_proved(g, {**head, **r}) for g, r in mine):
@@ -142,7 +148,9 @@ class _Partition(_Ranged):
         main = _replace(node, {"extent": const(n - 1, node.extent.dtype), "body": body})
         last = const(lo + n - 1, v.dtype)
         self.ranges[v] = (lo + n - 1, lo + n - 1)
-        tail = _Cleanup(self.ranges).visit(self.visit(substitute(node.body, {v: last})))
+        # NOTE: no ranges for the cleanup: it would replace an extent-1 loop's variable by its
+        # value, binding occurrences too; it only folds what the substitution made constant
+        tail = _Cleanup().visit(self.visit(substitute(node.body, {v: last})))
         return SeqStmt((main, tail))
 
 
