@@ -12,8 +12,8 @@ Schedules (built once, outside the timing):
 
 Each case is lowered in ``--rounds`` interleaved rounds; the figures are medians over the
 rounds of the mean time per schedule (ms). The parts follow ``templtune.lower``:
-``bound`` = :func:`infer_bound`, ``nest`` = :func:`build_nest`, ``passes`` = vectorize,
-unroll, ``PrimFunc`` and :func:`verify`. Run::
+``bound`` = :func:`infer_bound`, ``nest`` = :func:`build_nest`, ``passes`` = partition,
+vectorize, unroll, ``PrimFunc`` and :func:`verify`. Run::
 
     python benchmarks/lower_time.py --count 60 --rounds 5
     python benchmarks/lower_time.py --dump /tmp/lowered.txt   # printed IR of every schedule
@@ -36,6 +36,7 @@ import templtune
 from templtune import auto_scheduler
 from templtune.lower.ir import PrimFunc
 from templtune.lower.nest import build_nest
+from templtune.lower.partition import partition_loops
 from templtune.lower.passes import unroll_loops, vectorize_loops
 from templtune.lower.verify import verify
 from templtune.schedule.bound import infer_bound
@@ -102,6 +103,7 @@ def lower_parts(sch: Any, args: list[Any], clock: Callable[[], float] = time.per
     t1 = clock()
     params, body = build_nest(sch, tensors, br, [a.name for a in args])
     t2 = clock()
+    body = partition_loops(body, br.var_ranges)
     body = vectorize_loops(body)
     body = unroll_loops(body, ranges=br.var_ranges)
     func = PrimFunc("main", tuple(params), body, (("global_symbol", "main"),

@@ -107,28 +107,38 @@ def register_vectors(ow_bn: int, vecs: int, taps: int, file_regs: int) -> int:
     return 1
 
 
+def one_pass(ow_bn: int, vecs: int, acc_regs: int, file_regs: int) -> bool:
+    """Whether a single-tap block of ``ow_bn`` pixels x ``vecs`` vectors runs in one pass
+    (:func:`register_vectors`) with its accumulators within ``acc_regs``."""
+    return ow_bn * vecs <= acc_regs and register_vectors(ow_bn, vecs, 1, file_regs) == vecs
+
+
 def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
                 file_regs: int) -> list[int]:
-    """Register blocks of a pointwise conv's fused pixels that divide no row (:func:`
-    conv2d_nchwc_pixels.pointwise_pixels` runs them with a peeled tail).
+    """Register blocks of a pointwise conv's fused pixels that divide no row
+    (:func:`conv2d_nchwc_pixels.pointwise_pixels` runs them with a peeled tail).
 
     For each channel-vector count ``v`` whose best row block in one pass (a divisor of ``ow``)
     has fewer than half the ``acc_regs`` accumulators: the most pixels whose one pass fits
-    (``p * v`` accumulators, plus ``v`` weights and a broadcast within ``file_regs``). With
-    AVX2 a 16-channel block on 7- and 14-pixel rows gets 6 pixels (12 of 16 ymm), where the
-    rows offer 7 x 1 ymm passes (one broadcast per FMA) or 2 x 2 ymm.
+    (:func:`one_pass`). With AVX2 a 16-channel block on 7- and 14-pixel rows gets 6 pixels
+    (12 of 16 ymm), where the rows offer 7 x 1 ymm passes (one broadcast per FMA) or 2 x 2.
     """
-    def one_pass(b: int, v: int) -> bool:
-        return b * v <= acc_regs and b * v + (v + 1 if v > 1 else 1) <= file_regs
-
     out = set()
     for v in vec_counts:
-        row = max((b for b in range(1, min(ow, 32) + 1) if ow % b == 0 and one_pass(b, v)),
-                  default=0)
-        p = max((b for b in range(1, 33) if one_pass(b, v)), default=0)
+        fits = [b for b in range(1, 33) if one_pass(b, v, acc_regs, file_regs)]
+        row = max((b for b in fits if b <= ow and ow % b == 0), default=0)
+        p = max(fits, default=0)
         if row * v < acc_regs // 2 and 1 < p < pixels and ow % p:
             out.add(p)
     return sorted(out)
+
+
+def pass_width(ow_bn: int, oc_bn: int, taps: int) -> int:
+    """Output-channel lanes of one pass of the ``ow_bn`` x ``oc_bn`` block (``taps``: kw
+    taps unrolled around it): a whole number of :func:`register_vectors`, else ``oc_bn``."""
+    lanes = target_vector()[0]
+    width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), taps, register_file())
+    return width if oc_bn % width == 0 else oc_bn
 
 
 #: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
@@ -168,7 +178,7 @@ def band_rows(oh: int, ow: int) -> int:
 
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int = 0) -> None:
     """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
-    (:func:`_pointwise`), 0 for any other."""
+    (:func:`conv2d_nchwc_pixels.pointwise_pixels`), 0 for any other."""
     keep_oc = lane_filter(co)
     lanes, regs = target_vector()
     nregs = register_file()
@@ -176,17 +186,16 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int = 0) -> No
     cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
     vec_counts = sorted({vec_regs(v, lanes) for v in inner_sizes(co, keep_oc)})
     tails = tail_blocks(ow, pixels, vec_counts, regs, nregs) if pixels else []
+    ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
     if tails:
-        sizes = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
         cfg.define_split("tile_ow", ow, policy="candidate", num_outputs=2,
-                         candidate=[[-1, b] for b in sizes])
+                         candidate=[[-1, b] for b in ows])
     else:
         cfg.define_split("tile_ow", ow, num_outputs=2, filter=max_inner(32))
     cfg.define_knob("unroll_kw", [True, False])
     # NOTE: blocks with fewer than half the accumulator registers leave the FMA pipes idle
     # (latency 4 x 2 pipes, plus the loads of a short chain), unless the row is too short for
     # more with that channel block: each channel block (a layout) keeps its fullest rows.
-    ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
     floor = {vec_regs(v, lanes): min(regs // 2, max(
         [b * vec_regs(v, lanes) for b in ows if b * vec_regs(v, lanes) <= regs], default=1))
         for v in inner_sizes(co, keep_oc)}
@@ -211,8 +220,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int = 0) -> No
             ow_bn = divisor_at_most(ow, max(1, regs // vecs))
         # NOTE: a row block that needs passes (7 x 2 ymm) loses to a tail block that fits in
         # one (6 x 2 ymm over the fused pixels, its remainder peeled)
-        whole = [b for b in tails if register_vectors(b, vecs, 1, nregs) == vecs
-                 and b * vecs <= regs]
+        whole = [b for b in tails if one_pass(b, vecs, regs, nregs)]
         if whole and register_vectors(ow_bn, vecs, 1, nregs) < vecs:
             cfg["tile_ow"] = SplitEntity([-1, max(whole)])  # not a divisor: set, not split
             ow_bn = max(whole)
@@ -248,11 +256,11 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
 
     data = te.placeholder((N, CI // ic_bn, H, W, ic_bn), name="data")
     kernel = te.placeholder((CO // oc_bn, CI // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
-    lanes = target_vector()[0]
     if pointwise and ow % ow_bn:
-        width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), 1, register_file())
-        return pointwise_pixels(data, kernel, ow_bn, width if oc_bn % width == 0 else oc_bn,
-                                reduction_chunk(CI, ic_bn, oc_bn, 1, 1), epilogue)
+        chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
+        band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
+        return pointwise_pixels(data, kernel, ow_bn, pass_width(ow_bn, oc_bn, 1), chunk, band,
+                                epilogue)
     hp, wp = H + pt + pb, W + pl + pr
     if pt or pl or pb or pr:
         dpad = te.compute(
@@ -285,9 +293,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     out, acc = output_stage(s, tail)
     chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
     unroll_kw = bool(cfg["unroll_kw"].val)
-    width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), KW if unroll_kw else 1,
-                                     register_file())
-    width = width if oc_bn % width == 0 else oc_bn
+    width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1)
     if chunk:
         _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, width, unroll_kw)
         return s, [data, kernel, *tail.extras, out]

@@ -19,18 +19,16 @@ from typing import Any
 from templtune import te
 from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
 
-#: output pixels a chunk of weights serves while it is in L1 (as the row-blocked schedule's)
-BAND_PIXELS = 256
-
 
 def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, ow_bn: int, width: int, chunk: int,
-                     epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
+                     band: int, epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
     """``(schedule, [data, kernel, *epilogue inputs, output])`` of a pointwise conv whose
     register blocks are ``ow_bn`` consecutive pixels x ``width`` lanes.
 
     ``data`` is ``[N, CI/ic_bn, H, W, ic_bn]``, ``kernel`` ``[CO/oc_bn, CI/ic_bn, 1, 1, ic_bn,
     oc_bn]``; ``chunk`` input-channel blocks per reduction chunk (0: unchunked; see
-    ``conv2d_nchwc.reduction_chunk``).
+    ``conv2d_nchwc.reduction_chunk``), each accumulated over ``band`` pixels (a multiple of
+    ``ow_bn``) while its weights are in L1.
     """
     n_, cib, h, w, ic_bn = (int(d) for d in data.shape)
     cob, oc_bn = int(kernel.shape[0]), int(kernel.shape[5])
@@ -58,7 +56,6 @@ def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, ow_bn: int, width: int,
     # NOTE: the block loops stay serial below the parallel (n, o) loop, so their partial last
     # iterations can be peeled; a fused parallel loop would keep the guards in every block
     if chunk:
-        band = ow_bn * max(1, BAND_PIXELS // ow_bn)
         po, pi = s[out].split(p, factor=band)
         pio, pii = s[out].split(pi, factor=ow_bn)
         s[out].reorder(n, o, po, pio, pii, v)

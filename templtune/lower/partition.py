@@ -12,13 +12,22 @@ iteration (a padding test at the front, a symbolic bound) leave the loop as it i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from templtune.lower.ir import Allocate, AttrStmt, For, ForKind, IfThenElse, LetStmt, SeqStmt, Stmt
 from templtune.lower.passes import _Cleanup
 from templtune.te.expr import Call, PrimExpr, Var, const, const_int
-from templtune.te.functor import Mutator, _replace, collect, collect_vars, handles, substitute
+from templtune.te.functor import (
+    Mutator,
+    _replace,
+    collect,
+    collect_vars,
+    handles,
+    post_order,
+    substitute,
+)
 from templtune.te.simplify import Simplifier
 
 Ranges = dict[Var, tuple[int, int]]
@@ -79,18 +88,23 @@ class _Ranged(Mutator):
             return node
         return super().visit(node)
 
-    def loop(self, node: For, lo: int, n: int) -> Stmt:
-        """Visit ``node`` (``lo``, ``n``: its constant bounds) with its range known."""
-        v = node.loop_var
+    @contextmanager
+    def known(self, v: Var, lo: int, hi: int) -> Iterator[None]:
+        """``v`` in ``[lo, hi]`` within the block (its outer range restored after)."""
         saved = self.ranges.get(v)
-        self.ranges[v] = (lo, lo + n - 1)
+        self.ranges[v] = (lo, hi)
         try:
-            return self.generic(node)
+            yield
         finally:
             if saved is None:
                 self.ranges.pop(v, None)
             else:
                 self.ranges[v] = saved
+
+    def loop(self, node: For, lo: int, n: int) -> Stmt:
+        """Visit ``node`` (``lo``, ``n``: its constant bounds) with its range known."""
+        with self.known(node.loop_var, lo, lo + n - 1):
+            return self.generic(node)
 
     @handles(For)
     def visit_For(self, node: For) -> Stmt:
@@ -120,18 +134,8 @@ def _proved(cond: PrimExpr, ranges: Ranges) -> bool:
 
 class _Partition(_Ranged):
     def loop(self, node: For, lo: int, n: int) -> Stmt:
-        if node.kind is ForKind.SERIAL and n >= 2:
-            saved = self.ranges.get(node.loop_var)
-            try:
-                peeled = self._peel(node, lo, n)
-            finally:
-                if saved is None:
-                    self.ranges.pop(node.loop_var, None)
-                else:
-                    self.ranges[node.loop_var] = saved
-            if peeled is not None:
-                return peeled
-        return super().loop(node, lo, n)
+        peeled = self._peel(node, lo, n) if node.kind is ForKind.SERIAL and n >= 2 else None
+        return peeled if peeled is not None else super().loop(node, lo, n)
 
     def _peel(self, node: For, lo: int, n: int) -> Stmt | None:
         v = node.loop_var
@@ -143,14 +147,15 @@ class _Partition(_Ranged):
             return None
         if all(_proved(g, {**self.ranges, v: (lo, lo + n - 1), **r}) for g, r in mine):
             return None  # no partial iteration: the guards are the simplifier's business
-        self.ranges[v] = (lo, lo + n - 2)
-        body = _DropGuards(self.ranges).visit(self.visit(node.body))
+        with self.known(v, lo, lo + n - 2):
+            body = _DropGuards(self.ranges).visit(self.visit(node.body))
         main = _replace(node, {"extent": const(n - 1, node.extent.dtype), "body": body})
-        last = const(lo + n - 1, v.dtype)
-        self.ranges[v] = (lo + n - 1, lo + n - 1)
-        # NOTE: no ranges for the cleanup: it would replace an extent-1 loop's variable by its
-        # value, binding occurrences too; it only folds what the substitution made constant
-        tail = _Cleanup().visit(self.visit(substitute(node.body, {v: last})))
+        last = lo + n - 1
+        with self.known(v, last, last):
+            # NOTE: no ranges for the cleanup: it would replace an extent-1 loop's variable by
+            # its value, binding occurrences too; it only folds what the substitution made
+            # constant
+            tail = _Cleanup().visit(self.visit(substitute(node.body, {v: const(last, v.dtype)})))
         return SeqStmt((main, tail))
 
 
@@ -173,6 +178,6 @@ def partition_loops(s: Stmt, ranges: Mapping[Var, tuple[int, int]] | None = None
         Loops with no guard on their variable, thread-bound bodies and guards that fail
         before the last iteration are left alone.
     """
-    if not collect(s, lambda x: isinstance(x, Call) and x.name == "likely"):
+    if not any(isinstance(x, Call) and x.name == "likely" for x in post_order(s)):
         return s
     return _Partition(ranges).visit(s)

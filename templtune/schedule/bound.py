@@ -33,7 +33,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, collect, collect_vars, handles, post_order, substitute
+from templtune.te.functor import Mutator, collect_vars, handles, post_order, substitute
 from templtune.te.linear import INF
 from templtune.te.simplify import Simplifier, const_bound
 from templtune.te.tensor import ComputeOp, Tensor
@@ -357,11 +357,18 @@ def _relax_in_prefix(info: StageBound, s2: StageBound, lv: IterVar) -> bool:
     return rank <= _thread_rank(tiv.thread_tag)
 
 
+_DIVMOD = (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD)
+
+
 def _splits_and_rejoins(e: PrimExpr) -> bool:
-    """Whether ``e`` has both a floor division and a floor modulo (cheap test first)."""
-    kinds = {x.op for x in collect(e, lambda x: isinstance(x, BinOp))
-             if x.op in (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD)}
-    return len(kinds) == 2
+    """Whether ``e`` has both a floor division and a floor modulo."""
+    kinds: set[BinOpKind] = set()
+    for x in post_order(e):
+        if isinstance(x, BinOp) and x.op in _DIVMOD:
+            kinds.add(x.op)
+            if len(kinds) == 2:
+                return True
+    return False
 
 
 def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBound]],
