@@ -118,17 +118,18 @@ def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
     """Register blocks of a pointwise conv's fused pixels that divide no row
     (:func:`conv2d_nchwc_pixels.pointwise_pixels` runs them with a peeled tail).
 
-    For each channel-vector count ``v`` whose best row block in one pass (a divisor of ``ow``)
-    has fewer than half the ``acc_regs`` accumulators: the most pixels whose one pass fits
-    (:func:`one_pass`). With AVX2 a 16-channel block on 7- and 14-pixel rows gets 6 pixels
-    (12 of 16 ymm), where the rows offer 7 x 1 ymm passes (one broadcast per FMA) or 2 x 2.
+    For each channel-vector count ``v``: the most pixels whose one pass fits
+    (:func:`one_pass`), where that is more than the best row block in one pass (a divisor of
+    ``ow``) has. With AVX2 a 16-channel block gets 6 pixels (12 of 16 ymm) on rows of 7 and 14
+    (which offer 7 x 1 ymm passes, one broadcast per FMA, or 2 x 2) and of 28 and 56 (4 x 2:
+    8 chains, just the FMA latency x pipes of Zen and Haswell, no slack for the loads).
     """
     out = set()
     for v in vec_counts:
         fits = [b for b in range(1, 33) if one_pass(b, v, acc_regs, file_regs)]
         row = max((b for b in fits if b <= ow and ow % b == 0), default=0)
         p = max(fits, default=0)
-        if row * v < acc_regs // 2 and 1 < p < pixels and ow % p:
+        if row < p < pixels and ow % p:
             out.add(p)
     return sorted(out)
 
@@ -248,7 +249,8 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     if oh < 1 or ow < 1:
         raise ValueError(f"{TEMPLATE}: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    pointwise = KH == KW == 1 and sh == sw == 1 and not (pt or pl or pb or pr)
+    # NOTE: a strided 1x1 conv writes its pixels contiguously too; only its reads skip
+    pointwise = KH == KW == 1 and not (pt or pl or pb or pr)
     _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else 0)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
@@ -260,7 +262,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
         chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
         return pointwise_pixels(data, kernel, ow_bn, pass_width(ow_bn, oc_bn, 1), chunk, band,
-                                epilogue)
+                                epilogue, (sh, sw))
     hp, wp = H + pt + pb, W + pl + pr
     if pt or pl or pb or pr:
         dpad = te.compute(

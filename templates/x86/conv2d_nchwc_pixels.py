@@ -1,8 +1,9 @@
 """Pointwise ``conv2d_NCHWc`` over fused pixels: register blocks that span rows.
 
-A 1x1 conv with stride 1 and no padding reads and writes its pixels contiguously in the
-blocked layouts (``[.., H, W, c]`` is ``[.., H * W, c]``), so its register block need not divide
-a row: 6 pixels x 2 ymm (12 accumulators, one pass) run over the 49 pixels of a 7x7 map as 8
+A 1x1 conv without padding writes its pixels contiguously in the blocked layout (``[.., OH,
+OW, c]`` is ``[.., OH * OW, c]``) and reads one broadcast input value per pixel and channel
+(at ``(y * stride, x * stride)``, wherever that is), so its register block need not divide a
+row: 6 pixels x 2 ymm (12 accumulators, one pass) run over the 49 pixels of a 7x7 map as 8
 full blocks and a peeled 1-pixel tail (:func:`templtune.lower.partition.partition_loops`),
 where a 7-pixel row block must run as two 7 x 1 ymm passes with one broadcast per FMA.
 
@@ -21,23 +22,26 @@ from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
 
 
 def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, ow_bn: int, width: int, chunk: int,
-                     band: int, epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
+                     band: int, epilogue: Epilogue | None,
+                     stride: tuple[int, int] = (1, 1)) -> tuple[Any, list[Any]]:
     """``(schedule, [data, kernel, *epilogue inputs, output])`` of a pointwise conv whose
     register blocks are ``ow_bn`` consecutive pixels x ``width`` lanes.
 
     ``data`` is ``[N, CI/ic_bn, H, W, ic_bn]``, ``kernel`` ``[CO/oc_bn, CI/ic_bn, 1, 1, ic_bn,
-    oc_bn]``; ``chunk`` input-channel blocks per reduction chunk (0: unchunked; see
+    oc_bn]``, ``stride`` ``(sh, sw)``; ``chunk`` input-channel blocks per reduction chunk (0: unchunked; see
     ``conv2d_nchwc.reduction_chunk``), each accumulated over ``band`` pixels (a multiple of
     ``ow_bn``) while its weights are in L1.
     """
-    n_, cib, h, w, ic_bn = (int(d) for d in data.shape)
+    n_, cib, ih, iw, ic_bn = (int(d) for d in data.shape)
     cob, oc_bn = int(kernel.shape[0]), int(kernel.shape[5])
+    sh, sw = stride
+    h, w = (ih - 1) // sh + 1, (iw - 1) // sw + 1
     pixels = h * w
     rco = te.reduce_axis((0, cib), name="rco")
     rci = te.reduce_axis((0, ic_bn), name="rci")
     acc = te.compute(
         (n_, cob, pixels, oc_bn),
-        lambda n, o, p, v: te.sum(data[n, rco, p // w, p % w, rci] * kernel[o, rco, 0, 0, rci, v],
+        lambda n, o, p, v: te.sum(data[n, rco, p // w * sh, p % w * sw, rci] * kernel[o, rco, 0, 0, rci, v],
                                   axis=[rco, rci]),
         name="conv2d_NCHWc_pixels")
     conv = te.compute((n_, cob, h, w, oc_bn), lambda n, o, y, x, v: acc[n, o, y * w + x, v],
