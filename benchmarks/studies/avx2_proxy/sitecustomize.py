@@ -1,0 +1,26 @@
+"""Run an AVX-512 host as an AVX2 one (a proxy for the AVX2 family's logs and kernels).
+
+Put this folder first on ``PYTHONPATH``; Python imports ``sitecustomize`` at start-up, and this
+one makes llvmlite report a Zen 3 (``znver3``) without the AVX-512, AVX10 and AMX features, so
+the Target's capability record, the packaged log (``x86.log``) and the generated code are the
+AVX2 family's. Other engines (ONNX Runtime, OpenVINO) still use the host's real ISA, so their
+ratios against templtune are a stand-in for a real AVX2 host, not its figures. Run::
+
+    PYTHONPATH=benchmarks/studies/avx2_proxy python3 benchmarks/inference.py --models resnet-50
+"""
+
+import llvmlite.binding as _llvm
+
+_host_features = _llvm.get_host_cpu_features
+
+
+def _avx2_features():  # type: ignore[no-untyped-def]
+    features = _host_features()
+    for name in list(features):
+        if name.startswith(("avx512", "avx10", "amx", "evex512")):
+            features[name] = False
+    return features
+
+
+_llvm.get_host_cpu_name = lambda: "znver3"
+_llvm.get_host_cpu_features = _avx2_features
