@@ -197,9 +197,8 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int = 0) -> No
     # NOTE: blocks with fewer than half the accumulator registers leave the FMA pipes idle
     # (latency 4 x 2 pipes, plus the loads of a short chain), unless the row is too short for
     # more with that channel block: each channel block (a layout) keeps its fullest rows.
-    floor = {vec_regs(v, lanes): min(regs // 2, max(
-        [b * vec_regs(v, lanes) for b in ows if b * vec_regs(v, lanes) <= regs], default=1))
-        for v in inner_sizes(co, keep_oc)}
+    floor = {v: min(regs // 2, max([b * v for b in ows if b * v <= regs], default=1))
+             for v in vec_counts}
 
     def fits(e: Any) -> bool:
         ow_bn, vecs = e["tile_ow"].size[-1], vec_regs(e["tile_oc"].size[-1], lanes)
@@ -261,8 +260,8 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     if pointwise and ow % ow_bn:
         chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
-        return pointwise_pixels(data, kernel, ow_bn, pass_width(ow_bn, oc_bn, 1), chunk, band,
-                                epilogue, (sh, sw))
+        return pointwise_pixels(data, kernel, (sh, sw), ow_bn, pass_width(ow_bn, oc_bn, 1),
+                                chunk, band, epilogue)
     hp, wp = H + pt + pb, W + pl + pr
     if pt or pl or pb or pr:
         dpad = te.compute(

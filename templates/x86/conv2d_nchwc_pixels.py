@@ -21,16 +21,16 @@ from templtune import te
 from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
 
 
-def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, ow_bn: int, width: int, chunk: int,
-                     band: int, epilogue: Epilogue | None,
-                     stride: tuple[int, int] = (1, 1)) -> tuple[Any, list[Any]]:
+def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, stride: tuple[int, int], ow_bn: int,
+                     width: int, chunk: int, band: int,
+                     epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
     """``(schedule, [data, kernel, *epilogue inputs, output])`` of a pointwise conv whose
     register blocks are ``ow_bn`` consecutive pixels x ``width`` lanes.
 
     ``data`` is ``[N, CI/ic_bn, H, W, ic_bn]``, ``kernel`` ``[CO/oc_bn, CI/ic_bn, 1, 1, ic_bn,
-    oc_bn]``, ``stride`` ``(sh, sw)``; ``chunk`` input-channel blocks per reduction chunk (0: unchunked; see
-    ``conv2d_nchwc.reduction_chunk``), each accumulated over ``band`` pixels (a multiple of
-    ``ow_bn``) while its weights are in L1.
+    oc_bn]``, ``stride`` ``(sh, sw)``; ``chunk`` input-channel blocks per reduction chunk (0:
+    unchunked; see ``conv2d_nchwc.reduction_chunk``), each accumulated over ``band`` pixels (a
+    multiple of ``ow_bn``) while its weights are in L1.
     """
     n_, cib, ih, iw, ic_bn = (int(d) for d in data.shape)
     cob, oc_bn = int(kernel.shape[0]), int(kernel.shape[5])
@@ -41,8 +41,8 @@ def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, ow_bn: int, width: int,
     rci = te.reduce_axis((0, ic_bn), name="rci")
     acc = te.compute(
         (n_, cob, pixels, oc_bn),
-        lambda n, o, p, v: te.sum(data[n, rco, p // w * sh, p % w * sw, rci] * kernel[o, rco, 0, 0, rci, v],
-                                  axis=[rco, rci]),
+        lambda n, o, p, v: te.sum(data[n, rco, p // w * sh, p % w * sw, rci]
+                                  * kernel[o, rco, 0, 0, rci, v], axis=[rco, rci]),
         name="conv2d_NCHWc_pixels")
     conv = te.compute((n_, cob, h, w, oc_bn), lambda n, o, y, x, v: acc[n, o, y * w + x, v],
                       name="conv2d_NCHWc", tag="conv2d_NCHWc")
