@@ -85,6 +85,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob("TEMPLTUNE_LIBGOMP", _P, None,
          "libgomp shared library for parallel loops (default: the copy the xgboost-cpu wheel "
          "bundles, then xgboost's or scikit-learn's, then the system's)."),
+    Knob("TEMPLTUNE_BIND_THREADS", _B, True,
+         "Pin each libgomp worker thread to its own CPU (the calling thread stays unpinned), "
+         "so a woken worker does not queue behind its caller; read when libgomp is first "
+         "loaded, ignored where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY is set."),
     Knob("TEMPLTUNE_AUTOTVM_STRICT", _B, False,
          "A dispatch miss (no tuned config for a workload) raises instead of using a fallback."),
     Knob("TEMPLTUNE_NO_TOPHUB", _B, False,
@@ -121,6 +125,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", _S, None,
          "Ray's own switch; `RPCRunner` sets it to `0` while it starts a local Ray instance, so "
          "that every Ray port listens on 127.0.0.1 only (not a user setting)."),
+    Knob("OMP_PROC_BIND", _S, None,
+         "libgomp's thread binding (read by libgomp when templtune loads it); when set, or "
+         "`OMP_PLACES` or `GOMP_CPU_AFFINITY` is, templtune leaves binding to it. Otherwise "
+         "templtune sets it and `OMP_PLACES` for that load only (see `TEMPLTUNE_BIND_THREADS`)."),
+    Knob("OMP_PLACES", _S, None, "libgomp's places (see `OMP_PROC_BIND`)."),
+    Knob("GOMP_CPU_AFFINITY", _S, None, "libgomp's CPU list (see `OMP_PROC_BIND`)."),
     Knob("XDG_CACHE_HOME", _P, None,
          "Base of templtune's cache folder (`$XDG_CACHE_HOME/templtune`; default `~/.cache`)."),
     Knob("TEMPLTUNE_WORKER_TMPDIR", _P, None,

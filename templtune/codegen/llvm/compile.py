@@ -293,8 +293,14 @@ def load_libgomp() -> bool:
                     "system): parallel loops will run serially; reinstall xgboost-cpu, install "
                     "libgomp1, or set TEMPLTUNE_LIBGOMP to a libgomp shared library")
         return False
+    from templtune.runtime import affinity
+
     try:
-        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        with affinity.binding_environment() as asked:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        if asked and not affinity.binding_active(lib):
+            log.debug("libgomp at %s was loaded before templtune set its thread binding: "
+                      "workers are not pinned", path)
         _init()
         llvm.load_library_permanently(path)
     except (OSError, RuntimeError) as e:
