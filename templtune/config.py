@@ -85,10 +85,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("TEMPLTUNE_LIBGOMP", _P, None,
          "libgomp shared library for parallel loops (default: the copy the xgboost-cpu wheel "
          "bundles, then xgboost's or scikit-learn's, then the system's)."),
-    Knob("TEMPLTUNE_BIND_THREADS", _B, True,
+    Knob("TEMPLTUNE_BIND_THREADS", _B, False,
          "Pin each libgomp worker thread to its own CPU (the calling thread stays unpinned), "
-         "so a woken worker does not queue behind its caller; read when libgomp is first "
-         "loaded, ignored where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY is set."),
+         "so a woken worker does not queue behind its caller (on small VMs the first parallel "
+         "call after an idle gap can otherwise stall for milliseconds); for processes whose "
+         "other thread pools do not pin to the same CPUs. Read when libgomp is first loaded, "
+         "ignored where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY is set."),
     Knob("TEMPLTUNE_AUTOTVM_STRICT", _B, False,
          "A dispatch miss (no tuned config for a workload) raises instead of using a fallback."),
     Knob("TEMPLTUNE_NO_TOPHUB", _B, False,

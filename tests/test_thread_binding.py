@@ -128,7 +128,7 @@ needs_two_cpus = pytest.mark.skipif(
 
 @needs_two_cpus
 def test_workers_pinned_and_callers_free():
-    r = _probe()
+    r = _probe(TEMPLTUNE_BIND_THREADS="1")
     assert r == {"ok": True, "active": True, "main_free": True, "thread_free": True,
                  "pinned_tasks": r["pinned_tasks"], "env_clean": True}
     # the worker, and no thread that ran the kernel as the team's master
@@ -136,7 +136,8 @@ def test_workers_pinned_and_callers_free():
 
 
 @needs_two_cpus
-@pytest.mark.parametrize("env", [{"TEMPLTUNE_BIND_THREADS": "0"}, {"OMP_PROC_BIND": "false"}])
+@pytest.mark.parametrize("env", [{}, {"TEMPLTUNE_BIND_THREADS": "0"},
+                                 {"TEMPLTUNE_BIND_THREADS": "1", "OMP_PROC_BIND": "false"}])
 def test_binding_off(env):
     r = _probe(**env)
     assert r["ok"] and not r["active"] and r["main_free"] and r["thread_free"]
