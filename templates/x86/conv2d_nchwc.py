@@ -115,8 +115,10 @@ def one_pass(ow_bn: int, vecs: int, acc_regs: int, file_regs: int) -> bool:
 
 def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
                 file_regs: int) -> list[int]:
-    """Register blocks of a pointwise conv's fused pixels that divide no row
-    (:func:`conv2d_nchwc_pixels.pointwise_pixels` runs them with a peeled tail).
+    """Register blocks that divide no row of ``ow`` pixels, run with their partial last
+    block peeled: over the fused pixels of a pointwise conv (``pixels`` its output pixels;
+    :func:`conv2d_nchwc_pixels.pointwise_pixels`), along each row of any other (``pixels ==
+    ow``).
 
     For each channel-vector count ``v``: the most pixels whose one pass fits
     (:func:`one_pass`), where that is more than the best row block in one pass (a divisor of
@@ -177,16 +179,17 @@ def band_rows(oh: int, ow: int) -> int:
     return divisor_at_most(oh, max(1, BAND_PIXELS // ow))
 
 
-def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int = 0) -> None:
+def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int) -> None:
     """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
-    (:func:`conv2d_nchwc_pixels.pointwise_pixels`), 0 for any other."""
+    (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
+    the last one partial)."""
     keep_oc = lane_filter(co)
     lanes, regs = target_vector()
     nregs = register_file()
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
     cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
     vec_counts = sorted({vec_regs(v, lanes) for v in inner_sizes(co, keep_oc)})
-    tails = tail_blocks(ow, pixels, vec_counts, regs, nregs) if pixels else []
+    tails = tail_blocks(ow, pixels, vec_counts, regs, nregs)
     ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
     if tails:
         cfg.define_split("tile_ow", ow, policy="candidate", num_outputs=2,
@@ -250,7 +253,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     cfg = autotvm.get_config()
     # NOTE: a strided 1x1 conv writes its pixels contiguously too; only its reads skip
     pointwise = KH == KW == 1 and not (pt or pl or pb or pr)
-    _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else 0)
+    _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else ow)
     cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]
