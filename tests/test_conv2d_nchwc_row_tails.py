@@ -81,9 +81,20 @@ def test_avx2_row_tail_block_is_guard_free_fmas_in_registers():
     assert loop.fmas == 12 and loop.accumulators == 12 and loop.stack_accesses == 0
 
 
-def test_avx2_fallback_takes_a_row_tail_block_on_rows_of_7():
+@pytest.mark.parametrize("ow, offered", [(7, {4, 5, 6}), (14, {4, 5, 6}), (28, {5, 6})])
+def test_avx2_row_tails_offered_beside_row_blocks(ow, offered):
+    # 16-channel blocks: every one-pass block with at least 8 chains that no row block matches
+    args = (1, 2 * ow, 2 * ow, 32, 16, 3, 3, 2, 1)
+    got = {c["tile_ow"].size[-1] for c in _row_tail_configs(args, HASWELL)
+           if c["tile_oc"].size[-1] == 16}
+    assert got == offered
+
+
+def test_avx2_fallback_keeps_row_blocks_for_kxk_convs():
+    # on a row of 7, 6 + 1 pixels run slower than two 7 x 1 passes (the 1-pixel block is
+    # latency-bound): the fallback leaves row tails of KxK convs to tuning
     args = (1, 14, 14, 64, 64, 3, 3, 2, 1)
     cfg = FallbackConfigEntity()
     mod = _build(args, cfg, HASWELL)
-    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 6)
+    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 7)
     _check(mod, args, cfg, np.random.default_rng(3))

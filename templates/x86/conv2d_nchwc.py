@@ -120,19 +120,21 @@ def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
     :func:`conv2d_nchwc_pixels.pointwise_pixels`), along each row of any other (``pixels ==
     ow``).
 
-    For each channel-vector count ``v``: the most pixels whose one pass fits
-    (:func:`one_pass`), where that is more than the best row block in one pass (a divisor of
-    ``ow``) has. With AVX2 a 16-channel block gets 6 pixels (12 of 16 ymm) on rows of 7 and 14
-    (which offer 7 x 1 ymm passes, one broadcast per FMA, or 2 x 2) and of 28 and 56 (4 x 2:
-    8 chains, just the FMA latency x pipes of Zen and Haswell, no slack for the loads).
+    For each channel-vector count ``v``: every pixel count whose one pass fits
+    (:func:`one_pass`) with at least half the accumulator registers, where that is more than
+    the best row block in one pass (a divisor of ``ow``) has. With AVX2 a 16-channel block
+    gets 4 to 6 pixels (8 to 12 of 16 ymm) on rows of 7 and 14 (which offer 7 x 1 ymm passes,
+    one broadcast per FMA, or 2 x 2) and 5 or 6 on rows of 28 and 56 (4 x 2: 8 chains, just
+    the FMA latency x pipes of Zen and Haswell, no slack for the loads). Which one wins
+    depends on the tail: on a row of 7, 4 + 3 pixels beat 6 + 1 (a 1-pixel block is
+    latency-bound).
     """
     out = set()
     for v in vec_counts:
         fits = [b for b in range(1, 33) if one_pass(b, v, acc_regs, file_regs)]
         row = max((b for b in fits if b <= ow and ow % b == 0), default=0)
-        p = max(fits, default=0)
-        if row < p < pixels and ow % p:
-            out.add(p)
+        out |= {p for p in fits
+                if row < p < pixels and ow % p and 2 * p * v >= acc_regs}
     return sorted(out)
 
 
@@ -222,8 +224,9 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int) -> None:
         if 2 * ow_bn * vecs < fregs:
             ow_bn = divisor_at_most(ow, max(1, regs // vecs))
         # NOTE: a row block that needs passes (7 x 2 ymm) loses to a tail block that fits in
-        # one (6 x 2 ymm over the fused pixels, its remainder peeled)
-        whole = [b for b in tails if one_pass(b, vecs, regs, nregs)]
+        # one (6 x 2 ymm over the fused pixels, its remainder peeled); along a row (KxK) the
+        # tail's share is larger and the best block depends on it: left to tuning
+        whole = [b for b in tails if one_pass(b, vecs, regs, nregs)] if pixels > ow else []
         if whole and register_vectors(ow_bn, vecs, 1, nregs) < vecs:
             cfg["tile_ow"] = SplitEntity([-1, max(whole)])  # not a divisor: set, not split
             ow_bn = max(whole)
