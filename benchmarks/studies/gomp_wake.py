@@ -7,7 +7,8 @@ models), which also runs 3 calls on one thread before each sleep (as ``inference
 do). On a 2-vCPU KVM guest the worker woken for the first call can be queued on the caller's
 vCPU (the guest sees the idle vCPU as preempted), where the caller spins at the barrier for
 libgomp's spin count before it sleeps, so the call costs about the spin time. Compare
-``GOMP_SPINCOUNT=1000`` or ``OMP_WAIT_POLICY=passive`` set before ``python3``. Run::
+``GOMP_SPINCOUNT=1000``, ``OMP_WAIT_POLICY=passive`` or ``TEMPLTUNE_BIND_THREADS=1`` (workers
+pinned one per CPU, templtune/runtime/affinity.py) set before ``python3``. Run::
 
     python3 benchmarks/studies/gomp_wake.py IDLE THREADS [--rounds 40] [--model conv2d-seed]
 """
