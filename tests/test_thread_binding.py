@@ -1,4 +1,4 @@
-"""libgomp worker binding (templtune.runtime.affinity): workers pinned, callers left free."""
+"""libgomp worker binding (codegen/llvm/affinity.py): workers pinned, callers left free."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from templtune import config
-from templtune.runtime import affinity
+from templtune.codegen.llvm import affinity
 
 
 def _topology(root: Path, cores: dict[int, int]) -> Path:
@@ -72,7 +72,7 @@ _PROBE = textwrap.dedent("""
     import templtune
     from templtune import te
     from templtune.codegen.llvm.compile import find_libgomp
-    from templtune.runtime import affinity
+    from templtune.codegen.llvm import affinity
 
     n = 1 << 14
     a = te.placeholder((n,), name="A")

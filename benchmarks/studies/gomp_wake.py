@@ -8,7 +8,7 @@ do). On a 2-vCPU KVM guest the worker woken for the first call can be queued on 
 vCPU (the guest sees the idle vCPU as preempted), where the caller spins at the barrier for
 libgomp's spin count before it sleeps, so the call costs about the spin time. Compare
 ``GOMP_SPINCOUNT=1000``, ``OMP_WAIT_POLICY=passive`` or ``TEMPLTUNE_BIND_THREADS=1`` (workers
-pinned one per CPU, templtune/runtime/affinity.py) set before ``python3``. Run::
+pinned one per CPU, templtune/codegen/llvm/affinity.py) set before ``python3``. Run::
 
     python3 benchmarks/studies/gomp_wake.py IDLE THREADS [--rounds 40] [--model conv2d-seed]
 """

@@ -21,6 +21,7 @@ from functools import lru_cache
 import llvmlite.binding as llvm
 
 from templtune import config
+from templtune.codegen.llvm import affinity
 from templtune.errors import CodegenError, TargetError
 from templtune.target import Target, capabilities
 from templtune.target.llvm_cpu import cpu_isa, host_cpu
@@ -293,8 +294,6 @@ def load_libgomp() -> bool:
                     "system): parallel loops will run serially; reinstall xgboost-cpu, install "
                     "libgomp1, or set TEMPLTUNE_LIBGOMP to a libgomp shared library")
         return False
-    from templtune.runtime import affinity
-
     try:
         with affinity.binding_environment() as asked:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)

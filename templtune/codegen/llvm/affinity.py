@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -31,8 +30,6 @@ from pathlib import Path
 from templtune import config
 
 __all__ = ["binding_active", "binding_environment", "cpu_order", "worker_places"]
-
-log = logging.getLogger("templtune.runtime")
 
 #: OpenMP settings of the user's that turn templtune's own binding off.
 USER_OMP_VARIABLES = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
