@@ -63,24 +63,24 @@ def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, stride: tuple[int, int]
         po, pi = s[out].split(p, factor=band)
         pio, pii = s[out].split(pi, factor=ow_bn)
         s[out].reorder(n, o, po, pio, pii, v)
-        s[out].parallel(s[out].fuse(n, o))
-        s[out].vectorize(v)
-        s[acc].compute_at(s[out], po)
-        _, _, ap, av = s[acc].op.axis
-        arco, arci = s[acc].op.reduce_axis
+        vec, at = v, po
+    else:
+        po, pi = s[out].split(p, factor=ow_bn)
+        vo, vec = s[out].split(v, factor=width)
+        s[out].reorder(n, o, po, vo, pi, vec)
+        at = vo
+    s[out].parallel(s[out].fuse(n, o))
+    s[out].vectorize(vec)
+    s[acc].compute_at(s[out], at)
+    _, _, ap, av = s[acc].op.axis
+    arco, arci = s[acc].op.reduce_axis
+    if chunk:
         apo, api = s[acc].split(ap, factor=ow_bn)
         avo, avi = s[acc].split(av, factor=width)
         rco_o, rco_i = s[acc].split(arco, factor=chunk)
         s[acc].reorder(rco_o, apo, avo, rco_i, arci, api, avi)
     else:
-        po, pi = s[out].split(p, factor=ow_bn)
-        vo, vi = s[out].split(v, factor=width)
-        s[out].reorder(n, o, po, vo, pi, vi)
-        s[out].parallel(s[out].fuse(n, o))
-        s[out].vectorize(vi)
-        s[acc].compute_at(s[out], vo)
-        _, _, api, avi = s[acc].op.axis
-        arco, arci = s[acc].op.reduce_axis
+        api, avi = ap, av
         s[acc].reorder(arco, arci, api, avi)
     s[acc].unroll(api)
     s[acc].vectorize(avi)

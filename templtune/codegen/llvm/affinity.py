@@ -3,8 +3,8 @@
 Why: on a small KVM guest the Linux scheduler sees a halted vCPU as preempted, so a worker
 woken by a parallel call is often queued on the *caller's* vCPU, where it waits until the caller
 has done its share and spun at the barrier for libgomp's spin count (milliseconds). Pinning each
-worker to its own CPU makes the wake-up an IPI to that CPU instead (the first 2-thread call
-after an idle gap: 5.7 ms to 0.23 ms for a small map, benchmarks/results/scaling.txt).
+worker to its own CPU makes the wake-up an IPI to that CPU instead (measured in
+benchmarks/results/scaling.txt).
 
 How: libgomp reads ``OMP_PROC_BIND``/``OMP_PLACES`` once, when it is loaded, so they are set
 around that load only (and restored, so other OpenMP runtimes loaded later never see them).
@@ -15,8 +15,7 @@ win: nothing is set where any of them is present.
 
 Off by default (``TEMPLTUNE_BIND_THREADS``): in a process whose other thread pools pin and
 spin on the same CPUs (ONNX Runtime and OpenVINO beside templtune, as in
-``benchmarks/inference.py``), a pinned worker waits for them where a free one moves: the
-seed conv's 2-thread call there took 3.9 ms pinned against 1.1 ms free.
+``benchmarks/inference.py``), a pinned worker waits for them where a free one moves.
 """
 
 from __future__ import annotations
