@@ -266,10 +266,28 @@ def cuda_emulated() -> bool:
     return bool(get("TEMPLTUNE_CUDA_BACKEND") == "emulator")
 
 
+def _text(knob: Knob, value: Any) -> str:
+    """The environment text :func:`_parse` reads back as ``value``."""
+    if knob.type is KnobType.BOOL:
+        return "1" if value else "0"
+    if knob.type is KnobType.PATHS:
+        return os.pathsep.join(os.fspath(p) for p in value)
+    return os.fspath(value) if knob.type is KnobType.PATH else str(value)
+
+
 def child_environment(**overrides: str) -> dict[str, str]:
-    """The environment of a child process: this one's, with ``overrides`` (the one place the
-    environment is copied, so the knob table stays the only reader)."""
-    return dict(os.environ, **overrides)
+    """The environment of a child process: this one's, with the knobs :func:`scope` overrides
+    here (so a worker process runs under the same settings), then ``overrides`` (the one place
+    the environment is copied, so the knob table stays the only reader)."""
+    env = dict(os.environ)
+    for name, value in _OVERRIDES.get().items():
+        knob = _knob(name)
+        for var in (knob.name, *knob.aliases):
+            env.pop(var, None)
+        if value is not None:
+            env[knob.name] = _text(knob, value)
+    env.update(overrides)
+    return env
 
 
 @contextlib.contextmanager

@@ -145,3 +145,26 @@ def test_false_spelled_out_turns_a_default_on_knob_off(monkeypatch):
             assert retain_scratch_memory() is False
     finally:
         retain_scratch_memory.cache_clear()
+
+
+def test_a_child_process_sees_the_scoped_knobs(monkeypatch) -> None:
+    """Worker processes (the measurement pool) run under the knobs scoped here: a scoped value
+    replaces the variable and its aliases, ``None`` unsets them, and the child reads back the
+    same values."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("TVM_NUM_THREADS", "5")
+    monkeypatch.setenv("TEMPLTUNE_DEBUG", "1")
+    with config.scope(num_threads=3, debug=None, TEMPLTUNE_NO_TOPHUB=True,
+                      TEMPLTUNE_REFERENCE_LOG_DIR=("/a", "/b")):
+        env = config.child_environment(EXTRA="x")
+    assert env["TEMPLTUNE_NUM_THREADS"] == "3" and "TVM_NUM_THREADS" not in env
+    assert "TEMPLTUNE_DEBUG" not in env and env["EXTRA"] == "x"
+    probe = ("from templtune import config; print(config.get('TEMPLTUNE_NUM_THREADS'), "
+             "config.get('TEMPLTUNE_NO_TOPHUB'), config.get('TEMPLTUNE_DEBUG'), "
+             "[str(p) for p in config.get('TEMPLTUNE_REFERENCE_LOG_DIR')])")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                         text=True, check=True).stdout.split(maxsplit=3)
+    assert out[:3] == ["3", "True", "False"] and out[3].strip() == "['/a', '/b']"
+    assert config.child_environment()["TVM_NUM_THREADS"] == "5"  # outside the scope
