@@ -185,6 +185,15 @@ class ApplyHistoryBest(DispatchContext):
     caller's own arguments, never on a log's): a record with a missing knob, a split whose
     factors do not multiply to the axis or a choice the knob does not offer is rejected with a
     warning, and the next-fastest of the ``_CANDIDATES`` fastest records is tried.
+
+    Records that name the thread count they were timed at (``"threads"``, written by
+    templtune's runner) also form one view per count. A query answers from the view of the
+    thread count the build runs with (the target's ``-num-cores``, else
+    ``TEMPLTUNE_NUM_THREADS``, else all cores) when that view holds the workload, else from the
+    records that name no count (older logs, TVM's), else from all. templtune deviation: TVM
+    ranks every record of a workload together, so a config
+    (or an implementation, such as Winograd against the direct conv) that wins on one thread
+    but stalls on memory bandwidth at two is also chosen for a two-thread build.
     """
 
     def __init__(self, records: Any = None, strict: bool = False,
@@ -195,6 +204,8 @@ class ApplyHistoryBest(DispatchContext):
         self.best_by_targetkey: dict[tuple[str, Any], tuple[Any, Any]] = {}
         self.best_by_model: dict[tuple[str, Any], tuple[Any, Any]] = {}
         self._best_user_defined: dict[tuple[str, Any], Any] = {}
+        # thread count -> a context of the records timed at that count (None in such a view)
+        self._by_threads: dict[int, ApplyHistoryBest] | None = {}
         # (id of the table, key) -> heap of (-cost, -seq, inp, res): the _CANDIDATES fastest
         # usable records of the key
         self._candidates: dict[tuple[int, Any], list[tuple[float, int, Any, Any]]] = {}
@@ -224,16 +235,40 @@ class ApplyHistoryBest(DispatchContext):
                 if not use_emulated:
                     skipped += 1
                     continue
-            wkl = inp.task.workload
-            for k in target_keys(inp.target):
-                self._offer(self.best_by_targetkey, (k, wkl), cost, inp, res)
-            model = target_model(inp.target)
-            if model != "unknown":
-                self._offer(self.best_by_model, (model, wkl), cost, inp, res)
+            self._add(inp, res, cost)
+            threads = int(getattr(res, "threads", 0) or 0)
+            if self._by_threads is not None:
+                view = self._by_threads.get(threads)
+                if view is None:
+                    view = self._by_threads[threads] = ApplyHistoryBest()
+                    view._by_threads = None
+                    view._best_user_defined = self._best_user_defined  # update() answers all
+                view._add(inp, res, cost)
         logger.debug("loaded %d tuning records", n)
         if skipped:
             logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
                            "include_emulated=True uses them)", skipped)
+
+    def _add(self, inp: Any, res: Any, cost: float) -> None:
+        wkl = inp.task.workload
+        for k in target_keys(inp.target):
+            self._offer(self.best_by_targetkey, (k, wkl), cost, inp, res)
+        model = target_model(inp.target)
+        if model != "unknown":
+            self._offer(self.best_by_model, (model, wkl), cost, inp, res)
+
+    def _view(self, target: Any, workload: Any) -> ApplyHistoryBest:
+        """The records that answer for ``workload``: those timed at the build's thread count,
+        else those that name no count, else all (the first of these that has the workload)."""
+        if not self._by_threads or set(self._by_threads) == {0} or target is None:
+            return self
+        from templtune.codegen.llvm.compile import default_num_threads
+
+        for threads in (default_num_threads(as_target(target)), 0):
+            view = self._by_threads.get(threads)
+            if view is not None and view._cost_records(target, workload) is not None:
+                return view
+        return self
 
     def _offer(self, table: dict[tuple[str, Any], tuple[Any, Any]], key: tuple[str, Any],
                cost: float, inp: Any, res: Any) -> None:
@@ -275,6 +310,15 @@ class ApplyHistoryBest(DispatchContext):
         return table.get(key)
 
     def _query_inside(self, target: Any, workload: Any) -> Any:
+        return self._view(target, workload)._query_records(target, workload)
+
+    def _cost_inside(self, target: Any, workload: Any) -> float | None:
+        return self._view(target, workload)._cost_records(target, workload)
+
+    def _candidates_inside(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
+        return self._view(target, workload)._candidates_records(target, workload)
+
+    def _query_records(self, target: Any, workload: Any) -> Any:
         if target is None:
             raise TargetError("ApplyHistoryBest needs a target to look up a config; call the "
                               "template inside `with templtune.target.Target(...)`")
@@ -297,7 +341,7 @@ class ApplyHistoryBest(DispatchContext):
                                       f"'{target}' in the given records (strict mode)")
         return None
 
-    def _cost_inside(self, target: Any, workload: Any) -> float | None:
+    def _cost_records(self, target: Any, workload: Any) -> float | None:
         if target is None:
             return None
         target = as_target(target)
@@ -310,7 +354,7 @@ class ApplyHistoryBest(DispatchContext):
                 return _mean(hit[1].costs)
         return None
 
-    def _candidates_inside(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
+    def _candidates_records(self, target: Any, workload: Any) -> list[tuple[Any, float]]:
         if target is None:
             return []
         from templtune.autotvm.record import check_config
@@ -386,13 +430,17 @@ class FallbackContext(DispatchContext):
         self._parent = None
         self.strict = strict
         # NOTE: keyed by the reference-log switch too: a config answered from a reference
-        # log must not serve a query made with reference logs off (nor the reverse)
-        self.memory: dict[tuple[str, Any, bool], Any] = {}
-        self._warned: set[tuple[str, Any, bool]] = set()
+        # log must not serve a query made with reference logs off (nor the reverse); and by
+        # the build's thread count, which picks among a reference log's records
+        self.memory: dict[tuple[str, Any, bool, int], Any] = {}
+        self._warned: set[tuple[str, Any, bool, int]] = set()
         self._reference: dict[str, Any] = {}
 
-    def _key(self, target: Any, workload: Any) -> tuple[str, Any, bool]:
-        return str(target), workload, env.reference_logs_enabled()
+    def _key(self, target: Any, workload: Any) -> tuple[str, Any, bool, int]:
+        from templtune.codegen.llvm.compile import default_num_threads
+
+        threads = default_num_threads(as_target(target)) if target is not None else 0
+        return str(target), workload, env.reference_logs_enabled(), threads
 
     def _query_inside(self, target: Any, workload: Any) -> Any:
         key = self._key(target, workload)
@@ -443,8 +491,8 @@ class FallbackContext(DispatchContext):
 
     def clear_cache(self, target: Any, workload: Any) -> None:
         """Forget the cached config of (target, workload)."""
-        for refs in (False, True):
-            key = (str(target), workload, refs)
+        for key in [k for k in self.memory.keys() | self._warned if k[:2] == (str(target),
+                                                                          workload)]:
             self.memory.pop(key, None)
             self._warned.discard(key)
 

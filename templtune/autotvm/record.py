@@ -46,6 +46,8 @@ __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_
 AUTOTVM_LOG_VERSION = 0.2
 ERROR_COST = AUTOTVM_ERROR_COST
 _MAX_DETAIL = 1024
+#: the largest thread count a record may name (a bigger one is a corrupt line, not a machine)
+MAX_THREADS = 4096
 
 Record = tuple[Any, Any]
 
@@ -88,6 +90,8 @@ def encode(inp: Any, result: Any, protocol: str = "json") -> str:
         row["infra_error"] = True
     if getattr(result, "device", ""):
         row["device"] = str(result.device)
+    if err == 0 and int(getattr(result, "threads", 0) or 0) > 0:
+        row["threads"] = int(result.threads)
     return json.dumps(row)
 
 
@@ -110,6 +114,12 @@ def _device(x: Any) -> str:
     if not isinstance(x, str):
         raise TypeError(f"device must be a string, got {_short(x)}")
     return x
+
+
+def _threads(x: Any) -> int:
+    if not _is_int(x) or not 0 < x <= MAX_THREADS:
+        raise ValueError(f"threads must be an integer in 1..{MAX_THREADS}, got {_short(x)}")
+    return int(x)
 
 
 def _finite(x: float, what: str) -> float:
@@ -235,7 +245,8 @@ def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
                         _finite(float(timestamp), "timestamp"),
                         str(obj.get("error_detail", "")),
                         obj.get("checked", True) is not False, obj.get("infra_error") is True,
-                        _device(obj.get("device", "")))
+                        _device(obj.get("device", "")),
+                        _threads(obj["threads"]) if "threads" in obj else 0)
     config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
     # NOTE: target strings repeat on every line; parse each once per loader.
     target = targets.get(tgt_str)

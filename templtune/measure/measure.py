@@ -84,6 +84,11 @@ class MeasureResult:
         The runtime that timed a GPU candidate (``"emulator"``: CPU timings from the CUDA
         emulator; ``"pycuda"``, ``"cuda-python"``: a real GPU); empty for CPU candidates and
         failures. Records write it, so a real GPU can ignore emulated timings.
+    threads : int
+        The threads a CPU candidate's parallel loops ran with; 0 where unknown (a failure, a
+        GPU candidate, a record written before templtune logged it, or TVM's). Records write
+        it (``"threads"``), so a build can prefer the records timed at its own thread count
+        (:class:`~templtune.autotvm.ApplyHistoryBest`).
     """
 
     costs: tuple[float, ...]
@@ -94,6 +99,7 @@ class MeasureResult:
     checked: bool = True
     infra_error: bool = False
     device: str = ""
+    threads: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "costs", tuple(self.costs))

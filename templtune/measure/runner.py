@@ -228,7 +228,7 @@ class CheckingRunner(Runner):
             # NOTE: as AutoTVM, drop the fastest and slowest round when more than 2 exist.
             costs = tuple(sorted(costs)[1:-1])
         return MeasureResult(costs, MeasureErrorNo.NO_ERROR, total, now, "", sig.checked,
-                             device=reply.device)
+                             device=reply.device, threads=reply.threads)
 
     def _failed_build(self, br: BuildResult) -> MeasureResult:
         return error_result(br.error_no, br.error_detail, br.time_cost, time.time(),

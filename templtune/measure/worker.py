@@ -193,6 +193,8 @@ class RunReply:
     detail: str = ""
     #: the CUDA runtime that timed the candidate (empty on the CPU)
     device: str = ""
+    #: the threads a CPU kernel ran with (0 on a GPU)
+    threads: int = 0
 
 
 _RUN: dict[str, RunSetup] = {}
@@ -398,7 +400,8 @@ def run_candidate(req: RunRequest) -> RunReply:
         timer = module.time_evaluator(entry, dev, **kwargs)
     res = timer(*arrays)
     return RunReply(MeasureErrorNo.NO_ERROR, tuple(float(c) for c in getattr(res, "results", res)),
-                    device=_runtime_name(st.device))
+                    device=_runtime_name(st.device),
+                    threads=int(getattr(module, "num_threads", 0) or 0))
 
 
 def _runtime_name(device: str) -> str:
