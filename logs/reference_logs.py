@@ -22,7 +22,12 @@ The workloads are listed in ``logs/reference_workloads.txt`` (one ``template arg
 4. with ``--block [B]``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
    points of its space with ``B``-channel blocks in and out (default: the family's;
    ``logs/rerank.py --block``), so the network's convolutions keep one blocking and pay no
-   layout transform between them.
+   layout transform between them;
+5. with ``--threads N``, times every implementation of each blocked conv layer that has more
+   than one (the direct kernel, Winograd F(2) and F(4)) together on N threads, and adds their
+   N-thread records to the log where the N-thread winner is another implementation than the
+   1-thread records pick (a build on N threads prefers N-thread records; where the choice
+   does not change, the 1-thread ranking, less noisy, stays in charge of the configs).
 
 The family is that of ``--target`` (default ``llvm``: the host), read from the Target's
 capability record. A family that runs another's code (``IsaFamily.AVX512_256``: AVX-512 on
@@ -34,6 +39,7 @@ every cost in a family's raw logs is timed on a CPU of that family). Usage::
         [--block] [--only depthwise_conv2d_NCHWc]
     python3 logs/reference_logs.py --target "llvm -mcpu=haswell" ...   # the AVX2 log
     python3 logs/reference_logs.py --seed-from avx512 --trials 40 --block  # on a Zen 4
+    python3 logs/reference_logs.py --keep --threads 2   # step 5 alone, on the shipped log
 """
 
 from __future__ import annotations
@@ -305,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, nargs="?", const=0, default=None,
                     help="re-rank conv2d_NCHWc workloads with this channel block (step 4; "
                          "no value: the family's, 16 with AVX2, 32 with AVX-512)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="step 5: add records timed on this many threads where they change "
+                         "a layer's implementation")
+    ap.add_argument("--keep", action="store_true",
+                    help="skip steps 2-4: keep the family log's records as they are")
     a = ap.parse_args(argv)
 
     family = isa_family(a.target)
@@ -319,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     raw_dir = ROOT / "logs" / "pretune" / family.value
     out = ROOT / "templates" / "logs" / "cpu" / FAMILY_LOGS[family]
     print(f"{family.value}: {len(workloads)} workloads, raw logs {raw_dir}, output {out}")
+    if a.keep:
+        if a.threads:
+            multithread(raw_dir, out, a.target, a.threads)
+        return 0
     if not a.no_tune:
         tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget, seed_dir, a.seed_top)
     if a.only and out.exists():
@@ -332,7 +347,63 @@ def main(argv: list[str] | None = None) -> int:
     if a.block is not None:
         block = a.block or pipeline_block(a.target)
         reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], block)
+    if a.threads:
+        multithread(raw_dir, out, a.target, a.threads)
     return 0
+
+
+def competing_layers(target: str) -> list[list[tuple[str, tuple[int, ...]]]]:
+    """``(template, args)`` of the implementations of each blocked conv layer of the
+    networks that has more than one at the pipeline's block, layer by layer."""
+    from templtune import graph
+    from templtune.graph.alter_layout import blockable_convs, nchwc_implementation, other_blocked
+
+    block = pipeline_block(target)
+    layers: dict[tuple, list[tuple[str, tuple[int, ...]]]] = {}
+    for net_name in NETWORKS:
+        net, params, _, _ = graph.testing.get_network(net_name, 1, "NCHW")
+        for conv in blockable_convs(net, set(params), target):
+            direct = nchwc_implementation(conv, target)
+            others = other_blocked(conv, target, (block,), direct)
+            if direct is None or not others:
+                continue
+            impls = [direct, *(impl for _, impl in others)]
+            layers.setdefault(tuple(direct.args),
+                              [(i.template, tuple(int(a) for a in i.args)) for i in impls])
+    return list(layers.values())
+
+
+def multithread(raw_dir: Path, out: Path, target: str, threads: int) -> None:
+    """Step 5 (see the module doc): N-thread records of the layers whose implementation
+    changes at N threads."""
+    sys.path.insert(0, str(ROOT / "logs"))
+    from rerank import candidates, time_pool, write_winners
+
+    from templtune.autotvm.record import decode, load_from_file
+    from templtune.measure.worker import _pin_scratch_allocator
+
+    _pin_scratch_allocator()
+    shipped = {(inp.task.name, tuple(int(a) for a in inp.task.args)): float(min(res.costs))
+               for inp, res in load_from_file(out) if int(res.threads) in (0, 1)}
+    block = pipeline_block(target)
+    added: dict[tuple[str, str], str] = {}
+    for layer in competing_layers(target):
+        raws = [raw_dir / f"{Workload(t, a).stem}.log" for t, a in layer]
+        if not all(r.exists() for r in raws) or not all(k in shipped for k in layer):
+            continue
+        pool: dict[tuple[str, str], list[object]] = {}
+        for raw in raws:
+            pool.update(candidates(str(raw), 6, block))
+        winners = time_pool(pool, rounds=9, number=5, threads=threads)
+        cost = {k: min(decode(v)[1].costs) for k, v in winners.items()}
+        fast_n = min(cost, key=cost.__getitem__)
+        fast_1 = min(layer, key=shipped.__getitem__)
+        fast_1 = (fast_1[0], repr(fast_1[1]))  # as rerank keys a workload
+        print(f"{layer[0][1]}: {''.join(fast_1)} on 1 thread, {''.join(fast_n)} on {threads}")
+        if fast_n != fast_1:
+            added.update(winners)
+    write_winners(added, out)
+    print(f"added {len(added)} records timed on {threads} threads")
 
 
 def reblock(raw_dir: Path, out: Path, workloads: list[Workload], block: int) -> None:

@@ -7,8 +7,15 @@ so the best record of a raw log is often a lucky sample (measured: the stem's tu
 ``unroll_kw=False``, re-timed 1.4x slower than the same block with the loop unrolled). Here the
 ``--top`` distinct configs with the lowest mean cost are built once and timed round-robin
 (``--rounds`` rounds of ``--number`` calls, 1 thread, in thread CPU time, glibc's allocator
-pinned as in the runner); the median decides. The chosen record keeps its config and gets the medians of its
-last rounds as costs. Other workloads' lines of the reference log are kept as they are.
+pinned as in the runner); the median decides. The chosen record keeps its config, gets the
+fastest three rounds as costs and names the thread count it was timed at. Other workloads'
+lines of the reference log are kept as they are, as are the workload's records timed at
+another thread count.
+
+``--threads N``: the kernels run on N threads, timed by the wall clock. A build running on N
+threads prefers records timed at N (see ``ApplyHistoryBest``), so records at 1 and at 2
+threads of one workload can both ship: an implementation that wins on one thread can stall
+on memory bandwidth at two.
 
 ``--block B`` (``conv2d_NCHWc`` workloads): the candidates are instead every point of the
 task's space with channel blocks ``B`` in and out (any input block where ``B`` does not divide
@@ -26,6 +33,7 @@ Usage::
 
     python3 logs/rerank.py logs/pretune/conv2d_nchw_wvec_1_224_224_64_3_7_7_2_3.log [...]
         [--top 6] [--rounds 7] [--number 5] [--block 32] [--quantile 0.5] [--together]
+        [--threads 1]
 """
 
 from __future__ import annotations
@@ -55,16 +63,17 @@ def _key(inp: object) -> tuple[str, str]:
     return inp.task.name, repr(tuple(inp.task.args))
 
 
-def _thread_timer(mod: object, number: int):
-    """Seconds per call of ``mod`` over ``number`` calls in this thread's CPU time: the kernel
-    runs on one thread (the caller's), and CPU time leaves out the slices other processes of
-    a shared host take, which wall-clock rounds count."""
+def _timer(mod: object, number: int, threads: int):
+    """Seconds per call of ``mod`` over ``number`` calls: on one thread in this thread's CPU
+    time (the kernel runs on the caller's thread, and CPU time leaves out the slices other
+    processes of a shared host take, which wall-clock rounds count), else by the wall clock."""
+    clock = time.thread_time if threads == 1 else time.perf_counter
 
     def ev(*arrs: np.ndarray) -> float:
-        t0 = time.thread_time()
+        t0 = clock()
         for _ in range(number):
             mod(*arrs)
-        return (time.thread_time() - t0) / number
+        return (clock() - t0) / number
 
     return ev
 
@@ -116,7 +125,7 @@ def candidates(path: str, top: int, block: int | None = None
 
 
 def time_pool(pool: dict[tuple[str, str], list[object]], rounds: int, number: int,
-              quantile: float = 0.5) -> dict[tuple[str, str], str]:
+              quantile: float = 0.5, threads: int = 1) -> dict[tuple[str, str], str]:
     """``{workload key: encoded winning record}``: every candidate of ``pool`` is built, then
     all are timed round-robin in the same rounds, so that the winners' costs of different
     workloads (implementations competing for one layer, as Winograd and the direct conv do)
@@ -128,11 +137,11 @@ def time_pool(pool: dict[tuple[str, str], list[object]], rounds: int, number: in
             with autotvm.ApplyConfig(inp.config), templtune.target.Target(str(inp.target)):
                 s, bufs = inp.task.func(*inp.task.args)
             mod = templtune.build(s, bufs, target=str(inp.target))
-            mod.set_num_threads(1)
+            mod.set_num_threads(threads)
             arrs = [rng.standard_normal([int(x) for x in b.shape]).astype(np.float32)
                     for b in bufs]
             mod(*arrs)
-            timers.append((key, inp, _thread_timer(mod, number), arrs))
+            timers.append((key, inp, _timer(mod, number, threads), arrs))
     samples: list[list[float]] = [[] for _ in timers]
     for _ in range(rounds):
         for k, (_, _, ev, arrs) in enumerate(timers):
@@ -146,37 +155,48 @@ def time_pool(pool: dict[tuple[str, str], list[object]], rounds: int, number: in
             print(f"{key[0]}{key[1]}: {stat[k] * 1e3:8.3f} ms  {timers[k][1].config}"
                   f"{'  <- best' if k == best else ''}")
         res = MeasureResult(tuple(sorted(samples[best])[:3]), MeasureErrorNo.NO_ERROR, 0.0,
-                            time.time())
+                            time.time(), threads=threads)
         out[key] = encode(timers[best][1], res)
     return out
 
 
 def rerank(path: str, top: int, rounds: int, number: int, block: int | None = None,
-           quantile: float = 0.5) -> dict[tuple[str, str], str]:
+           quantile: float = 0.5, threads: int = 1) -> dict[tuple[str, str], str]:
     """``{workload key: encoded winning record}`` for the workloads of one raw log, each
-    workload's candidates timed in their own rounds (see the module docstring for ``block``
-    and ``quantile``)."""
+    workload's candidates timed in their own rounds (see the module docstring for ``block``,
+    ``quantile`` and ``threads``)."""
     out = {}
     for key, cands in candidates(path, top, block).items():
-        out.update(time_pool({key: cands}, rounds, number, quantile))
+        out.update(time_pool({key: cands}, rounds, number, quantile, threads))
     return out
 
 
+def _line_key(line: str) -> tuple[str, str, int] | None:
+    """(task name, arguments, thread count) of a log line; None for an unreadable one. A
+    record that names no count counts as a 1-thread one (the pipeline tunes on one thread)."""
+    recs = load_from_file_line(line)
+    if not recs:
+        return None
+    inp, res = recs[0]
+    return (*_key(inp), int(res.threads) or 1)
+
+
 def write_winners(winners: dict[tuple[str, str], str], ref: Path) -> None:
-    """Put each winning record into the reference log ``ref``."""
+    """Put each winning record into the reference log ``ref``, in place of the workload's
+    record timed at the same thread count."""
     # NOTE: a winner replaces its workload's line in place (new workloads go at the end), so
     # the diff of the shipped log names only the re-ranked workloads
+    by_key = {_line_key(line): line for line in winners.values()}
     lines, placed = [], set()
     for line in ref.read_text(encoding="utf-8").splitlines():
-        recs = list(load_from_file_line(line))
-        key = _key(recs[0][0]) if recs else None
-        if key in winners:
+        key = _line_key(line)
+        if key in by_key:
             if key not in placed:
-                lines.append(winners[key])
+                lines.append(by_key[key])
                 placed.add(key)
             continue
         lines.append(line)
-    lines += [winners[k] for k in sorted(winners) if k not in placed]
+    lines += [by_key[k] for k in sorted(by_key, key=str) if k not in placed]
     ref.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -191,6 +211,8 @@ def main() -> int:
     ap.add_argument("--quantile", type=float, default=0.5, help="statistic of the rounds")
     ap.add_argument("--together", action="store_true",
                     help="time the candidates of all the logs in the same rounds")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads the kernels run on (above 1 timed by the wall clock)")
     ap.add_argument("--out", type=Path, default=REF,
                     help="the reference log to update (default: the host family's)")
     opts = ap.parse_args()
@@ -203,11 +225,11 @@ def main() -> int:
         pool: dict[tuple[str, str], list[object]] = {}
         for path in opts.logs:
             pool.update(candidates(path, opts.top, opts.block))
-        winners = time_pool(pool, opts.rounds, opts.number, opts.quantile)
+        winners = time_pool(pool, opts.rounds, opts.number, opts.quantile, opts.threads)
     else:
         for path in opts.logs:
             winners.update(rerank(path, opts.top, opts.rounds, opts.number, opts.block,
-                                  opts.quantile))
+                                  opts.quantile, opts.threads))
     write_winners(winners, opts.out)
     print(f"wrote {len(winners)} re-ranked records into {opts.out}")
     return 0

@@ -225,3 +225,28 @@ def test_merge_replaces_only_the_selected_workloads(tmp_path):
     assert len(lines) == 2 and lines[0] == other  # the other workload's line kept as it was
     (_, _), (inp, res) = list(record.load_from_file(out))
     assert inp.config.index == 2 and res.costs == (2e-4,)
+
+
+@pytest.mark.parametrize("family", list(reference_logs.FAMILY_TARGETS))
+def test_multithread_records_cover_every_implementation_of_their_layer(family):
+    """Step 5's layers are the networks' blocked convs with a Winograd variant (the direct
+    kernel first); a family log that holds a record timed on N threads for one of a layer's
+    implementations holds one for each of them, so a build on N threads compares the layer's
+    implementations at one thread count."""
+    target = reference_logs.FAMILY_TARGETS[family]
+    layers = reference_logs.competing_layers(target)
+    assert layers, "the networks have 3x3 convs Winograd can compute"
+    for layer in layers:
+        assert layer[0][0] == "conv2d_NCHWc" and len(layer) > 1
+        assert {t for t, _ in layer[1:]} == {"conv2d_NCHWc_winograd"}
+        assert all(a[:9] == layer[0][1] for _, a in layer)
+    log = ROOT / "templates" / "logs" / "cpu" / FAMILY_LOGS[family]
+    timed: dict[int, set] = {}
+    for inp, res in record.load_from_file(log):
+        if res.threads > 1:
+            timed.setdefault(res.threads, set()).add((inp.task.name, tuple(inp.task.args)))
+    for n, have in timed.items():
+        for layer in layers:
+            if have & set(layer):
+                assert set(layer) <= have, f"{log.name}: {n}-thread records of {layer}"
+        assert have <= {w for layer in layers for w in layer}

@@ -53,7 +53,7 @@ def test_candidates_are_timed_in_thread_cpu_time():
         calls.append(len(arrs))
         time.sleep(0.02)
 
-    ev = _rerank()._thread_timer(sleepy, 3)
+    ev = _rerank()._timer(sleepy, 3, 1)
     t0 = time.perf_counter()
     per_call = ev(1, 2)
     assert time.perf_counter() - t0 >= 0.06 and calls == [2, 2, 2]
@@ -79,13 +79,14 @@ def test_together_times_every_workloads_candidates_in_the_same_rounds(monkeypatc
     # second workload are the fastest
     fake = iter([2e-3, 1e-3, 1e-3, 3e-3])
 
-    def timer(mod, number):
+    def timer(mod, number, threads):
+        assert threads == 1
         k, cost = len(order_ids), next(fake)
         order_ids.append(k)
         return lambda *arrs: (order.append(k), cost)[1]
 
     order_ids: list[int] = []
-    monkeypatch.setattr(rr, "_thread_timer", timer)
+    monkeypatch.setattr(rr, "_timer", timer)
     winners = rr.time_pool(pool, rounds=3, number=1)
     assert order == [0, 1, 2, 3] * 3
     keys = list(pool)
@@ -93,3 +94,61 @@ def test_together_times_every_workloads_candidates_in_the_same_rounds(monkeypatc
     assert picked == {keys[0]: pool[keys[0]][1].config.index,
                       keys[1]: pool[keys[1]][0].config.index}
     assert decode(winners[keys[0]])[1].costs == (1e-3, 1e-3, 1e-3)
+
+
+def test_several_threads_are_timed_by_the_wall_clock_and_named_in_the_record():
+    """``--threads 2``: the kernel runs on 2 threads (its other thread's work would be missing
+    from the caller's CPU time), timed by the wall clock, and the record says 2."""
+    import time
+
+    from templtune.autotvm.record import decode
+
+    ev = _rerank()._timer(lambda *a: time.sleep(0.01), 2, 2)
+    assert ev() >= 0.009
+    load_templates()
+    rr = _rerank()
+    args = (1, 6, 6, 32, 32, 3, 3, 1, 1)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    cfg = task.config_space.get(next(i for i in range(task.config_space.range_length)
+                                     if task.config_space.is_index_valid(i)))
+    key = ("conv2d_NCHWc", repr(args))
+    winners = rr.time_pool({key: [MeasureInput("llvm", task, cfg)]}, rounds=2, number=1,
+                           threads=2)
+    inp, res = decode(winners[key])
+    assert res.threads == 2 and len(res.costs) == 2 and min(res.costs) > 0
+
+
+def test_winners_replace_the_record_of_their_own_thread_count(tmp_path):
+    """A 2-thread winner goes beside the workload's 1-thread record; a 1-thread winner
+    replaces the 1-thread record, or one that names no thread count (older logs)."""
+    from templtune.autotvm.record import decode, encode
+    from templtune.measure.measure import MeasureErrorNo, MeasureResult
+
+    load_templates()
+    rr = _rerank()
+    args = (1, 6, 6, 32, 32, 3, 3, 1, 1)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    space = task.config_space
+    idx = [i for i in range(space.range_length) if space.is_index_valid(i)][:4]
+
+    def line(i, threads, cost):
+        res = MeasureResult((cost,), MeasureErrorNo.NO_ERROR, 0.0, 1.0, threads=threads)
+        return encode(MeasureInput("llvm", task, space.get(idx[i])), res)
+
+    other = encode(MeasureInput("llvm", autotvm.task.create("conv2d_NCHWc", (1, 6, 6, 16, 16, 3,
+                                                                              3, 1, 1), "llvm"),
+                                space.get(idx[0])),
+                   MeasureResult((1e-3,), MeasureErrorNo.NO_ERROR, 0.0, 1.0))
+    ref = tmp_path / "x86.log"
+    ref.write_text("\n".join([line(0, 0, 5e-3), other]) + "\n")
+    key = ("conv2d_NCHWc", repr(args))
+    rr.write_winners({key: line(1, 2, 2e-3)}, ref)
+    rows = [decode(x) for x in ref.read_text().splitlines()]
+    assert [(r[0].config.index, r[1].threads) for r in rows] == [
+        (idx[0], 0), (idx[0], 0), (idx[1], 2)]
+    rr.write_winners({key: line(2, 1, 4e-3)}, ref)
+    rr.write_winners({key: line(3, 2, 1e-3)}, ref)
+    rows = [decode(x) for x in ref.read_text().splitlines()]
+    assert [(r[0].config.index, r[1].threads) for r in rows] == [
+        (idx[2], 1), (idx[0], 0), (idx[3], 2)]
+    assert rows[1][0].task.args != rows[0][0].task.args
