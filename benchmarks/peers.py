@@ -139,27 +139,37 @@ class Engine:
 def templtune_engine(name: str, net: graph.Function, params: dict[str, np.ndarray],
                      x: np.ndarray, log: str | None = None) -> Engine:
     """``relay.build`` at ``opt_level=3`` under the packaged reference logs, plus ``log`` when
-    given (AutoTVM or auto-scheduler records)."""
+    given (AutoTVM or auto-scheduler records). ``prepare(threads)`` builds for that thread
+    count (target ``-num-cores``), as an ONNX Runtime session is made for one: where records
+    were timed at several counts, the build takes those of its own."""
     from templtune import auto_scheduler, autotvm
     from templtune.cli.log_format import LogFormat, survey
+    from templtune.codegen.llvm.compile import default_num_threads
     from templtune.graph.transform import PassContext
 
-    with contextlib.ExitStack() as stack:
-        # NOTE: opt_level 3, as users build (NCHW[x]c convolutions, fused epilogues)
-        stack.enter_context(PassContext(opt_level=3))
-        if log is not None:
-            fmt = survey(log).format
-            if fmt is LogFormat.AUTO_SCHEDULER:
-                stack.enter_context(auto_scheduler.ApplyHistoryBest(log))
-            elif fmt is LogFormat.AUTOTVM:
-                stack.enter_context(autotvm.apply_history_best(log))
-            else:
-                raise ValueError(f"{log}: neither AutoTVM nor auto-scheduler records ({fmt})")
-        lib = graph.build(net, "llvm", params)
-    module = graph.GraphModule(lib)
-    module.set_input(next(v.name for v in net.params if v.name not in params), x)
+    def build(target: str) -> graph.GraphExecutorFactoryModule:
+        with contextlib.ExitStack() as stack:
+            # NOTE: opt_level 3, as users build (NCHW[x]c convolutions, fused epilogues)
+            stack.enter_context(PassContext(opt_level=3))
+            if log is not None:
+                fmt = survey(log).format
+                if fmt is LogFormat.AUTO_SCHEDULER:
+                    stack.enter_context(auto_scheduler.ApplyHistoryBest(log))
+                elif fmt is LogFormat.AUTOTVM:
+                    stack.enter_context(autotvm.apply_history_best(log))
+                else:
+                    raise ValueError(f"{log}: neither AutoTVM nor auto-scheduler records ({fmt})")
+            return graph.build(net, target, params)
+
+    first = build("llvm")
+    libs = {default_num_threads(None): first}
 
     def prepare(threads: int) -> Runner:
+        if threads not in libs:
+            libs[threads] = build(f"llvm -num-cores={threads}")
+        lib = libs[threads]
+        module = graph.GraphModule(lib)
+        module.set_input(next(v.name for v in net.params if v.name not in params), x)
         for cg in lib.groups:
             for kernel in cg.kernels:
                 kernel.set_num_threads(threads)
@@ -169,7 +179,7 @@ def templtune_engine(name: str, net: graph.Function, params: dict[str, np.ndarra
             return module.get_output(0).numpy()
         return run
 
-    note = f"{lib.num_tuned} of {len(lib.groups)} groups from records"
+    note = f"{first.num_tuned} of {len(first.groups)} groups from records"
     return Engine(name, prepare, note=note)
 
 
