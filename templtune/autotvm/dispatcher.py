@@ -236,14 +236,8 @@ class ApplyHistoryBest(DispatchContext):
                     skipped += 1
                     continue
             self._add(inp, res, cost)
-            threads = int(getattr(res, "threads", 0) or 0)
             if self._by_threads is not None:
-                view = self._by_threads.get(threads)
-                if view is None:
-                    view = self._by_threads[threads] = ApplyHistoryBest()
-                    view._by_threads = None
-                    view._best_user_defined = self._best_user_defined  # update() answers all
-                view._add(inp, res, cost)
+                self._threads_view(int(getattr(res, "threads", 0) or 0))._add(inp, res, cost)
         logger.debug("loaded %d tuning records", n)
         if skipped:
             logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
@@ -257,11 +251,21 @@ class ApplyHistoryBest(DispatchContext):
         if model != "unknown":
             self._offer(self.best_by_model, (model, wkl), cost, inp, res)
 
+    def _threads_view(self, threads: int) -> ApplyHistoryBest:
+        """The context of the records timed on ``threads`` threads (0: naming no count)."""
+        assert self._by_threads is not None
+        view = self._by_threads.get(threads)
+        if view is None:
+            view = self._by_threads[threads] = ApplyHistoryBest()
+            view._by_threads = None  # a view has no views
+            view._best_user_defined = self._best_user_defined  # update() answers every count
+        return view
+
     def _view(self, target: Any, workload: Any) -> ApplyHistoryBest:
         """The records that answer for ``workload``: those timed at the build's thread count,
         else those that name no count, else all (the first of these that has the workload)."""
-        if not self._by_threads or set(self._by_threads) == {0} or target is None:
-            return self
+        if target is None or not self._by_threads or self._by_threads.keys() <= {0}:
+            return self  # no record names a thread count
         from templtune.codegen.llvm.compile import default_num_threads
 
         for threads in (default_num_threads(as_target(target)), 0):
