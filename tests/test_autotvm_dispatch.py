@@ -227,3 +227,17 @@ def test_query_cost_follows_the_query():
         assert autotvm.DispatchContext.current.query_cost(llvm, t16.workload) == 1.0
     ctx.update(llvm, t32.workload, t32.config_space.get(1))
     assert ctx.query_cost(llvm, t32.workload) == 0.0  # user-defined answers cost nothing
+
+
+def test_history_names_are_importable_from_the_tvm_paths():
+    """``ApplyHistoryBest`` lives in ``autotvm.history``; TVM's paths give the same objects."""
+    from templtune.autotvm import dispatcher, history
+    from templtune.autotvm.task import dispatcher as task_dispatcher
+
+    for name in ("ApplyHistoryBest", "apply_history_best"):
+        obj = getattr(history, name)
+        assert getattr(dispatcher, name) is obj
+        assert getattr(task_dispatcher, name) is obj
+        assert getattr(autotvm, name) is obj
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        dispatcher.nope  # noqa: B018

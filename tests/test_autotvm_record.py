@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from templtune import autotvm, te
 from templtune.autotvm import record
-from templtune.autotvm.dispatcher import ApplyHistoryBest
+from templtune.autotvm.history import ApplyHistoryBest
 from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from templtune.autotvm.space import ConfigEntity
 from templtune.target import Target

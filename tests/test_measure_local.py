@@ -14,7 +14,7 @@ import templtune
 from templtune import te
 from templtune.autotvm import record
 from templtune.autotvm.callback import log_to_file
-from templtune.autotvm.dispatcher import apply_history_best
+from templtune.autotvm.history import apply_history_best
 from templtune.autotvm.measure import (
     LocalBuilder,
     LocalRunner,

@@ -33,8 +33,8 @@ _NAMES = {
     # dispatch
     "DispatchContext": "templtune.autotvm.dispatcher",
     "ApplyConfig": "templtune.autotvm.dispatcher",
-    "ApplyHistoryBest": "templtune.autotvm.dispatcher",
-    "apply_history_best": "templtune.autotvm.dispatcher",
+    "ApplyHistoryBest": "templtune.autotvm.history",
+    "apply_history_best": "templtune.autotvm.history",
     "FallbackContext": "templtune.autotvm.dispatcher",
     "ApplyFixedConfig": "templtune.autotvm.dispatcher",
     "ApplyGraphBest": "templtune.autotvm.dispatcher",

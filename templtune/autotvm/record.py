@@ -396,7 +396,7 @@ def pick_best(in_file: str | os.PathLike[str], out_file: str | os.PathLike[str] 
     Only usable costs compete (:func:`usable_cost`); where the template is registered and the
     arguments are within :func:`args_within_bounds`, a winner whose config does not fit the
     task's space is replaced by the next-fastest record that does."""
-    from templtune.autotvm.dispatcher import ApplyHistoryBest
+    from templtune.autotvm.history import ApplyHistoryBest
 
     out = Path(out_file) if out_file is not None else Path(f"{os.fspath(in_file)}.best.log")
     recs = list(load_from_file(in_file))

@@ -16,7 +16,7 @@ __all__ = ["context", "load_reference_log"]
 def context(target: Any, extra_files: Sequence[str] | None = None) -> Any:
     """An ``ApplyHistoryBest`` over the reference logs of ``target`` (one target or a list)
     and ``extra_files``, for ``with autotvm.tophub.context(target):``."""
-    from templtune.autotvm.dispatcher import ApplyHistoryBest
+    from templtune.autotvm.history import ApplyHistoryBest
 
     targets = target if isinstance(target, (list, tuple)) else [target]
     files = [str(f) for t in targets for f in reference_log_files(t)]

@@ -18,7 +18,7 @@ import pytest
 
 from templtune import autotvm, te
 from templtune.autotvm import record
-from templtune.autotvm.dispatcher import ApplyHistoryBest
+from templtune.autotvm.history import ApplyHistoryBest
 from templtune.autotvm.measure import MeasureInput, MeasureResult, measure_option
 from templtune.cli.main import main
 from templtune.measure.fake import FakeBuilder, FakeRunner

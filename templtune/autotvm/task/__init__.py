@@ -23,7 +23,7 @@ _OUTER = {
     "ConfigSpace": "templtune.autotvm.space", "ConfigEntity": "templtune.autotvm.space",
     "DispatchContext": "templtune.autotvm.dispatcher",
     "ApplyConfig": "templtune.autotvm.dispatcher",
-    "ApplyHistoryBest": "templtune.autotvm.dispatcher",
+    "ApplyHistoryBest": "templtune.autotvm.history",
     "FallbackContext": "templtune.autotvm.dispatcher",
     "clear_fallback_cache": "templtune.autotvm.dispatcher",
     "compute_flop": "templtune.autotvm.flop",

@@ -146,7 +146,7 @@ def reference_context(target: Any) -> Any:
     files = reference_log_files(target)
     if not files:
         return None
-    from templtune.autotvm.dispatcher import ApplyHistoryBest
+    from templtune.autotvm.history import ApplyHistoryBest
 
     logger.debug("reference logs for %s: %s", target, [str(f) for f in files])
     return ApplyHistoryBest([str(f) for f in files])
