@@ -16,7 +16,9 @@ Timing: for each thread count (each engine's own setting: ``kernel.set_num_threa
 rounds interleave the engines, ``--number`` calls each, ``--settle`` idle seconds between
 engines (spinning worker threads of the previous one); medians over ``--rounds`` rounds. Ratios
 (templtune's speed over an engine's, % of the FMA peak timed at the end of the same round) are
-medians of the rounds' own ratios: a shared host's speed drifts between rounds.
+medians of the rounds' own ratios: a shared host's speed drifts between rounds. With
+``--isolate`` each engine runs in a process of its own and times its calls there
+(:mod:`isolate`), as users deploy them; by default all share this process.
 GFLOPS count 2 x multiply-adds of the convolutions and dense layers; % of peak is against the
 FMA peak measured on the same threads (:func:`ops.fma_peak`). The ratio column is templtune's
 speed over the engine's (> 1: templtune faster). Results are also written to ``--out``.
@@ -45,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from isolate import TEMPLTUNE, TEMPLTUNE_LOG, model_input, start  # noqa: E402
 from peers import Engine, peer_engines, templtune_engine  # noqa: E402
 
 from templtune import graph  # noqa: E402
@@ -163,6 +166,10 @@ def time_rounds(runners: dict[str, Any], rounds: int, number: int, settle: float
     for _ in range(rounds):
         for name, fn in runners.items():
             time.sleep(settle)
+            timed = getattr(fn, "timed", None)  # an engine in its own process times itself
+            if timed is not None:
+                times[name].append(timed(number))
+                continue
             t = time.perf_counter()
             for _ in range(number):
                 fn()
@@ -180,29 +187,56 @@ def time_engines(runners: dict[str, Any], rounds: int, number: int, settle: floa
             for k, v in time_rounds(runners, rounds, number, settle).items()}
 
 
+def _no_prepare(threads: int) -> Any:
+    raise AssertionError("an isolated engine runs in its own process")
+
+
 def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit: Any) -> bool:
     """Check and time one model on every engine; False on a mismatch."""
     from ops import fma_peak
 
     net, params = load_model(name)
     data = next(v for v in net.params if v.name not in params)
-    x = np.random.default_rng(0).uniform(size=data.shape).astype("float32")
+    x = model_input(net, params)
     gflop = network_flops(net) / 1e9
     emit(f"\n== {name} {tuple(data.shape)}: {gflop:.3f} GFLOP per inference")
     t0 = time.time()
-    engines: list[Engine] = [templtune_engine("templtune (packaged log)", net, params, x)]
-    if a.log:
-        engines.append(templtune_engine(f"templtune (+{Path(a.log).name})", net, params, x,
-                                        a.log))
-    emit(f"  templtune built in {time.time() - t0:.1f} s; "
-         + "; ".join(f"{e.name}: {e.note}" for e in engines))
-    peers, skipped = peer_engines(net, params, x, tuple(a.engines.split(",")))
-    engines += peers
+    specs = [TEMPLTUNE, *([TEMPLTUNE_LOG] if a.log else []), *a.engines.split(",")]
+    if a.isolate:  # the engines as their processes built them (names, notes, precision)
+        probe = start(specs, name, a.log, int(a.threads.split(",")[0]))
+        engines = [Engine(c.ready.name, _no_prepare, c.ready.gated, c.ready.note,
+                          dict(c.ready.extra)) for c in probe if not c.ready.skipped]
+        skipped = [c.ready.skipped for c in probe if c.ready.skipped]
+        if probe[0].ready.skipped:
+            raise RuntimeError(f"templtune could not run: {probe[0].ready.skipped}")
+        for c in probe:  # the skipped ones have exited; the others serve the first count
+            if c.ready.skipped:
+                c.close()
+        probe = [c for c in probe if not c.ready.skipped]
+    else:
+        engines = [templtune_engine("templtune (packaged log)", net, params, x)]
+        if a.log:
+            engines.append(templtune_engine(f"templtune (+{Path(a.log).name})", net, params,
+                                            x, a.log))
+        peers, skipped = peer_engines(net, params, x, tuple(a.engines.split(",")))
+        engines += peers
+        specs, probe = [], []
+    emit(f"  {'engines started' if a.isolate else 'templtune built'} in {time.time() - t0:.1f} s; "
+         + "; ".join(f"{e.name}: {e.note}" for e in engines if e.note))
     for line in skipped:
         emit(f"  skipped {line}")
+    if a.isolate:
+        specs = [s for s in specs if all(s != sk.split(":")[0] for sk in skipped)]
     ref = graph.evaluate(net, params, **{data.name: x})
     for nt in (int(t) for t in a.threads.split(",")):
-        runners = {e.name: e.prepare(nt) for e in engines}
+        children: list[Any] = []
+        runners: dict[str, Any]
+        if a.isolate:
+            children = probe if probe else start(specs, name, a.log, nt)
+            probe = []
+            runners = {c.ready.name: c for c in children}
+        else:
+            runners = {e.name: e.prepare(nt) for e in engines}
         outputs = {k: fn() for k, fn in runners.items()}
         if nt == int(a.threads.split(",")[0]):
             labels = [f"{e.name}: {e.extra['precision']}" for e in engines
@@ -227,6 +261,8 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
             speed = statistics.median(v / b for v, b in zip(t, base))
             emit(f"    {e.name:38s} {m:8.2f} ms {gflop / m * 1e3:7.1f} GFLOPS "
                  f"{of_peak:6.1%} of peak   templtune/engine speed {speed:5.2f}")
+        for c in children:
+            c.close()
     return True
 
 
@@ -240,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--number", type=int, default=3, help="calls per engine per round")
     ap.add_argument("--settle", type=float, default=0.05)
     ap.add_argument("--rtol", type=float, default=1e-3)
+    ap.add_argument("--isolate", action="store_true",
+                    help="each engine in a process of its own (benchmarks/isolate.py)")
     ap.add_argument("--out", default=str(HERE / "results" / "inference.txt"))
     a = ap.parse_args(argv)
     for m in a.models.split(","):

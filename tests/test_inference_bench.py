@@ -93,3 +93,27 @@ def test_network_flops_counts_multiply_adds():
     tiny, _ = tiny_net()
     expected = 2 * (8 * 6 * 6 * 3 * 9 + 8 * 6 * 6 * 1 * 9 + 5 * 8)
     assert inference.network_flops(tiny) == expected
+
+
+def test_isolated_engines_agree_and_time_themselves(tmp_path):
+    """``--isolate``: each engine built and timed in a process of its own; the outputs still
+    cross-checked against numpy and the timings reported (the seed layer, one thread)."""
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "inference.txt"
+    rc = inference.main(["--models", "conv2d-seed", "--engines", "ort", "--threads", "1",
+                         "--rounds", "1", "--number", "1", "--isolate", "--out", str(out)])
+    text = out.read_text()
+    assert rc == 0, text
+    checks = [ln for ln in text.splitlines() if ln.strip().startswith("check ")]
+    assert len(checks) == 2 and all(ln.endswith(" ok") for ln in checks), checks
+    rows = [ln for ln in text.splitlines() if "templtune/engine speed" in ln]
+    assert len(rows) == 2 and rows[0].split()[-1] == "1.00"
+    assert "ONNX Runtime" in rows[1] and float(rows[1].split("ms")[0].split()[-1]) > 0
+
+
+def test_isolated_child_reports_a_missing_peer():
+    import isolate
+
+    (child,) = isolate.start(["no-such-engine"], "conv2d-seed", None, 1)
+    child.close()
+    assert child.ready.skipped and not child.ready.name
