@@ -15,6 +15,7 @@ import logging
 import tempfile
 from typing import Any
 
+from templtune.autotvm.record import usable_records
 from templtune.target import kind_of
 
 from .measure_record import (
@@ -182,22 +183,9 @@ class ApplyHistoryBest(DispatchContext):
                 pairs.append(r)
         if n_lines is not None:
             pairs = pairs[:n_lines]
-        skipped = 0
-        use_emulated: bool | None = None  # decided at the first emulated record (probes CUDA)
-        for inp, res in pairs:
-            # NOTE: only finite, positive costs of successful records compete (a NaN cost
-            # that came first would otherwise never be replaced).
-            cost = usable_cost(res)
-            if cost is None:
-                continue
-            if getattr(res, "device", "") == "emulator":
-                if use_emulated is None:
-                    from templtune.runtime.cuda.backend import use_emulated_records
-
-                    use_emulated = use_emulated_records(self.include_emulated)
-                if not use_emulated:
-                    skipped += 1
-                    continue
+        # NOTE: only finite, positive costs of successful records compete (a NaN cost
+        # that came first would otherwise never be replaced).
+        for inp, _, cost in usable_records(pairs, self.include_emulated, usable_cost):
             kind = _kind(inp.task.target)
             table = self.best.setdefault(kind, {})
             k = inp.task.workload_key
@@ -211,9 +199,6 @@ class ApplyHistoryBest(DispatchContext):
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
             self._checked.discard((kind, k))
-        if skipped:
-            logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
-                           "include_emulated=True uses them)", skipped)
 
     def _vet(self, kind: str, workload_key: str, dag: Any) -> None:
         """Replace the best of the key by the fastest candidate whose steps fit ``dag``."""

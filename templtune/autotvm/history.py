@@ -86,30 +86,15 @@ class ApplyHistoryBest(DispatchContext):
 
     def load(self, records: Any) -> None:
         """Merge more records into the tables."""
-        from templtune.autotvm.record import usable_cost
+        from templtune.autotvm.record import usable_records
 
-        n = skipped = 0
-        use_emulated: bool | None = None  # decided at the first emulated record (probes CUDA)
-        for inp, res in iter_records(records):
+        n = 0
+        for inp, res, cost in usable_records(iter_records(records), self.include_emulated):
             n += 1
-            cost = usable_cost(res)
-            if cost is None:
-                continue
-            if getattr(res, "device", "") == "emulator":
-                if use_emulated is None:
-                    from templtune.runtime.cuda.backend import use_emulated_records
-
-                    use_emulated = use_emulated_records(self.include_emulated)
-                if not use_emulated:
-                    skipped += 1
-                    continue
             self._add(inp, res, cost)
             if self._by_threads is not None:
                 self._threads_view(int(getattr(res, "threads", 0) or 0))._add(inp, res, cost)
-        logger.debug("loaded %d tuning records", n)
-        if skipped:
-            logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
-                           "include_emulated=True uses them)", skipped)
+        logger.debug("loaded %d usable tuning records", n)
 
     def _add(self, inp: Any, res: Any, cost: float) -> None:
         wkl = inp.task.workload

@@ -28,7 +28,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -147,6 +147,34 @@ def usable_cost(res: Any) -> float | None:
     if not costs or not all(_is_number(c) and math.isfinite(c) and c > 0 for c in costs):
         return None
     return float(sum(costs) / len(costs))
+
+
+def usable_records(pairs: Iterable[tuple[Any, Any]], include_emulated: bool | None = None,
+                   cost_of: Callable[[Any], float | None] | None = None
+                   ) -> Iterator[tuple[Any, Any, float]]:
+    """``(input, result, mean cost)`` of each record of ``pairs`` that may compete for best:
+    ``cost_of(result)`` (default :func:`usable_cost`) is not None. Records timed on the CPU CUDA emulator count only where
+    ``use_emulated_records(include_emulated)`` allows (decided at the first one, which probes
+    CUDA); those left out are counted in one warning once ``pairs`` is exhausted."""
+    cost_of = usable_cost if cost_of is None else cost_of
+    skipped = 0
+    use_emulated: bool | None = None
+    for inp, res in pairs:
+        cost = cost_of(res)
+        if cost is None:
+            continue
+        if getattr(res, "device", "") == "emulator":
+            if use_emulated is None:
+                from templtune.runtime.cuda.backend import use_emulated_records
+
+                use_emulated = use_emulated_records(include_emulated)
+            if not use_emulated:
+                skipped += 1
+                continue
+        yield inp, res, cost
+    if skipped:
+        logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
+                       "include_emulated=True uses them)", skipped)
 
 
 def check_config(space: Any, config: Any) -> str | None:
