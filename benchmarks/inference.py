@@ -246,6 +246,8 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
             bad = check(outputs, ref, {e.name: e.gated for e in engines}, a.rtol, emit)
             if bad:
                 emit(f"  FAIL: {', '.join(bad)} disagree with numpy")
+                for c in children:
+                    c.close()
                 return False
         # NOTE: the host's speed drifts within a run: ratios are taken within each round (the
         # FMA peak is timed at the end of each), then their median
