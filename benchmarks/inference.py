@@ -213,6 +213,7 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
             if c.ready.skipped:
                 c.close()
         probe = [c for c in probe if not c.ready.skipped]
+        specs = [c.spec for c in probe]
     else:
         engines = [templtune_engine("templtune (packaged log)", net, params, x)]
         if a.log:
@@ -225,8 +226,6 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
          + "; ".join(f"{e.name}: {e.note}" for e in engines if e.note))
     for line in skipped:
         emit(f"  skipped {line}")
-    if a.isolate:
-        specs = [s for s in specs if all(s != sk.split(":")[0] for sk in skipped)]
     ref = graph.evaluate(net, params, **{data.name: x})
     for nt in (int(t) for t in a.threads.split(",")):
         children: list[Any] = []

@@ -89,6 +89,7 @@ class Child:
     ``child.timed(n)`` ms per call of ``n`` calls in the child."""
 
     def __init__(self, spec: str, model: str, log: str | None, threads: int) -> None:
+        self.spec = spec
         ctx = mp.get_context("spawn")
         self._conn, theirs = ctx.Pipe()
         self._proc = ctx.Process(target=_serve, args=(theirs, spec, model, log, threads),

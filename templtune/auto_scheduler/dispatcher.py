@@ -22,7 +22,6 @@ from .measure_record import (
     CANDIDATES,
     RecordReader,
     check_steps,
-    usable_cost,
     workload_distance_factor,
 )
 
@@ -185,7 +184,7 @@ class ApplyHistoryBest(DispatchContext):
             pairs = pairs[:n_lines]
         # NOTE: only finite, positive costs of successful records compete (a NaN cost
         # that came first would otherwise never be replaced).
-        for inp, _, cost in usable_records(pairs, self.include_emulated, usable_cost):
+        for inp, _, cost in usable_records(pairs, self.include_emulated):
             kind = _kind(inp.task.target)
             table = self.best.setdefault(kind, {})
             k = inp.task.workload_key

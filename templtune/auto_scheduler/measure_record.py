@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+# NOTE: one rule for which costs may compete, shared with AutoTVM's records
+from templtune.autotvm.record import usable_cost
 from templtune.target import kind_of
 
 from .measure import MAX_FLOAT, MeasureInput, MeasureResult
@@ -84,18 +86,6 @@ def _is_number(x: Any) -> bool:
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
-
-
-def usable_cost(res: Any) -> float | None:
-    """The mean cost of a record that may win best selection, else None: only a successful
-    record (integer ``error_no`` 0) whose costs are all finite and positive qualifies."""
-    err = getattr(res, "error_no", None)
-    if not _is_int(err) or err != 0:
-        return None
-    costs = tuple(getattr(res, "costs", ()) or ())
-    if not costs or not all(_is_number(c) and math.isfinite(c) and c > 0 for c in costs):
-        return None
-    return float(sum(costs) / len(costs))
 
 
 def load_record_from_string(line: str) -> tuple[MeasureInput, MeasureResult]:

@@ -28,7 +28,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -149,18 +149,16 @@ def usable_cost(res: Any) -> float | None:
     return float(sum(costs) / len(costs))
 
 
-def usable_records(pairs: Iterable[tuple[Any, Any]], include_emulated: bool | None = None,
-                   cost_of: Callable[[Any], float | None] | None = None
+def usable_records(pairs: Iterable[tuple[Any, Any]], include_emulated: bool | None = None
                    ) -> Iterator[tuple[Any, Any, float]]:
-    """``(input, result, mean cost)`` of each record of ``pairs`` that may compete for best:
-    ``cost_of(result)`` (default :func:`usable_cost`) is not None. Records timed on the CPU CUDA emulator count only where
+    """``(input, result, mean cost)`` of each record of ``pairs`` that may compete for best
+    (see :func:`usable_cost`). Records timed on the CPU CUDA emulator count only where
     ``use_emulated_records(include_emulated)`` allows (decided at the first one, which probes
     CUDA); those left out are counted in one warning once ``pairs`` is exhausted."""
-    cost_of = usable_cost if cost_of is None else cost_of
     skipped = 0
     use_emulated: bool | None = None
     for inp, res in pairs:
-        cost = cost_of(res)
+        cost = usable_cost(res)
         if cost is None:
             continue
         if getattr(res, "device", "") == "emulator":
