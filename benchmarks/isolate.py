@@ -1,8 +1,8 @@
 """Each engine in a process of its own, for ``benchmarks/inference.py --isolate``.
 
 In one process the engines share more than the CPUs: ONNX Runtime's and OpenVINO's libraries,
-allocators and thread pools are loaded beside templtune's, and on one AVX2 host an ONNX Runtime
-session merely existing slowed templtune by 15-25 % (``results/inference.txt``). A user runs
+allocators and thread pools are loaded beside templtune's, and an ONNX Runtime session merely
+existing has slowed templtune on some hosts (``results/inference.txt``). A user runs
 one engine per process, so here each (engine, thread count) gets a spawned process that builds
 the engine and answers the parent's requests over a pipe: its output once (for the check),
 then the milliseconds per call of ``number`` back-to-back calls, timed inside the process. The
