@@ -8,7 +8,8 @@ register-resident accumulator (write cache) per tile, whose rows are blocked by 
 (batch, row tile) loop runs in parallel, and with ``par_n`` the column tiles join it (for
 few rows per batch).
 
-Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
+Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows; with a partial last block of ``rb`` rows when
+``mo`` divides ``M`` but ``rb`` not ``M / mo``, see :mod:`.row_blocks`), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
 of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``), ``par_n``.
 """
 
@@ -19,34 +20,48 @@ from typing import Any
 from templtune import autotvm, te
 from templtune.autotvm import strategy
 from templtune.autotvm.strategy import OpCall, TemplateInfo
+from templtune.autotvm.task.knobs import SplitEntity
 
 from .._strategy import KEYS
 from ._common import (
     check_positive,
     divisor_at_most,
     host_vector,
+    inner_sizes,
     lane_filter,
     max_inner,
+    register_file,
     target_vector,
     vec_regs,
     vector_divisor,
 )
+from .row_blocks import fallback_rows, row_splits, tile_rows
+
+#: most rows of a register block, and of a tile
+MAX_ROWS, MAX_TILE_ROWS = 8, 256
 
 
 def _define(cfg: Any, m: int, n: int, k: int) -> None:
-    cfg.define_split("tile_y", m, num_outputs=3,
-                     filter=lambda e: e.size[-1] <= 8 and e.size[-1] * e.size[-2] <= 256)
-    cfg.define_split("tile_x", n, num_outputs=2, filter=lane_filter(n))
+    t_lanes, t_regs = target_vector()
+    keep_x = lane_filter(n)
+    cfg.define_split("tile_y", m, num_outputs=3, policy="candidate", candidate=row_splits(
+        m, [vec_regs(b, t_lanes) for b in inner_sizes(n, keep_x)], register_file(), MAX_ROWS,
+        MAX_TILE_ROWS),
+        filter=lambda e: e.size[-1] <= MAX_ROWS and e.size[-1] * e.size[-2] <= MAX_TILE_ROWS)
+    cfg.define_split("tile_x", n, num_outputs=2, filter=keep_x)
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
     cfg.define_knob("par_n", [False, True])
-    t_lanes, t_regs = target_vector()
     cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1], t_lanes)
                      <= t_regs)
     if cfg.is_fallback:
         lanes, regs = host_vector()
         bn = vector_divisor(n)
-        rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
-        cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
+        rows = fallback_rows(m, vec_regs(bn, lanes), register_file(), MAX_ROWS, MAX_TILE_ROWS)
+        if tile_rows(m, rows) % rows[-1]:  # a partial block beats the exact ones
+            cfg["tile_y"] = SplitEntity(rows)
+        else:
+            rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
+            cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
         cfg.fallback_split("tile_x", [-1, bn])
         cfg.fallback_split("tile_k", [-1, 4])
 
@@ -57,7 +72,7 @@ def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # n
     cfg = autotvm.get_config()
     _define(cfg, M, N, K)
     cfg.add_flop(2.0 * B * M * N * K)
-    _, mb, rb = cfg["tile_y"].size
+    rows, rb = tile_rows(M, cfg["tile_y"].size), cfg["tile_y"].size[-1]
     bn = cfg["tile_x"].size[-1]
     ku = cfg["tile_k"].size[-1]
 
@@ -71,7 +86,7 @@ def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # n
     s = te.create_schedule(out.op)
     acc = s.cache_write(out, "global")
     b, i, j = s[out].op.axis
-    io, ii = s[out].split(i, factor=mb * rb)
+    io, ii = s[out].split(i, factor=rows)
     jo, ji = s[out].split(j, factor=bn)
     s[out].reorder(b, io, jo, ii, ji)
     if cfg["par_n"].val:

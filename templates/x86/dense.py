@@ -15,7 +15,8 @@ in place (:func:`_gemv`; knobs ``tile_x`` ``[no, nb]`` rows per block, ``tile_k`
 over ``K / lanes``, ``rows_inner``): packing it per call cost more than the product.
 
 Knobs (TVM's ``dense_pack.x86`` names and arities): ``tile_y`` ``[mo, mb, rb]`` (rows, ``rb <=
-16``), ``tile_x`` ``[no, nb, bn]`` (columns, ``bn`` a multiple of 8 filling whole vector
+16``; tiles of ``M / mo`` rows whose last block of ``rb`` is partial where no exact block has
+as many accumulators, see :mod:`.row_blocks`), ``tile_x`` ``[no, nb, bn]`` (columns, ``bn`` a multiple of 8 filling whole vector
 registers when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``). The register block ``rb x
 bn`` is kept to those that fit the target's vector register file with their operands and have
 enough accumulators to cover the FMA latency (:func:`~._common.block_registers`,
@@ -31,6 +32,7 @@ from templtune import autotvm, te
 from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, inline_tail, output_stage
 from templtune.autotvm.strategy import OpCall, TemplateInfo
+from templtune.autotvm.task.knobs import SplitEntity
 
 from .._strategy import KEYS, fallback_packed, pack_blocks, pack_dense
 from ._common import (
@@ -47,6 +49,7 @@ from ._common import (
     vec_regs,
     whole_vector_divisor,
 )
+from .row_blocks import fallback_rows, row_splits, tile_rows
 
 #: most rows of a register block (unrolled; one broadcast each)
 MAX_ROWS = 16
@@ -57,21 +60,22 @@ FALLBACK_TILE_COLS = 128
 
 
 def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
-    cfg.define_split("tile_y", m, num_outputs=3, filter=lambda e: e.size[-1] <= MAX_ROWS
-                     and e.size[-1] * e.size[-2] <= MAX_TILE_ROWS)
     t_lanes, _ = target_vector()
     t_file = register_file()
+    keep = lane_filter(n, lanes=t_lanes)
+    widths = [prepacked] if prepacked else inner_sizes(n, keep)
+    # NOTE: knobs in their original order: a config's index depends on it (logged records).
+    cfg.define_split("tile_y", m, num_outputs=3, policy="candidate", candidate=row_splits(
+        m, [vec_regs(b, t_lanes) for b in widths], t_file, MAX_ROWS, MAX_TILE_ROWS),
+        filter=lambda e: e.size[-1] <= MAX_ROWS and e.size[-1] * e.size[-2] <= MAX_TILE_ROWS)
     if prepacked:
         blocks = n // prepacked
         cfg.define_split("tile_x", n, num_outputs=3, policy="candidate", candidate=[
             [blocks // nb, nb, prepacked] for nb in range(1, blocks + 1)
             if blocks % nb == 0 and nb * prepacked <= MAX_TILE_COLS])
-        widths = [prepacked]
     else:
-        keep = lane_filter(n, lanes=t_lanes)
         cfg.define_split("tile_x", n, num_outputs=3, filter=lambda e: keep(e) and int(
             e.size[-1]) * int(e.size[-2]) <= MAX_TILE_COLS)
-        widths = inner_sizes(n, keep)
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
     # NOTE: the register block rb x bn must fit the register file with its operands (else the
     # inner loop spills) and should have enough accumulators to cover the FMA latency.
@@ -87,14 +91,12 @@ def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
     if cfg.is_fallback:
         lanes, _ = host_vector()
         bn = prepacked or whole_vector_divisor(n, lanes)
-        nv = vec_regs(bn, lanes)
-        most = max((r for r in range(1, MAX_ROWS + 1)
-                    if block_registers(r, nv) <= register_file()), default=1)
-        rb = divisor_at_most(m, most)
-        # NOTE: one row block per tile across ~128 columns: its rb data rows stay cached and
-        # the next tile (next rows) reuses the K x 128 weight block from L2.
+        # NOTE: one row block per tile (or a few, when a partial block lets them be taller)
+        # across ~128 columns: its data rows stay cached and the next tile (next rows) reuses
+        # the K x 128 weight block from L2.
+        cfg["tile_y"] = SplitEntity(fallback_rows(m, vec_regs(bn, lanes), register_file(),
+                                                  MAX_ROWS, MAX_TILE_ROWS))
         nb = divisor_at_most(n // bn, max(1, FALLBACK_TILE_COLS // bn))
-        cfg.fallback_split("tile_y", [-1, 1, rb])
         cfg.fallback_split("tile_x", [-1, nb, bn])
         cfg.fallback_split("tile_k", [-1, divisor_at_most(k, 4)])
 
@@ -175,7 +177,7 @@ def _dense(M: int, N: int, K: int, prepacked: int = 0, *, epilogue: Epilogue | N
     cfg = autotvm.get_config()
     _define(cfg, M, N, K, prepacked)
     cfg.add_flop(2.0 * M * N * K)
-    _, mb, rb = cfg["tile_y"].size
+    rows, rb = tile_rows(M, cfg["tile_y"].size), cfg["tile_y"].size[-1]
     _, nb, bn = cfg["tile_x"].size
     ku = cfg["tile_k"].size[-1]
 
@@ -193,7 +195,7 @@ def _dense(M: int, N: int, K: int, prepacked: int = 0, *, epilogue: Epilogue | N
     s = te.create_schedule(tail.output.op)
     out, acc = output_stage(s, tail)
     y, x = s[out].op.axis
-    yo, yi = s[out].split(y, factor=mb * rb)
+    yo, yi = s[out].split(y, factor=rows)
     xo, xi = s[out].split(x, factor=nb * bn)
     # NOTE: column tiles outermost: consecutive row tiles (and threads) share the weight block
     # in L2; row tiles outermost ran at ~0.6x of this at 1024^3 (the weight streamed per tile).

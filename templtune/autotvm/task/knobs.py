@@ -202,6 +202,12 @@ def _enumerate_splits(n: int, factors: list[int], depth: int, no_tail: bool) -> 
     return out
 
 
+def factor_splits(n: int, num_outputs: int) -> list[list[int]]:
+    """The exact splits of ``n`` into ``num_outputs`` factors (``[-1, f1, ...]``), in the order
+    of ``define_split``'s ``factors`` policy: for templates that add candidates of their own."""
+    return _enumerate_splits(n, divisors(n), num_outputs - 1, True)
+
+
 def _merge_chains(chains: Sequence[Sequence[int]]) -> list[int]:
     """Interleave chains, always taking from the chain with the most remaining elements (ties:
     lowest chain index). This is the only order TVM's restricted DFS can produce."""
