@@ -7,15 +7,18 @@ O(1) on deep trees. Structural comparison lives in :func:`templtune.te.functor.s
 Python operators build expressions (``a + b``, ``a * 2``, ``a < b``, ``a == b``). As in TVM, the
 truth value of ``a == b`` is identity (or value equality when both sides are constants), so nodes
 stay usable as dict keys and in membership tests.
+
+This module is the home of every expression name: iteration axes and reductions live in
+:mod:`templtune.te.axis`, the construction helpers (``const``, ``convert``, ``binary``, ``cast``,
+...) in :mod:`templtune.te.construct`, and both are re-exported here.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from templtune import dtype as dt
 from templtune.errors import DTypeError, ExprError
 
 if TYPE_CHECKING:
@@ -290,258 +293,24 @@ class Range:
         return f"range(min={self.min}, ext={self.extent})"
 
 
-class IterKind(enum.Enum):
-    DATA_PAR = 0
-    REDUCE = 2
-    ORDERED = 3
-    OPAQUE = 4
-    UNROLLED = 5
-    VECTORIZED = 6
-    PARALLELIZED = 7
-    TENSORIZED = 8
-    THREAD_INDEX = 1
+# NOTE: imported last: the classes above call these only at run time, while the two modules
+# subclass and build those classes. ``templtune.te`` imports this module before any other.
+from templtune.te.axis import CommReducer, IterKind, IterVar, Reduce  # noqa: E402
+from templtune.te.construct import (  # noqa: E402
+    _fold,  # noqa: F401  (private, kept importable from here)
+    _unify,  # noqa: F401
+    binary,
+    cast,
+    const,
+    const_int,
+    convert,
+    equal,
+    not_equal,
+)
 
-
-@dataclass(frozen=True, slots=True, eq=False)
-class IterVar:
-    """An iteration axis of a compute: a variable with a domain. ``thread_tag`` is set for
-    ``te.thread_axis`` ("blockIdx.x", "threadIdx.y", "vthread", ...)."""
-
-    dom: Range | None
-    var: Var
-    iter_type: IterKind = IterKind.DATA_PAR
-    thread_tag: str = ""
-
-    def __repr__(self) -> str:
-        return f"iter_var({self.var.name}, {self.dom!r})"
-
-    @property
-    def extent(self) -> PrimExpr | None:
-        return None if self.dom is None else self.dom.extent
-
-    # IterVars are used directly in index expressions (``A[i, k]``), as in TVM.
-    def _e(self) -> Var:
-        return self.var
-
-    def __add__(self, o: ExprLike) -> PrimExpr:
-        return self.var + o
-
-    def __radd__(self, o: ExprLike) -> PrimExpr:
-        return o + self.var  # type: ignore[operator]
-
-    def __sub__(self, o: ExprLike) -> PrimExpr:
-        return self.var - o
-
-    def __rsub__(self, o: ExprLike) -> PrimExpr:
-        return o - self.var  # type: ignore[operator]
-
-    def __mul__(self, o: ExprLike) -> PrimExpr:
-        return self.var * o
-
-    def __rmul__(self, o: ExprLike) -> PrimExpr:
-        return o * self.var  # type: ignore[operator]
-
-    def __floordiv__(self, o: ExprLike) -> PrimExpr:
-        return self.var // o
-
-    def __mod__(self, o: ExprLike) -> PrimExpr:
-        return self.var % o
-
-    def __lt__(self, o: ExprLike) -> PrimExpr:
-        return self.var < o
-
-    def __le__(self, o: ExprLike) -> PrimExpr:
-        return self.var <= o
-
-    def __gt__(self, o: ExprLike) -> PrimExpr:
-        return self.var > o
-
-    def __ge__(self, o: ExprLike) -> PrimExpr:
-        return self.var >= o
-
-    def __neg__(self) -> PrimExpr:
-        return -self.var
-
-    # NOTE: every IterVar owns a fresh Var, so the identity-based truth value of ``iv == other``
-    # (see PrimExpr.__eq__) is the identity of the IterVars themselves.
-    def __eq__(self, o: object) -> Any:
-        if not isinstance(o, (PrimExpr, IterVar, int, float)):
-            return NotImplemented
-        return self.var == (o.var if isinstance(o, IterVar) else o)
-
-    def __ne__(self, o: object) -> Any:
-        if not isinstance(o, (PrimExpr, IterVar, int, float)):
-            return NotImplemented
-        return self.var != (o.var if isinstance(o, IterVar) else o)
-
-    __hash__ = object.__hash__
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class CommReducer:
-    """A commutative reducer: ``result(lhs, rhs)`` with ``identity``. Multi-value reducers (argmax)
-    have several lhs/rhs/result entries."""
-
-    lhs: tuple[Var, ...]
-    rhs: tuple[Var, ...]
-    result: tuple[PrimExpr, ...]
-    identity: tuple[PrimExpr, ...]
-    name: str = "reducer"
-
-
-@dataclass(frozen=True, slots=True, eq=False, repr=False)
-class Reduce(PrimExpr):
-    """A reduction over ``axis`` of ``source`` with ``combiner``; allowed only as the top of a
-    compute body."""
-
-    combiner: CommReducer
-    source: tuple[PrimExpr, ...]
-    axis: tuple[IterVar, ...]
-    condition: PrimExpr
-    value_index: int = 0
-    init: tuple[PrimExpr, ...] = field(default=())
-
-    @property
-    def dtype(self) -> str:  # type: ignore[override]
-        return self.source[self.value_index].dtype
-
-
-# ------------------------------------------------------------------------------ construction
-
-
-def const(value: int | float | bool, dtype: str | None = None) -> PrimExpr:
-    """A constant of ``dtype`` (default: int32 for ints, float32 for floats, bool for bools)."""
-    if type(value) is int and (dtype == "int32" or (dtype is None and -(2**31) <= value < 2**31)):
-        return IntImm("int32", value)  # NOTE: the commonest case, without parsing the dtype
-    if dtype is None:
-        if isinstance(value, bool):
-            dtype = "bool"
-        elif isinstance(value, int):
-            dtype = "int32" if -(2**31) <= value < 2**31 else "int64"
-        elif isinstance(value, float):
-            dtype = "float32"
-        else:
-            raise ExprError(f"cannot make a constant from {value!r}")
-    d = dt.parse(dtype)
-    if d.code == "float":
-        return FloatImm(dtype, float(value))
-    if d.code == "bool":
-        return IntImm(dtype, int(bool(value)))
-    if d.code in ("int", "uint"):
-        if isinstance(value, float) and not value.is_integer():
-            raise ExprError(f"{value!r} is not an integer constant of dtype {dtype}")
-        return IntImm(dtype, int(value))
-    raise DTypeError(f"cannot make a constant of dtype {dtype!r}")
-
-
-def convert(x: Any) -> PrimExpr:
-    """Turn a Python number, an IterVar or a PrimExpr into a PrimExpr."""
-    if isinstance(x, PrimExpr):
-        return x
-    if isinstance(x, IterVar):
-        return x.var
-    if isinstance(x, (bool, int, float)):
-        return const(x)
-    import numpy as np
-
-    if isinstance(x, np.generic):
-        return const(x.item(), str(x.dtype))
-    raise ExprError(f"cannot convert {type(x).__name__} {x!r} to an expression")
-
-
-def _unify(a: PrimExpr, b: PrimExpr, a_py: bool, b_py: bool) -> tuple[PrimExpr, PrimExpr]:
-    """Match operand dtypes: a Python literal takes the other side's dtype; int meets float → float."""
-    if a.dtype == b.dtype:
-        return a, b
-    if a_py and isinstance(a, (IntImm, FloatImm)):
-        return const(a.value, b.dtype if not (dt.is_int(b.dtype) and isinstance(a, FloatImm))
-                     else "float32"), b
-    if b_py and isinstance(b, (IntImm, FloatImm)):
-        return a, const(b.value, a.dtype if not (dt.is_int(a.dtype) and isinstance(b, FloatImm))
-                        else "float32")
-    da, db = dt.parse(a.dtype), dt.parse(b.dtype)
-    if da.lanes != db.lanes:
-        raise DTypeError(f"operands have different lanes: {a.dtype} vs {b.dtype}")
-    if da.code == "float" and db.code != "float":
-        return a, Cast(a.dtype, b)
-    if db.code == "float" and da.code != "float":
-        return Cast(b.dtype, a), b
-    if da.code == db.code or {da.code, db.code} <= {"int", "uint", "bool"}:
-        wide = a.dtype if da.bits >= db.bits else b.dtype
-        return (a if a.dtype == wide else Cast(wide, a)), (b if b.dtype == wide else Cast(wide, b))
-    raise DTypeError(f"cannot combine dtypes {a.dtype} and {b.dtype}")
-
-
-def _fold(op: BinOpKind, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
-    if not (isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm))):
-        return None
-    x, y = a.value, b.value
-    is_i = isinstance(a, IntImm) and isinstance(b, IntImm)
-    if op in (BinOpKind.DIV, BinOpKind.FLOORDIV, BinOpKind.FLOORMOD) and y == 0:
-        raise ExprError(f"division by zero in constant expression {x} {op.value} {y}")
-    r: Any
-    if op is BinOpKind.ADD:
-        r = x + y
-    elif op is BinOpKind.SUB:
-        r = x - y
-    elif op is BinOpKind.MUL:
-        r = x * y
-    elif op is BinOpKind.DIV:
-        r = (abs(x) // abs(y)) * (1 if (x >= 0) == (y >= 0) else -1) if is_i else x / y
-    elif op is BinOpKind.FLOORDIV:
-        r = x // y if is_i else float(x // y)
-    elif op is BinOpKind.FLOORMOD:
-        r = x % y
-    elif op is BinOpKind.MIN:
-        r = min(x, y)
-    elif op is BinOpKind.MAX:
-        r = max(x, y)
-    else:
-        cmp = {BinOpKind.EQ: x == y, BinOpKind.NE: x != y, BinOpKind.LT: x < y,
-               BinOpKind.LE: x <= y, BinOpKind.GT: x > y, BinOpKind.GE: x >= y,
-               BinOpKind.AND: bool(x) and bool(y), BinOpKind.OR: bool(x) or bool(y)}
-        return const(bool(cmp[op]), "bool")
-    return const(r, a.dtype)
-
-
-def binary(op: BinOpKind, a: ExprLike, b: ExprLike) -> PrimExpr:
-    """Build ``a <op> b`` with dtype unification and constant folding of two constants."""
-    a_py, b_py = not isinstance(a, (PrimExpr, IterVar)), not isinstance(b, (PrimExpr, IterVar))
-    ea, eb = _unify(convert(a), convert(b), a_py, b_py)
-    folded = _fold(op, ea, eb)
-    if folded is not None:
-        return folded
-    if op in COMPARE_OPS or op in LOGIC_OPS:
-        out = dt.with_lanes("bool", dt.lanes(ea.dtype))
-    else:
-        out = ea.dtype
-    return BinOp(op, ea, eb, out)
-
-
-def cast(dtype: str, value: ExprLike) -> PrimExpr:
-    dt.parse(dtype)
-    v = convert(value)
-    if v.dtype == dtype:
-        return v
-    if isinstance(v, (IntImm, FloatImm)):
-        return const(int(v.value) if dt.is_int(dtype) else v.value, dtype)
-    return Cast(dtype, v)
-
-
-def equal(a: ExprLike, b: ExprLike) -> PrimExpr:
-    return binary(BinOpKind.EQ, a, b)
-
-
-def not_equal(a: ExprLike, b: ExprLike) -> PrimExpr:
-    return binary(BinOpKind.NE, a, b)
-
-
-def const_int(e: Any) -> int | None:
-    """The Python int of a constant integer expression, else None."""
-    if isinstance(e, bool):
-        return int(e)
-    if isinstance(e, int):
-        return e
-    if isinstance(e, IntImm):
-        return e.value
-    return None
+__all__ = [
+    "PrimExpr", "ExprLike", "IntImm", "FloatImm", "StringImm", "Var", "BinOpKind", "COMPARE_OPS",
+    "LOGIC_OPS", "BinOp", "Not", "Cast", "Select", "Call", "TensorLoad", "Range", "IterKind",
+    "IterVar", "CommReducer", "Reduce", "const", "convert", "binary", "cast", "equal",
+    "not_equal", "const_int",
+]

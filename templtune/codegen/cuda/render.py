@@ -4,28 +4,35 @@ The output reads like hand-written CUDA: one ``extern "C" __global__`` function 
 ``__launch_bounds__``, ``__restrict__`` pointer arguments, shared and local arrays declared at the
 top, ``((int)threadIdx.x)`` for thread indices, ``#pragma unroll`` on unrolled loops and
 ``float2``/``float4`` accesses for aligned contiguous copies. Vector statements that cannot be
-a single aligned vector access are scalarized into an unrolled lane loop.
+a single aligned vector access are scalarized into an unrolled lane loop first
+(:mod:`templtune.codegen.cuda.scalarize`); C types and literals are spelled by
+:mod:`templtune.codegen.cuda.csyntax`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-import numpy as np
-
 from templtune import dtype as dt
-from templtune.codegen.cuda.analysis import buffer_size, divisible, is_nonneg
+from templtune.codegen.cuda.analysis import buffer_size, is_nonneg
+from templtune.codegen.cuda.csyntax import (
+    _HELPERS,
+    _INFIX,
+    _MATH,
+    _RESERVED,
+    ctype,
+    float_literal,
+)
 from templtune.codegen.cuda.kernel import Kernel
+from templtune.codegen.cuda.scalarize import scalarize
 from templtune.codegen.cuda.sync import is_barrier
 from templtune.errors import CodegenError
 from templtune.lower.ir import (
     Allocate,
     AttrStmt,
-    Broadcast,
     Buffer,
     Evaluate,
     For,
@@ -50,174 +57,8 @@ from templtune.te.expr import (
     PrimExpr,
     Select,
     Var,
-    const,
     const_int,
 )
-from templtune.te.functor import Mutator, handles
-
-_CTYPES = {
-    "float32": "float", "float64": "double", "float16": "half", "int8": "signed char",
-    "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
-    "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long",
-    "bool": "bool",
-}
-_VEC_TYPES = {("float32", 2): "float2", ("float32", 4): "float4", ("int32", 2): "int2",
-              ("int32", 4): "int4"}
-_INFIX = {BinOpKind.ADD: "+", BinOpKind.SUB: "-", BinOpKind.MUL: "*", BinOpKind.DIV: "/",
-          BinOpKind.EQ: "==", BinOpKind.NE: "!=", BinOpKind.LT: "<", BinOpKind.LE: "<=",
-          BinOpKind.GT: ">", BinOpKind.GE: ">=", BinOpKind.AND: "&&", BinOpKind.OR: "||"}
-# name -> (float32 function, float64 function)
-_MATH = {
-    "exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "exp10": ("exp10f", "exp10"),
-    "log": ("logf", "log"), "log2": ("log2f", "log2"), "log10": ("log10f", "log10"),
-    "log1p": ("log1pf", "log1p"), "sqrt": ("sqrtf", "sqrt"), "rsqrt": ("rsqrtf", "rsqrt"),
-    "tanh": ("tanhf", "tanh"), "sin": ("sinf", "sin"), "cos": ("cosf", "cos"),
-    "tan": ("tanf", "tan"), "erf": ("erff", "erf"), "fabs": ("fabsf", "fabs"),
-    "abs": ("fabsf", "fabs"), "floor": ("floorf", "floor"), "ceil": ("ceilf", "ceil"),
-    "round": ("roundf", "round"), "trunc": ("truncf", "trunc"), "pow": ("powf", "pow"),
-    "fmod": ("fmodf", "fmod"), "atan": ("atanf", "atan"), "asin": ("asinf", "asin"),
-    "acos": ("acosf", "acos"), "atan2": ("atan2f", "atan2"), "fma": ("fmaf", "fma"),
-}
-_HELPERS = {
-    "tt_floordiv": (
-        "__device__ __forceinline__ int tt_floordiv(int a, int b) {\n"
-        "  int q = a / b;\n  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
-        "__device__ __forceinline__ long long tt_floordiv(long long a, long long b) {\n"
-        "  long long q = a / b;\n  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"),
-    "tt_floormod": (
-        "__device__ __forceinline__ int tt_floormod(int a, int b) {\n"
-        "  int r = a % b;\n  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n"
-        "__device__ __forceinline__ long long tt_floormod(long long a, long long b) {\n"
-        "  long long r = a % b;\n  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n"),
-}
-_RESERVED = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto if "
-    "inline int long register restrict return short signed sizeof static struct switch typedef "
-    "union unsigned void volatile while bool true false class new delete this template typename "
-    "namespace operator private public protected friend virtual threadIdx blockIdx blockDim "
-    "gridDim warpSize half min max".split())
-
-
-def ctype(dtype: str) -> str:
-    d = dt.parse(dtype)
-    if d.lanes != 1:
-        vt = _VEC_TYPES.get((d.scalar, d.lanes))
-        if vt is None:
-            raise CodegenError(f"no CUDA vector type for {dtype}")
-        return vt
-    try:
-        return _CTYPES[d.scalar]
-    except KeyError:
-        raise CodegenError(f"dtype {dtype} has no CUDA C type") from None
-
-
-def float_literal(value: float, dtype: str) -> str:
-    if math.isnan(value):
-        return "__int_as_float(0x7fc00000)" if dtype == "float32" else "__longlong_as_double(0x7ff8000000000000LL)"
-    if math.isinf(value):
-        inf = "__int_as_float(0x7f800000)" if dtype == "float32" else "__longlong_as_double(0x7ff0000000000000LL)"
-        return inf if value > 0 else f"(-{inf})"
-    if dtype == "float32":
-        short = f"{value:.6e}"
-        text = short if np.float32(short) == np.float32(value) else f"{value:.9e}"
-        return text + "f"
-    if dtype == "float16":
-        return f"((half){value:.6e}f)"
-    return f"{value:.17e}"
-
-
-# ------------------------------------------------------------------------------ scalarization
-
-
-_LANE: Dispatch[PrimExpr] = Dispatch(
-    "CUDA scalarization", missing=lambda e: CodegenError(f"cannot scalarize vector expression {e}"))
-
-
-def _lane(e: PrimExpr, lane: PrimExpr) -> PrimExpr:
-    """The scalar expression for one lane of vector expression ``e``."""
-    if dt.lanes(e.dtype) == 1 and not isinstance(e, (Ramp, Broadcast)):
-        return e
-    return _LANE(lane, e)
-
-
-@_LANE.register(Ramp)
-def _lane_ramp(lane: PrimExpr, e: Ramp) -> PrimExpr:
-    stride = const_int(e.stride)
-    return e.base + lane if stride == 1 else e.base + e.stride * lane
-
-
-@_LANE.register(Broadcast)
-def _lane_broadcast(lane: PrimExpr, e: Broadcast) -> PrimExpr:
-    return e.value
-
-
-@_LANE.register(Load)
-def _lane_load(lane: PrimExpr, e: Load) -> PrimExpr:
-    pred = None if e.predicate is None else _lane(e.predicate, lane)
-    return Load(e.buffer, _lane(e.index, lane), pred)
-
-
-@_LANE.register(BinOp)
-def _lane_binop(lane: PrimExpr, e: BinOp) -> PrimExpr:
-    return BinOp(e.op, _lane(e.a, lane), _lane(e.b, lane), dt.element_of(e.dtype))
-
-
-@_LANE.register(Not)
-def _lane_not(lane: PrimExpr, e: Not) -> PrimExpr:
-    return Not(_lane(e.a, lane), dt.element_of(e.dtype))
-
-
-@_LANE.register(Cast)
-def _lane_cast(lane: PrimExpr, e: Cast) -> PrimExpr:
-    return Cast(dt.element_of(e.dtype), _lane(e.value, lane))
-
-
-@_LANE.register(Select)
-def _lane_select(lane: PrimExpr, e: Select) -> PrimExpr:
-    return Select(_lane(e.cond, lane), _lane(e.true_value, lane), _lane(e.false_value, lane),
-                  e.guarded)
-
-
-@_LANE.register(Call)
-def _lane_call(lane: PrimExpr, e: Call) -> PrimExpr:
-    return Call(dt.element_of(e.dtype), e.name, tuple(_lane(a, lane) for a in e.args))
-
-
-def _vector_copy_ok(s: Store) -> bool:
-    """A contiguous aligned copy of 2 or 4 elements: rendered as one vector access."""
-    idx, val = s.index, s.value
-    if s.predicate is not None or not isinstance(idx, Ramp) or const_int(idx.stride) != 1:
-        return False
-    if (dt.element_of(s.buffer.dtype), idx.lanes) not in _VEC_TYPES:
-        return False
-    if not divisible(idx.base, idx.lanes):
-        return False
-    if isinstance(val, Load):
-        vi = val.index
-        return (val.predicate is None and isinstance(vi, Ramp) and const_int(vi.stride) == 1
-                and vi.lanes == idx.lanes and val.buffer.dtype == s.buffer.dtype
-                and divisible(vi.base, vi.lanes))
-    return False
-
-
-class _Scalarize(Mutator):
-    @handles(Store)
-    def visit_Store(self, node: Store) -> Stmt:
-        if dt.lanes(node.index.dtype) == 1 or _vector_copy_ok(node):
-            return node
-        lanes = dt.lanes(node.index.dtype)
-        lv = Var("vec", "int32")
-        pred = None if node.predicate is None else _lane(node.predicate, lv)
-        body: Stmt = Store(node.buffer, _lane(node.index, lv), _lane(node.value, lv))
-        if pred is not None:
-            body = IfThenElse(pred, body)
-        return For(lv, const(0), const(lanes), ForKind.UNROLLED, body)
-
-
-def scalarize(stmt: Stmt) -> Stmt:
-    """Turn every vector store that is not an aligned float2/float4 copy into a lane loop."""
-    return _Scalarize().visit(stmt)
-
 
 # ---------------------------------------------------------------------------------- renderer
 
