@@ -18,268 +18,56 @@ large for a float, wrong types) is skipped with a ``file:line`` warning. Decodin
 costs, ``all_cost`` and the timestamp must be JSON numbers (not strings, not booleans) and
 ``error_no`` a JSON integer. Best selection additionally needs :func:`usable_cost` (finite,
 positive costs of a successful record). Appending first ends a torn last line with ``\n``.
+
+This module reads and writes log files and holds the log tools (:func:`pick_best`,
+:func:`split_workload`); one line's encoding and decoding live in ``record_codec.py``, the checks
+on decoded records in ``record_checks.py``. Every name stays importable from here.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import logging
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from templtune.autotvm.space import ConfigEntity
-from templtune.autotvm.task.target_compat import as_target
-from templtune.autotvm.task.task import serialize_args
-from templtune.measure.measure import AUTOTVM_ERROR_COST
+# NOTE: the names that moved out stay importable from here (TVM's path, users, tests).
+from templtune.autotvm.record_checks import MAX_ARG_INT as MAX_ARG_INT
+from templtune.autotvm.record_checks import MAX_ARG_INTS as MAX_ARG_INTS
+from templtune.autotvm.record_checks import (
+    args_within_bounds,
+    check_config,
+    usable_cost,
+)
+from templtune.autotvm.record_checks import usable_records as usable_records
+from templtune.autotvm.record_codec import _MAX_DETAIL as _MAX_DETAIL
+from templtune.autotvm.record_codec import (
+    AUTOTVM_LOG_VERSION,
+    Record,
+    _decode,
+    _short,
+    decode,
+    encode,
+)
+from templtune.autotvm.record_codec import ERROR_COST as ERROR_COST
+from templtune.autotvm.record_codec import MAX_THREADS as MAX_THREADS
+from templtune.autotvm.record_codec import _device as _device
+from templtune.autotvm.record_codec import _finite as _finite
+from templtune.autotvm.record_codec import _is_int as _is_int
+from templtune.autotvm.record_codec import _is_number as _is_number
+from templtune.autotvm.record_codec import _json_arg as _json_arg
+from templtune.autotvm.record_codec import _plain_args as _plain_args
+from templtune.autotvm.record_codec import _threads as _threads
+from templtune.autotvm.record_codec import _version as _version
 
 logger = logging.getLogger("autotvm.record")
 
 __all__ = ["AUTOTVM_LOG_VERSION", "encode", "decode", "load_from_buffer", "load_from_file",
            "save_to_file", "append_records", "measure_str_key", "pick_best", "split_workload",
            "usable_cost", "ends_torn", "check_config", "args_within_bounds"]
-
-AUTOTVM_LOG_VERSION = 0.2
-ERROR_COST = AUTOTVM_ERROR_COST
-_MAX_DETAIL = 1024
-#: the largest thread count a record may name (a bigger one is a corrupt line, not a machine)
-MAX_THREADS = 4096
-
-Record = tuple[Any, Any]
-
-
-def _version() -> str:
-    from templtune import __version__
-
-    return str(__version__)
-
-
-def _json_arg(x: Any) -> Any:
-    """JSON form of :func:`serialize_args`'s output (symbolic vars as their names)."""
-    if isinstance(x, tuple):
-        return [_json_arg(a) for a in x]
-    if x is None or isinstance(x, (str, bool, int, float)):
-        return x
-    return str(x)
-
-
-def encode(inp: Any, result: Any, protocol: str = "json") -> str:
-    """One log line (without the newline) for a measurement."""
-    if protocol != "json":
-        raise ValueError(f"unsupported record protocol {protocol!r} (only 'json'; no pickle)")
-    err = int(result.error_no)
-    costs = [ERROR_COST] if err != 0 else [float(c) for c in result.costs]
-    row: dict[str, Any] = {
-        "input": [str(inp.target), inp.task.name, _json_arg(serialize_args(inp.task.args)),
-                  dict(getattr(inp.task, "kwargs", {}) or {})],
-        "config": inp.config.to_json_dict(),
-        "result": [costs, err, float(result.all_cost), float(result.timestamp)],
-        "version": AUTOTVM_LOG_VERSION,
-        "tvm_version": _version(),
-    }
-    detail = getattr(result, "error_detail", "")
-    if err != 0 and detail:
-        row["error_detail"] = str(detail)[:_MAX_DETAIL]
-    if not getattr(result, "checked", True):
-        row["checked"] = False
-    if getattr(result, "infra_error", False):
-        row["infra_error"] = True
-    if getattr(result, "device", ""):
-        row["device"] = str(result.device)
-    if err == 0 and int(getattr(result, "threads", 0) or 0) > 0:
-        row["threads"] = int(result.threads)
-    return json.dumps(row)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _plain_args(x: Any) -> bool:
-    """JSON scalars and lists only: workloads are dictionary keys (an object is unhashable)."""
-    if isinstance(x, list):
-        return all(_plain_args(a) for a in x)
-    return x is None or isinstance(x, (str, int, float, bool))
-
-
-def _device(x: Any) -> str:
-    if not isinstance(x, str):
-        raise TypeError(f"device must be a string, got {_short(x)}")
-    return x
-
-
-def _threads(x: Any) -> int:
-    if not _is_int(x) or not 0 < x <= MAX_THREADS:
-        raise ValueError(f"threads must be an integer in 1..{MAX_THREADS}, got {_short(x)}")
-    return int(x)
-
-
-def _finite(x: float, what: str) -> float:
-    if not math.isfinite(x):
-        raise ValueError(f"{what} is not finite ({x})")
-    return x
-
-
-def _short(x: Any, width: int = 80) -> str:
-    s = repr(x)
-    return s if len(s) <= width else s[:width - 3] + "..."
-
-
-def usable_cost(res: Any) -> float | None:
-    """The mean cost of a record that may win best selection, else None.
-
-    Only a successful record (``error_no == 0``) whose costs are all finite and positive
-    qualifies: a NaN, infinite, zero or negative cost is nonsense a log must not be able to
-    make "best".
-    """
-    err = getattr(res, "error_no", None)
-    if isinstance(err, bool) or not isinstance(err, int) or int(err) != 0:
-        return None
-    costs = tuple(getattr(res, "costs", ()) or ())
-    if not costs or not all(_is_number(c) and math.isfinite(c) and c > 0 for c in costs):
-        return None
-    return float(sum(costs) / len(costs))
-
-
-def usable_records(pairs: Iterable[tuple[Any, Any]], include_emulated: bool | None = None
-                   ) -> Iterator[tuple[Any, Any, float]]:
-    """``(input, result, mean cost)`` of each record of ``pairs`` that may compete for best
-    (see :func:`usable_cost`). Records timed on the CPU CUDA emulator count only where
-    ``use_emulated_records(include_emulated)`` allows (decided at the first one, which probes
-    CUDA); those left out are counted in one warning once ``pairs`` is exhausted."""
-    skipped = 0
-    use_emulated: bool | None = None
-    for inp, res in pairs:
-        cost = usable_cost(res)
-        if cost is None:
-            continue
-        if getattr(res, "device", "") == "emulator":
-            if use_emulated is None:
-                from templtune.runtime.cuda.backend import use_emulated_records
-
-                use_emulated = use_emulated_records(include_emulated)
-            if not use_emulated:
-                skipped += 1
-                continue
-        yield inp, res, cost
-    if skipped:
-        logger.warning("ignored %d records timed on the CPU CUDA emulator (CPU timings; "
-                       "include_emulated=True uses them)", skipped)
-
-
-def check_config(space: Any, config: Any) -> str | None:
-    """Why ``config`` (from a record) cannot be used with the task's ``space``, or None.
-
-    Every knob of the space must be present with an entity of the same kind that the knob
-    could have produced (a split whose factors multiply to the axis, a choice the knob offers);
-    a record that fails this would otherwise reach the user's build as a KeyError or a wrong
-    loop nest.
-    """
-    ents = getattr(config, "_entity_map", None)
-    if ents is None:
-        return f"{type(config).__name__} has no knobs"
-    for name, knob in getattr(space, "space_map", {}).items():
-        ent = ents.get(name)
-        if ent is None:
-            return f"knob {name!r} is missing"
-        options = list(knob.entities)
-        if not options:
-            return f"knob {name!r} has no choices in the space"
-        if type(ent) is not type(options[0]):
-            return (f"knob {name!r} has kind {getattr(ent, 'kind', '?')!r}, the space's is "
-                    f"{options[0].kind!r}")
-        if ent not in options:
-            return f"knob {name!r} = {ent!r} is not a choice of the space ({knob!r})"
-    return None
-
-
-#: Bounds on the arguments of a logged workload that readers may re-create (run its template
-#: on): config-space construction costs about the square root of an axis length per axis, so
-#: a log naming an axis of 10^18 must not get its template run.
-MAX_ARG_INT = 1 << 24
-MAX_ARG_INTS = 64
-
-
-def args_within_bounds(args: Any) -> bool:
-    """Whether a logged workload's arguments are small enough to re-create its task from
-    (at most :data:`MAX_ARG_INTS` numbers, each at most :data:`MAX_ARG_INT` in magnitude)."""
-    ints: list[int | float] = []
-
-    def walk(x: Any) -> bool:
-        if isinstance(x, (list, tuple)):
-            return all(walk(a) for a in x)
-        if isinstance(x, (int, float)) and not isinstance(x, bool):
-            ints.append(x)  # a float may become a dimension too
-            return abs(x) <= MAX_ARG_INT and len(ints) <= MAX_ARG_INTS
-        return True
-
-    return walk(args)
-
-
-def decode(row: str, protocol: str = "json") -> Record | None:
-    """Parse one log line into ``(MeasureInput, MeasureResult)``.
-
-    Returns None for a row of the unsupported 0.1 format. Raises ``ValueError`` (or
-    ``KeyError``/``TypeError``) on a malformed row.
-    """
-    return _decode(row, protocol, {})
-
-
-def _decode(row: str, protocol: str, targets: dict[str, Any]) -> Record | None:
-    from templtune.autotvm.measure.candidate import MeasureInput
-    from templtune.autotvm.task.task import Task
-    from templtune.measure.measure import MeasureResult
-
-    if protocol != "json":
-        raise ValueError(f"unsupported record protocol {protocol!r} (only 'json')")
-    obj = json.loads(row)
-    if not isinstance(obj, dict):
-        raise ValueError("a record must be a JSON object")
-    if "v" in obj and obj["v"] == 0.1:
-        return None
-    tgt_str, name, args, _kwargs = obj["input"]
-    if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
-        raise TypeError("input must be [target string, task name, [args], {}]")
-    if "-target" in tgt_str:
-        logger.warning("'-target' in a logged target string is deprecated; read as '-mtriple'")
-        tgt_str = tgt_str.replace("-target", "-mtriple")
-    if not isinstance(tgt_str, str) or not isinstance(name, str) or not isinstance(args, list):
-        raise TypeError("input must be [target string, task name, [args], {}]")
-    if not _plain_args(args):
-        raise TypeError("task arguments must be numbers, strings, null or lists of them")
-    task = Task(name, serialize_args(args))
-    if not isinstance(obj["config"], dict) or not _is_int(obj["config"].get("index")):
-        raise TypeError("config must be an object with an integer index")
-    config = ConfigEntity.from_json_dict(obj["config"])
-    costs, error_no, all_cost, timestamp = obj["result"]
-    if not isinstance(costs, list) or not all(_is_number(c) for c in costs):
-        raise TypeError(f"costs must be a list of numbers, got {_short(costs)}")
-    if not _is_int(error_no):
-        raise TypeError(f"error_no must be an integer, got {_short(error_no)}")
-    if not (_is_number(all_cost) and _is_number(timestamp)):
-        raise TypeError("all_cost and timestamp must be numbers")
-    # NOTE: float() of a huge JSON integer raises OverflowError: the line is skipped.
-    res = MeasureResult(tuple(float(c) for c in costs), error_no, float(all_cost),
-                        _finite(float(timestamp), "timestamp"),
-                        str(obj.get("error_detail", "")),
-                        obj.get("checked", True) is not False, obj.get("infra_error") is True,
-                        _device(obj.get("device", "")),
-                        _threads(obj["threads"]) if "threads" in obj else 0)
-    config.cost = sum(res.costs) / len(res.costs) if res.costs else float("inf")
-    # NOTE: target strings repeat on every line; parse each once per loader.
-    target = targets.get(tgt_str)
-    if target is None:
-        target = targets[tgt_str] = as_target(tgt_str)
-    task.target = target
-    return MeasureInput(target, task, config), res
 
 
 def load_from_buffer(stream: IO[str], name: str | None = None,
