@@ -16,6 +16,7 @@ from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.codegen.llvm.asm_loops import AsmLoop, hottest_loop, loops
 from templtune.target import Target, capabilities
 from templtune.templates.x86._common import FMA_CHAINS, block_registers, vec_regs
+from templtune.templates.x86.row_blocks import MAX_ACCUMULATORS
 
 AVX2, AVX512 = "llvm -mcpu=znver3", "llvm -mcpu=znver4"
 DENSE = (1024, 1024, 1024)
@@ -117,16 +118,18 @@ def test_space_blocks_fit_the_register_file_and_cover_latency(target, name, args
 
 def _limit(name: str, dims: tuple[int, int], lanes: int, nregs: int) -> int:
     """Most accumulators of a block that fits ``nregs`` registers, by brute force over the
-    divisors (dense: rows of M up to 16 x lanes-wide columns of N; conv: oh_bn <= 4, ow_bn <=
-    32 rows of a square output x whole-register channel blocks up to 64)."""
+    divisors (dense: rows of M up to 16, or any rows up to 16 with at most MAX_ACCUMULATORS
+    (a partial last block), x lanes-wide columns of N; conv: oh_bn <= 4, ow_bn <= 32 rows of a
+    square output x whole-register channel blocks up to 64)."""
+    widths = [b for b in range(8, 65, 8) if dims[1] % b == 0 and (b % lanes == 0 or b < lanes)]
     if name == "dense":
-        m, n = dims
-        rows = [r for r in range(1, 17) if m % r == 0]
-    else:
-        hw, n = dims
-        rows = [y * x for y in range(1, min(hw, 4) + 1) if hw % y == 0
-                for x in range(1, min(hw, 32) + 1) if hw % x == 0]
-    widths = [b for b in range(8, 65, 8) if n % b == 0 and (b % lanes == 0 or b < lanes)]
+        m, _ = dims
+        return max(r * vec_regs(b, lanes) for r in range(1, 17) for b in widths
+                   if block_registers(r, vec_regs(b, lanes)) <= nregs
+                   and (m % r == 0 or r * vec_regs(b, lanes) <= MAX_ACCUMULATORS))
+    hw = dims[0]
+    rows = [y * x for y in range(1, min(hw, 4) + 1) if hw % y == 0
+            for x in range(1, min(hw, 32) + 1) if hw % x == 0]
     return max(r * vec_regs(b, lanes) for r in rows for b in widths
                if block_registers(r, vec_regs(b, lanes)) <= nregs)
 
