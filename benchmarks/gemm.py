@@ -17,8 +17,11 @@ more threads wall time (their ratios to numpy in the same rounds are the figure 
 timing starts ``--settle`` seconds after the previous kernel's calls: OpenBLAS's worker threads
 keep spinning for tens of milliseconds after a call (libgomp's for a few). Run::
 
-    python benchmarks/gemm.py [--size 1024] [--rounds 9] [--threads 1 2] [--settle 0.1]
-        [--log L ...]
+    python benchmarks/gemm.py [--size 1024] [--rows M] [--rounds 9] [--threads 1 2]
+        [--settle 0.1] [--log L ...]
+
+``--rows M`` times an ``M x size`` by ``size x size`` product (the hand schedule only where its
+32-row tiles divide ``M``).
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ def _timer(threads: int) -> Callable[[], float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--rows", type=int, default=0,
+                    help="rows M of A (default: --size); e.g. 197, a prime count of tokens")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--number", type=int, default=3, help="calls per round and kernel")
@@ -115,6 +120,7 @@ def main() -> None:
     from templtune.templates._strategy import pack_dense
 
     n = opts.size
+    m = opts.rows or n
     # NOTE: the accumulator block is rb rows x bn lanes. AVX2 (16 ymm registers): 4 x 16 floats
     # = 8 registers. AVX-512 (32 zmm registers): 8 x 32 floats = 16 registers.
     avx512 = "+avx512f" in cc.host_spec().features
@@ -123,25 +129,27 @@ def main() -> None:
     logs = opts.log if opts.log is not None else [str(p) for p in reference_log_files("llvm")]
     pb = 32 if avx512 else 16
     rng = np.random.default_rng(0)
-    a = rng.random((n, n), dtype=np.float32)
+    a = rng.random((m, n), dtype=np.float32)
     b = rng.random((n, n), dtype=np.float32)
     wt = np.ascontiguousarray(b.T)  # dense's weight [N, K]: out = a @ wt.T = a @ b
     kernels: dict[str, tuple[Any, list[np.ndarray]]] = {}
     t0 = time.perf_counter()
-    s, args = gemm_schedule(n, n, n, bn=bn, rb=rb)
-    kernels["hand schedule (row tiles)"] = (templtune.build(s, args, target="llvm", name="gemm"), [a, b])
-    kernels["dense fallback"] = (_template((n, n, n), None), [a, wt])
-    kernels["dense log"] = (_template((n, n, n), logs), [a, wt])
-    kernels[f"dense prepacked {pb} fallback"] = (_template((n, n, n, pb), None),
+    if m % 32 == 0 and m % rb == 0:  # the hand schedule's 32-row tiles have no tail
+        s, args = gemm_schedule(m, n, n, bn=bn, rb=rb)
+        kernels["hand schedule (row tiles)"] = (
+            templtune.build(s, args, target="llvm", name="gemm"), [a, b])
+    kernels["dense fallback"] = (_template((m, n, n), None), [a, wt])
+    kernels["dense log"] = (_template((m, n, n), logs), [a, wt])
+    kernels[f"dense prepacked {pb} fallback"] = (_template((m, n, n, pb), None),
                                                  [a, pack_dense(pb)(wt)])
     print(f"build: {time.perf_counter() - t0:.1f} s (hand: bn={bn}, rb={rb}; "
           f"cpu={cc.host_spec().cpu}; logs: {', '.join(logs) or 'none'})")
     expected = a @ b
-    outs = {k: np.zeros((n, n), np.float32) for k in kernels}
+    outs = {k: np.zeros((m, n), np.float32) for k in kernels}
     for k, (mod, ins) in kernels.items():
         mod(*ins, outs[k])
         np.testing.assert_allclose(outs[k], expected, rtol=1e-4, err_msg=k)
-    flop = 2.0 * n**3
+    flop = 2.0 * m * n * n
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
     for th in opts.threads:
         clock = _timer(th)
