@@ -46,6 +46,8 @@ def _anchors() -> dict[str, tuple[graph.Call, int]]:
                                 padding=1, data_layout="NHWC"), 3),
         "dense_b1": (nn.dense(nn.var("x", (1, 64)), nn.var("w", (48, 64))), 1),
         "dense_b8": (nn.dense(nn.var("x", (8, 40)), nn.var("w", (32, 40))), 1),
+        # 197 rows, prime: the fallback's row blocks end in a partial one
+        "dense_b197": (nn.dense(nn.var("x", (197, 40)), nn.var("w", (32, 40))), 1),
     }
 
 
