@@ -7,6 +7,8 @@ x a few vector registers. With exact splits only, ``rb`` must divide ``t``: a pr
 ``[mo, mb, rb]`` with ``mo`` dividing ``M``: tiles of ``t = M / mo`` rows, ``mb = ceil(t / rb)``
 blocks, the last one partial. Lowering peels that block
 (:func:`templtune.lower.partition.partition_loops`), so the full ones run without guards.
+A tile holds at most ``max_tile`` rows, so a prime ``M`` above that still has one-row blocks
+only: its tile would be all of ``M`` rows (a write cache of ``M x`` the tile's columns).
 """
 
 from __future__ import annotations
