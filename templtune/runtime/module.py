@@ -19,12 +19,13 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from templtune import dtype as dt
 from templtune.codegen.llvm import compile as cc
 from templtune.codegen.llvm.build import LLVMArtifact
 from templtune.codegen.llvm.render import KernelStatus, ParamInfo
 from templtune.errors import CodegenError, RuntimeCallError
 from templtune.runtime.allocator import retain_scratch_memory
+from templtune.runtime.arguments import _unwrap, check_arguments  # noqa: F401
+from templtune.runtime.fork_guard import _ForkGuard, fork_check  # noqa: F401
 from templtune.runtime.registry import register_loader
 
 log = logging.getLogger("templtune.runtime")
@@ -33,25 +34,6 @@ log = logging.getLogger("templtune.runtime")
 _MAGIC = b"TTMOD\x02"
 _CTYPES_INT = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint32": ctypes.c_uint32,
                "uint64": ctypes.c_uint64, "int16": ctypes.c_int16, "int8": ctypes.c_int8}
-
-
-class _ForkGuard:
-    """NOTE: libgomp is not fork-safe: a child forked after its parent ran a parallel region
-    hangs in its first own parallel region. So the process remembers whether it has launched
-    one, and a forked child of such a process runs parallel loops on one thread (warned once).
-    Workers started with ``spawn``/``forkserver`` or as fresh subprocesses are unaffected."""
-
-    gomp_used = False
-    degraded = False
-    warned = False
-
-    @classmethod
-    def after_fork_in_child(cls) -> None:
-        cls.degraded = cls.gomp_used
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_ForkGuard.after_fork_in_child)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +59,6 @@ class ProfileResult:
     @property
     def max(self) -> float:
         return max(self.results) if self.results else 0.0
-
-
-def _unwrap(x: Any) -> Any:
-    return x._array if hasattr(x, "_array") and hasattr(x, "numpy") else x
 
 
 class Module:
@@ -172,72 +150,11 @@ class Module:
 
     # --------------------------------------------------------------------------- calls
     def _check(self, arrays: tuple[Any, ...]) -> tuple[list[np.ndarray], list[int]]:
-        if len(arrays) != len(self._params):
-            raise RuntimeCallError(
-                f"{self.entry_name} expects {len(self._params)} arguments "
-                f"({', '.join(p.name for p in self._params)}), got {len(arrays)}")
-        out: list[np.ndarray] = []
-        bound: dict[str, int] = {}
-        where: dict[str, tuple[int, str, int]] = {}  # which argument bound each shape variable
-        for i, (a, p) in enumerate(zip(arrays, self._params)):
-            a = _unwrap(a)
-            if not isinstance(a, np.ndarray):
-                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} must be a "
-                                       f"numpy array, got {type(a).__name__}")
-            if a.dtype != dt.to_numpy(p.dtype):
-                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} has dtype "
-                                       f"{a.dtype}, expected {p.dtype}")
-            if a.ndim != len(p.shape):
-                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} has shape "
-                                       f"{a.shape}, expected {len(p.shape)} dimensions {p.shape}")
-            for ax, (got, want) in enumerate(zip(a.shape, p.shape)):
-                if isinstance(want, int):
-                    ok = got == want
-                elif isinstance(want, str):
-                    ok = bound.setdefault(want, got) == got
-                    if ok:
-                        where.setdefault(want, (i, p.name, ax))
-                    else:
-                        j, other, ax0 = where[want]
-                        if j == i:
-                            raise RuntimeCallError(
-                                f"argument {i} ({p.name}) of {self.entry_name} has shape "
-                                f"{a.shape}, but its axes {ax0} and {ax} are both {want}")
-                        raise RuntimeCallError(
-                            f"arguments {j} ({other}) and {i} ({p.name}) of {self.entry_name} "
-                            f"disagree on {want}: {other}.shape[{ax0}] = {bound[want]} but "
-                            f"{p.name}.shape[{ax}] = {got}")
-                else:
-                    ok = True
-                if not ok:
-                    raise RuntimeCallError(
-                        f"argument {i} ({p.name}) of {self.entry_name} has shape {a.shape}, "
-                        f"expected {tuple(p.shape)} (mismatch on axis {ax})")
-            if not a.flags.c_contiguous:
-                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} is not "
-                                       "C-contiguous (use np.ascontiguousarray)")
-            if not a.flags.writeable:
-                raise RuntimeCallError(f"argument {i} ({p.name}) of {self.entry_name} is read-only")
-            out.append(a)
-        for n, d in self._shape_vars:
-            if d == "int32" and bound[n] > 2**31 - 1:
-                raise RuntimeCallError(f"{self.entry_name}: {n} = {bound[n]} does not fit its "
-                                       f"dtype int32 (declare it with te.var({n!r}, 'int64'))")
-        return out, [bound[n] for n, _ in self._shape_vars]
+        return check_arguments(self.entry_name, self._params, self._shape_vars, arrays)
 
     def _fork_check(self) -> None:
-        if not self._parallel:
-            return
-        if _ForkGuard.degraded:
-            if self._nthreads.value != 1:
-                self._nthreads.value = 1
-                if not _ForkGuard.warned:
-                    _ForkGuard.warned = True
-                    log.warning("this process was forked after running parallel code; libgomp "
-                                "cannot be used here, parallel loops run on one thread (start "
-                                "workers with 'spawn' or 'forkserver' instead)")
-        else:
-            _ForkGuard.gomp_used = True
+        if self._parallel:
+            fork_check(self._nthreads)
 
     def _check_runnable(self) -> None:
         # NOTE: running code for a CPU this host cannot execute kills the interpreter with
