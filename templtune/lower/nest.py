@@ -5,12 +5,11 @@ emitted (with their ``Allocate``) inside the attach loop, before the rest of the
 A reduction's initialisation goes right before its first reduction loop, over the data-parallel
 loops below that point. Root indices are rebuilt from leaf loop variables (``outer*f + inner``,
 ``fused // e``, ``fused % e``) and simplified; points that a non-dividing split adds are skipped
-with ``if (likely(cond))`` placed right below the innermost loop the condition uses.
+with ``if (likely(cond))`` placed right below the innermost loop the condition uses. The buffer
+layout and index flattening are in :mod:`templtune.lower.storage`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from templtune.errors import LoweringError
 from templtune.lower.double_buffer import mark_double_buffer
@@ -26,6 +25,16 @@ from templtune.lower.ir import (
     Store,
     seq,
 )
+from templtune.lower.storage import (  # noqa: F401  (re-exported: were defined here)
+    StorageLayout,
+    _add,
+    _ext_expr,
+    _mul_const,
+    _row_major,
+    _row_major_sym,
+    _Storage,
+    _sub,
+)
 from templtune.schedule.bound import BoundResult, StageBound
 from templtune.schedule.relations import Split
 from templtune.schedule.schedule import Schedule
@@ -33,7 +42,6 @@ from templtune.te.expr import (
     BinOp,
     BinOpKind,
     Call,
-    IntImm,
     IterKind,
     IterVar,
     PrimExpr,
@@ -51,43 +59,8 @@ _KIND = {IterKind.VECTORIZED: ForKind.VECTORIZED, IterKind.UNROLLED: ForKind.UNR
          IterKind.PARALLELIZED: ForKind.PARALLEL}
 
 
-@dataclass(frozen=True, slots=True)
-class _Storage:
-    buffer: Buffer
-    mins: tuple[PrimExpr, ...]
-    strides: tuple[int | PrimExpr, ...]
-
-
-def _row_major(shape: list[int], aligns: dict[int, tuple[int, int]]) -> tuple[list[int], int]:
-    strides = [1] * len(shape)
-    acc = 1
-    for d in range(len(shape) - 1, -1, -1):
-        if d in aligns and d != len(shape) - 1:
-            f, off = aligns[d]
-            acc = acc + ((off - acc) % f)
-        strides[d] = acc
-        acc *= shape[d]
-    return strides, max(acc, 1)
-
-
-def _row_major_sym(shape: list[int | PrimExpr], simp: Simplifier
-                   ) -> tuple[list[int | PrimExpr], PrimExpr]:
-    """Compact strides (ints where constant) and element count of a symbolic shape."""
-    strides: list[int | PrimExpr] = [1] * len(shape)
-    acc: int | PrimExpr = 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d] = acc
-        e = shape[d]
-        acc = acc * e if type(acc) is int and type(e) is int else simp.visit(acc * e)
-    return strides, _ext_expr(acc)
-
-
 def _one(e: int | PrimExpr) -> bool:
     return type(e) is int and e == 1
-
-
-def _ext_expr(e: int | PrimExpr) -> PrimExpr:
-    return const(e) if isinstance(e, int) else e
 
 
 def _and_all(conds: list[PrimExpr]) -> PrimExpr:
@@ -116,38 +89,13 @@ class _ToIR(Mutator):
         raise LoweringError("a reduction may only be the whole body of a compute")
 
 
-class NestBuilder:
+class NestBuilder(StorageLayout):
     """Builds the loop nest of a whole schedule (see module docstring)."""
 
     def __init__(self, sch: Schedule, args: list[Tensor], br: BoundResult,
                  names: list[str] | None = None) -> None:
         self.sch, self.br = sch, br
-        self.simp = Simplifier(br.var_ranges)
-        self._storage: dict[Tensor, _Storage] = {}
-        self._names: set[str] = set()
-        self.params: list[Buffer] = []
-        for n_arg, t in enumerate(args):
-            shape = [const_int(d) for d in t.shape]
-            name = names[n_arg] if names else t.name
-            buf = Buffer(self._unique(name), tuple(t.shape), t.dtype, "global")
-            strides: list[int | PrimExpr]
-            if any(d is None for d in shape):  # a symbolic shape: strides from the shape vars
-                bad = next((d for d, c in zip(t.shape, shape) if c is None and type(d) is not Var),
-                           None)
-                if bad is not None:
-                    # NOTE: a call binds shape variables from whole dimensions only, so a
-                    # compound one could not be checked against the array it describes
-                    raise LoweringError(f"argument {t.name} has the compound symbolic dimension "
-                                        f"{bad}; each symbolic dimension of an argument must "
-                                        f"be a te.var")
-                strides = _row_major_sym([d if c is None else c for d, c in zip(t.shape, shape)],
-                                         self.simp)[0]
-            else:
-                strides = _row_major(shape, {})[0]  # type: ignore[arg-type,assignment]
-            if t in self._storage:
-                raise LoweringError(f"tensor {t.name} appears twice in args")
-            self._storage[t] = _Storage(buf, tuple(const(0) for _ in shape), tuple(strides))
-            self.params.append(buf)
+        self._init_storage(Simplifier(br.var_ranges), args, names)
         self._attached: dict[tuple[int, IterVar], list[StageBound]] = {}
         for info in br.order:
             st = info.stage
@@ -156,67 +104,6 @@ class NestBuilder:
                 self._attached.setdefault((id(parent), st.attach_ivar), []).append(info)  # type: ignore[arg-type]
         for info in br.order:
             self._declare(info)
-
-    # ------------------------------------------------------------------------- storage
-
-    def _unique(self, name: str) -> str:
-        base, k = name, 0
-        while name in self._names:
-            k += 1
-            name = f"{base}_{k}"
-        self._names.add(name)
-        return name
-
-    def _declare(self, info: StageBound) -> None:
-        op = info.op
-        aligns = {}
-        for iv, f, off in info.stage.storage_aligns:
-            d = next(i for i, a in enumerate(op.axis) if a is iv)
-            aligns[d] = (f, off)
-        shape = [info.ext[a] for a in op.axis]
-        mins = tuple(info.root_min[a] for a in op.axis)
-        strides: list[int | PrimExpr]
-        total: int | PrimExpr
-        if all(type(e) is int for e in shape):
-            strides, total = _row_major(shape, aligns)  # type: ignore[assignment]
-        else:
-            if aligns:
-                raise LoweringError(f"stage {op.name}: storage_align needs a constant shape, "
-                                    f"got {tuple(str(e) for e in shape)}")
-            strides, total = _row_major_sym(shape, self.simp)
-        for k in range(op.num_outputs):
-            t = op.output(k)
-            if t in self._storage:
-                continue
-            name = op.name if op.num_outputs == 1 else f"{op.name}.v{k}"
-            buf = Buffer(self._unique(name), (_ext_expr(total),), t.dtype, info.scope)
-            self._storage[t] = _Storage(buf, mins, tuple(strides))
-
-    def storage(self, t: Tensor) -> _Storage:
-        st = self._storage.get(t)
-        if st is None:
-            raise LoweringError(f"tensor {t.name} is read but neither computed nor passed in "
-                                f"args (placeholders must be arguments)")
-        return st
-
-    def flat(self, st: _Storage, idx: list[PrimExpr]) -> PrimExpr:
-        e: PrimExpr = const(0)
-        for i, m, s in zip(idx, st.mins, st.strides):
-            term = i if const_int(m) == 0 else _sub(i, m)
-            if type(s) is not int:
-                term = term * s
-            elif s != 1:
-                term = _mul_const(term, s)
-            e = _add(e, term)
-        return self.simp.visit(e)
-
-    def allocations(self, info: StageBound) -> list[Buffer]:
-        out = []
-        for k in range(info.op.num_outputs):
-            buf = self._storage[info.op.output(k)].buffer
-            if buf not in self.params:
-                out.append(buf)
-        return out
 
     # ---------------------------------------------------------------------------- nests
 
@@ -416,32 +303,6 @@ class NestBuilder:
             return body  # unit loop removed
         kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
         return For(var, const(0), _ext_expr(ext), kind, body, annotations=ann)
-
-
-# NOTE: flat() builds every load/store index; these make the nodes the operators would make
-# (no folding unless both sides are constants, same dtypes unchanged) without binary()'s
-# conversions, and defer to the operators in every other case.
-
-
-def _add(a: PrimExpr, b: PrimExpr) -> PrimExpr:
-    """``a + b`` exactly as the operator builds it."""
-    if a.dtype == b.dtype and type(b) is not IntImm:
-        return BinOp(BinOpKind.ADD, a, b, a.dtype)
-    return a + b
-
-
-def _sub(a: PrimExpr, b: PrimExpr) -> PrimExpr:
-    """``a - b`` exactly as the operator builds it."""
-    if a.dtype == b.dtype and type(a) is not IntImm and type(b) is not IntImm:
-        return BinOp(BinOpKind.SUB, a, b, a.dtype)
-    return a - b
-
-
-def _mul_const(a: PrimExpr, s: int) -> PrimExpr:
-    """``a * s`` exactly as the operator builds it (the literal becomes an int32 constant)."""
-    if a.dtype == "int32" and type(a) is not IntImm:
-        return BinOp(BinOpKind.MUL, a, IntImm("int32", s), "int32")
-    return a * s
 
 
 def _likely(c: PrimExpr) -> PrimExpr:

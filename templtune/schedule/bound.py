@@ -8,87 +8,37 @@ by those threads: ``shared`` covers all threads of a block, ``global`` all block
 its own thread (TVM's rank rule).
 
 Stages are processed consumers first (reverse schedule order), so the loops of every consumer
-are known when its producers are bounded.
+are known when its producers are bounded. The region of an attached stage is computed in
+:mod:`templtune.schedule.bound_region`; the result types are in
+:mod:`templtune.schedule.bound_result`.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from templtune.errors import LoweringError
+from templtune.schedule.bound_region import (  # noqa: F401  (re-exported: were defined here)
+    _DIVMOD,
+    _SCOPE_RANK,
+    _SIMP,
+    _infer_scope,
+    _last,
+    _region_from_consumers,
+    _relax_in_prefix,
+    _splits_and_rejoins,
+    _thread_rank,
+    logger,
+)
+from templtune.schedule.bound_result import BoundResult, StageBound
 from templtune.schedule.relations import Fuse, Split
 from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
 from templtune.schedule.stage import Stage
-from templtune.te.bound import Interval, eval_interval, union
-from templtune.te.expr import (
-    BinOp,
-    BinOpKind,
-    IntImm,
-    IterVar,
-    PrimExpr,
-    TensorLoad,
-    Var,
-    const,
-    const_int,
-)
+from templtune.te.expr import IntImm, IterVar, PrimExpr, TensorLoad, Var, const, const_int
 from templtune.te.functor import Mutator, collect_vars, handles, post_order, substitute
 from templtune.te.linear import INF
-from templtune.te.simplify import Simplifier, const_bound
+from templtune.te.simplify import Simplifier
 from templtune.te.tensor import ComputeOp, Tensor
-
-logger = logging.getLogger("templtune.schedule")
-
-_SCOPE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
-
-
-def _thread_rank(tag: str) -> int:
-    return 0 if tag.startswith("blockIdx") else 1
-
-
-@dataclass(eq=False)
-class StageBound:
-    """Bound-inference results for one computed (non-inlined) stage."""
-
-    stage: Stage
-    op: ComputeOp
-    body: tuple[PrimExpr, ...]
-    leaves: list[IterVar]
-    path: list[tuple[StageBound, IterVar]] = field(default_factory=list)
-    # ints, or expressions of shape variables for symbolic shapes
-    ext: dict[IterVar, Any] = field(default_factory=dict)
-    root_min: dict[IterVar, PrimExpr] = field(default_factory=dict)
-    loop_var: dict[IterVar, PrimExpr] = field(default_factory=dict)
-    composed: dict[IterVar, PrimExpr] = field(default_factory=dict)
-    root_val: dict[IterVar, PrimExpr] = field(default_factory=dict)
-    # thread-bound leaves whose thread axis declares a larger extent than the leaf needs
-    launch_ext: dict[IterVar, int] = field(default_factory=dict)
-    scope: str = "global"
-
-    @property
-    def roots(self) -> list[IterVar]:
-        return list(self.op.axis) + list(self.op.reduce_axis)
-
-    def full_loops(self) -> list[tuple[StageBound, IterVar]]:
-        return self.path + [(self, lv) for lv in self.leaves]
-
-    def thread_of(self, lv: IterVar) -> IterVar | None:
-        a = self.stage.iter_var_attrs.get(lv)
-        return None if a is None else a.bind_thread
-
-
-@dataclass(eq=False)
-class BoundResult:
-    """Per-stage bounds plus the constant ranges of every loop variable."""
-
-    infos: dict[Stage, StageBound]
-    order: list[StageBound]
-    var_ranges: dict[Var, tuple[int, int]]
-    inlined: dict[Tensor, tuple[ComputeOp, int]]
-
-    def simplifier(self) -> Simplifier:
-        return Simplifier(self.var_ranges)
 
 
 class _Inliner(Mutator):
@@ -299,10 +249,6 @@ def _pass_down_tight(st: Stage, ext: dict[IterVar, Any]) -> None:
             ext[part] = pe
 
 
-# NOTE: one shared instance; symbolic extents mention only shape variables, which never get ranges
-_SIMP = Simplifier()
-
-
 def _symbolic(e: PrimExpr, op: ComputeOp, iv: IterVar, own: set[Var]) -> PrimExpr:
     if collect_vars(e) & own:
         raise LoweringError(f"stage {op.name}: the domain of axis {iv.var.name} ({e}) depends on "
@@ -333,114 +279,3 @@ def _symbolic_leaf(info: StageBound, lv: IterVar, tiv: IterVar | None,
     bound_vars.add(v)
     info.loop_var[lv] = v
     var_ranges[v] = (0, INF)
-
-
-def _last(ext: int | PrimExpr) -> Any:
-    """The last index of an extent, as an int or an expression."""
-    return ext - 1 if type(ext) is int else _SIMP.visit(ext - 1)
-
-
-def _infer_scope(path: list[tuple[StageBound, IterVar]]) -> str:
-    rank = -1
-    for s2, lv in path:
-        tiv = s2.thread_of(lv)
-        if tiv is not None:
-            rank = max(rank, _thread_rank(tiv.thread_tag))
-    return ("global", "shared", "local")[rank + 1]
-
-
-def _relax_in_prefix(info: StageBound, s2: StageBound, lv: IterVar) -> bool:
-    tiv = s2.thread_of(lv)
-    if tiv is None:
-        return False
-    rank = _SCOPE_RANK.get(info.scope, 0)
-    return rank <= _thread_rank(tiv.thread_tag)
-
-
-_DIVMOD = (BinOpKind.FLOORDIV, BinOpKind.FLOORMOD)
-
-
-def _splits_and_rejoins(e: PrimExpr) -> bool:
-    """Whether ``e`` has both a floor division and a floor modulo."""
-    kinds: set[BinOpKind] = set()
-    for x in post_order(e):
-        if isinstance(x, BinOp) and x.op in _DIVMOD:
-            kinds.add(x.op)
-            if len(kinds) == 2:
-                return True
-    return False
-
-
-def _region_from_consumers(info: StageBound, readers: dict[Tensor, list[StageBound]],
-                           reads: dict[tuple[int, Tensor], list[TensorLoad]],
-                           var_ranges: dict[Var, tuple[int, int]]) -> None:
-    op = info.op
-    prefix = info.path
-    npre = len(prefix)
-    region: list[Interval | None] = [None] * len(op.axis)
-    any_reader = False
-    fixed_ranges: dict[Var, tuple[int, float]] = {}  # INF above a symbolic extent
-    for s2, lv in prefix:
-        v = s2.loop_var.get(lv)
-        if isinstance(v, Var):
-            e = s2.ext[lv]
-            fixed_ranges[v] = (0, e - 1 if type(e) is int else INF)
-    for k in range(op.num_outputs):
-        t = op.output(k)
-        for c in readers.get(t, []):
-            loops = c.full_loops()
-            if len(loops) < npre or any(a[0] is not b[0] or a[1] is not b[1]
-                                        for a, b in zip(loops, prefix)):
-                raise LoweringError(
-                    f"stage {op.name} is computed at {info.stage.attach_stage.op.name}."  # type: ignore[union-attr]
-                    f"{info.stage.attach_ivar.var.name} but its consumer {c.op.name} is not "  # type: ignore[union-attr]
-                    f"inside that loop")
-            dom: dict[Any, Interval] = {}
-            for i, (s2, lv) in enumerate(loops):
-                v = s2.loop_var.get(lv)
-                if not isinstance(v, Var):
-                    continue
-                if i >= npre or _relax_in_prefix(info, s2, lv):
-                    last = _last(s2.ext[lv])
-                    dom[v] = Interval(const(0), const(last) if type(last) is int else last)
-            vmap = {r.var: c.root_val[r] for r in c.roots}
-            for load in reads.get((id(c), t), []):
-                any_reader = True
-                for d, idx in enumerate(load.indices):
-                    e = substitute(idx, vmap)
-                    if _splits_and_rejoins(idx):
-                        # NOTE: (p // w) * w + p % w (a view of fused pixels as rows and back)
-                        # is p; interval arithmetic on the two halves would give whole rows
-                        e = Simplifier().visit(e)
-                    iv = eval_interval(e, dom, fixed_ranges)
-                    region[d] = iv if region[d] is None else union(region[d], iv)  # type: ignore[arg-type]
-    if not any_reader:
-        logger.debug("stage %s is attached but never read; computing its whole shape", op.name)
-        return
-    simp = Simplifier(fixed_ranges)
-    for d, a in enumerate(op.axis):
-        full = info.ext[a]
-        got = region[d]
-        if got is None or got.min is None or got.max is None:
-            continue
-        lo, hi = simp.visit(got.min), simp.visit(got.max)
-        ext_e = simp.visit(hi - lo + 1)
-        ext = const_int(ext_e)
-        if ext is None:
-            b = const_bound(ext_e, fixed_ranges)[1]
-            if b == float("inf"):
-                continue
-            ext = int(b)
-        lo_c, hi_c = const_int(lo), const_int(hi)
-        sym = type(full) is not int
-        if not sym and (ext >= full or (lo_c is not None and lo_c <= 0 and hi_c is not None
-                                        and hi_c >= full - 1)):
-            continue  # covers the whole axis anyway
-        if lo_c is not None and hi_c is not None:
-            # NOTE: a symbolic axis may be shorter than the region; the nest guards it
-            lo_c, hi_c = max(lo_c, 0), (hi_c if sym else min(hi_c, full - 1))
-            info.root_min[a] = const(lo_c)
-            info.ext[a] = hi_c - lo_c + 1
-            continue
-        info.root_min[a] = lo if not isinstance(lo, IntImm) else const(lo.value)
-        info.ext[a] = max(ext, 1)
