@@ -277,3 +277,12 @@ def test_prefetch_of_a_stage_computed_in_the_same_loop_is_refused():
     s[pp].double_buffer()
     with pytest.raises(LoweringError, match="stage P.global: .* reads P, which is computed"):
         templtune.lower(s, [a, b, c])
+
+
+def test_one_thread_block_keeps_its_thread_loops_bound_to_variables():
+    # t = 1: every thread index has the range (0, 0); the pass's simplification once bound
+    # the constant 0 as the loops' variable, which the IR printer could not print
+    s, args = gpu_matmul(4, 4, 8, t=1, bk=2)
+    func = templtune.lower(s, args)
+    assert '"threadIdx.x"' in str(func)
+    _check_emulated(func, 4, 4, 8)

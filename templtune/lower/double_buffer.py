@@ -30,6 +30,7 @@ from templtune.lower.ir import (
     For,
     ForKind,
     IfThenElse,
+    LetStmt,
     Load,
     Ramp,
     Stmt,
@@ -37,7 +38,7 @@ from templtune.lower.ir import (
     seq,
 )
 from templtune.te.expr import BinOp, BinOpKind, Call, PrimExpr, Var, const, const_int
-from templtune.te.functor import Mutator, children, collect, handles, substitute
+from templtune.te.functor import Mutator, _replace, children, collect, handles, substitute
 from templtune.te.simplify import Simplifier
 
 #: key of the mark lowering puts around a double-buffered stage's nest (value: the stage name)
@@ -224,6 +225,17 @@ class _Simplify(Mutator):
         if isinstance(node, PrimExpr):
             return self.simp.visit(node)
         return super().visit(node)
+
+    @handles(For)
+    def visit_For(self, node: For) -> Stmt:
+        # NOTE: the loop's variable is a binding, not a use: a thread index of extent 1 has the
+        # range (0, 0), and simplifying it like an expression would bind the constant 0.
+        return _replace(node, {"min": self.visit(node.min), "extent": self.visit(node.extent),
+                               "body": self.visit(node.body)})
+
+    @handles(LetStmt)
+    def visit_LetStmt(self, node: LetStmt) -> Stmt:
+        return _replace(node, {"value": self.visit(node.value), "body": self.visit(node.body)})
 
     @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt:

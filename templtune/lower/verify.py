@@ -82,6 +82,9 @@ class _Verifier:
 
     def stmt(self, s: Any) -> None:
         if isinstance(s, For):
+            if not isinstance(s.loop_var, Var):
+                raise LoweringError(f"a loop binds {s.loop_var!r}, not a variable (a pass "
+                                    "substituted the loop's own variable)")
             self.expr(s.min)
             self.expr(s.extent)
             if s.kind is ForKind.THREAD_BINDING:
@@ -96,6 +99,8 @@ class _Verifier:
             self._pop(self.vars, s.loop_var)
             return
         if isinstance(s, LetStmt):
+            if not isinstance(s.var, Var):
+                raise LoweringError(f"a let binds {s.var!r}, not a variable")
             self.expr(s.value)
             self._push(self.vars, s.var)
             self.stmt(s.body)
