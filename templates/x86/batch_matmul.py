@@ -9,8 +9,9 @@ register-resident accumulator (write cache) per tile, whose rows are blocked by 
 few rows per batch).
 
 Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows; with a partial last block of ``rb`` rows when
-``mo`` divides ``M`` but ``rb`` not ``M / mo``, see :mod:`.row_blocks`), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple
-of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``), ``par_n``.
+``mo`` divides ``M`` but ``rb`` not ``M / mo``, see :mod:`.row_blocks`), ``tile_x``
+``[no, bn]`` (columns, ``bn`` a multiple of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]``
+(``ku <= 8``), ``par_n``.
 """
 
 from __future__ import annotations

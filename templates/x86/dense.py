@@ -16,8 +16,8 @@ over ``K / lanes``, ``rows_inner``): packing it per call cost more than the prod
 
 Knobs (TVM's ``dense_pack.x86`` names and arities): ``tile_y`` ``[mo, mb, rb]`` (rows, ``rb <=
 16``; tiles of ``M / mo`` rows whose last block of ``rb`` is partial where no exact block has
-as many accumulators, see :mod:`.row_blocks`), ``tile_x`` ``[no, nb, bn]`` (columns, ``bn`` a multiple of 8 filling whole vector
-registers when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``). The register block ``rb x
+as many accumulators, see :mod:`.row_blocks`), ``tile_x`` ``[no, nb, bn]`` (columns, ``bn``
+a multiple of 8 filling whole vector registers when ``N`` allows), ``tile_k`` ``[ko, ku]`` (``ku <= 8``). The register block ``rb x
 bn`` is kept to those that fit the target's vector register file with their operands and have
 enough accumulators to cover the FMA latency (:func:`~._common.block_registers`,
 :func:`~._common.chain_floor`). A record of the older two-way ``tile_x`` ``[no, bn]`` does

@@ -30,16 +30,15 @@ from templtune.lower.ir import (
     For,
     ForKind,
     IfThenElse,
-    LetStmt,
     Load,
     Ramp,
     Stmt,
     Store,
     seq,
 )
-from templtune.te.expr import BinOp, BinOpKind, Call, PrimExpr, Var, const, const_int
-from templtune.te.functor import Mutator, _replace, children, collect, handles, substitute
-from templtune.te.simplify import Simplifier
+from templtune.lower.passes import _Cleanup
+from templtune.te.expr import BinOp, BinOpKind, PrimExpr, Var, const, const_int
+from templtune.te.functor import Mutator, children, collect, handles, substitute
 
 #: key of the mark lowering puts around a double-buffered stage's nest (value: the stage name)
 DB_SCOPE = "double_buffer_scope"
@@ -152,7 +151,7 @@ class _Injector(Mutator):
         self.producing: _Entry | None = None
 
     def _clean(self, s: Stmt) -> Stmt:
-        out: Stmt = _Simplify(self.ranges).visit(s)
+        out: Stmt = _Cleanup(self.ranges).visit(s)
         return out
 
     @handles(For)
@@ -215,40 +214,6 @@ class _Injector(Mutator):
             raise LoweringError(f"stage {e.stage}: double-buffered {e.old.name} is read outside "
                                 f"loop {ko.name}, where no half of it is current")
         return Load(e.new, _offset(node.index, _fmod2(ko) * e.stride), node.predicate)
-
-
-class _Simplify(Mutator):
-    def __init__(self, ranges: Mapping[Var, tuple[int, int]]) -> None:
-        self.simp = Simplifier(ranges)
-
-    def visit(self, node: Any) -> Any:
-        if isinstance(node, PrimExpr):
-            return self.simp.visit(node)
-        return super().visit(node)
-
-    @handles(For)
-    def visit_For(self, node: For) -> Stmt:
-        # NOTE: the loop's variable is a binding, not a use: a thread index of extent 1 has the
-        # range (0, 0), and simplifying it like an expression would bind the constant 0.
-        return _replace(node, {"min": self.visit(node.min), "extent": self.visit(node.extent),
-                               "body": self.visit(node.body)})
-
-    @handles(LetStmt)
-    def visit_LetStmt(self, node: LetStmt) -> Stmt:
-        return _replace(node, {"value": self.visit(node.value), "body": self.visit(node.body)})
-
-    @handles(IfThenElse)
-    def visit_IfThenElse(self, node: IfThenElse) -> Stmt:
-        # NOTE: substituting ko = 0 makes some of the stage's guards constant
-        c = node.condition
-        if isinstance(c, Call) and c.name == "likely":
-            c = c.args[0]
-        v = const_int(self.simp.visit(c))
-        if v is None:
-            return self.generic(node)
-        if v:
-            return self.visit(node.then_case)
-        return self.visit(node.else_case) if node.else_case is not None else seq()
 
 
 def inject_double_buffer(body: Stmt,

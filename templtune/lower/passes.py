@@ -218,6 +218,17 @@ class _Cleanup(Mutator):
             return self.simp.visit(node)
         return super().visit(node)
 
+    @handles(For)
+    def visit_For(self, node: For) -> Stmt:
+        # NOTE: the loop's variable is a binding, not a use: a thread index of extent 1 has the
+        # range (0, 0), and simplifying it like an expression would bind the constant 0.
+        return _replace(node, {"min": self.visit(node.min), "extent": self.visit(node.extent),
+                               "body": self.visit(node.body)})
+
+    @handles(LetStmt)
+    def visit_LetStmt(self, node: LetStmt) -> Stmt:
+        return _replace(node, {"value": self.visit(node.value), "body": self.visit(node.body)})
+
     @handles(IfThenElse)
     def visit_IfThenElse(self, node: IfThenElse) -> Stmt | None:
         c = self.visit(node.condition)
