@@ -1,6 +1,7 @@
 """Operator benchmark: tuned templtune kernels against their peers, same run, same machine.
 
-Workloads: dense 1024^3, dense 1x512 -> 1000, dense 1x2048 -> 1000 (peer: numpy/OpenBLAS),
+Workloads: dense 1024^3, dense 1x512 -> 1000, dense 1x2048 -> 1000, dense 197x768 -> 768 and
+batch_matmul 12x197x64 by 64 (a ViT's 197 tokens, a prime row count) (peer: numpy/OpenBLAS),
 the seed's ResNet layer 1x512x7x7 -> 512 3x3, conv2d 1x64x56x56 -> 64 3x3 and the ResNet stem
 1x3x224x224 -> 64 7x7 s2 (peer: PyTorch CPU, if installed: ``pip install torch==2.13.0``).
 The 3x3 layers also run the Winograd template (weights pre-transformed and blocked by
@@ -57,6 +58,8 @@ WORKLOADS = [
     ("dense 1024^3", "dense", (1024, 1024, 1024), "numpy"),
     ("dense 1x512->1000", "dense", (1, 1000, 512), "numpy"),
     ("dense 1x2048->1000", "dense", (1, 1000, 2048), "numpy"),
+    ("dense 197x768->768", "dense", (197, 768, 768), "numpy"),
+    ("bmm 12x197x64x64", "batch_matmul", (12, 197, 64, 64), "numpy"),
     ("conv 512x7x7 3x3", "conv2d_nchw", (1, 7, 7, 512, 512, 3, 3, 1, 1), "torch"),
     ("conv 64x56x56 3x3", "conv2d_nchw", (1, 56, 56, 64, 64, 3, 3, 1, 1), "torch"),
     ("stem 3x224x224 7x7s2", "conv2d_nchw", (1, 224, 224, 64, 3, 7, 7, 2, 3), "torch"),
@@ -64,7 +67,7 @@ WORKLOADS = [
 
 #: workloads also timed with weights packed ahead of time (template argument ``prepacked``)
 PREPACK = {
-    (1, 1000, 512): 40, (1, 1000, 2048): 40, (1024, 1024, 1024): 16,
+    (1, 1000, 512): 40, (1, 1000, 2048): 40, (1024, 1024, 1024): 16, (197, 768, 768): 16,
     # NOTE: 8-lane output-channel blocks: on AVX2 (16 ymm registers) a 16-lane block of a
     # 7-wide row spills, and 7x7 layers have no other row block.
     (1, 7, 7, 512, 512, 3, 3, 1, 1): 8, (1, 56, 56, 64, 64, 3, 3, 1, 1): 8,
@@ -258,6 +261,16 @@ def bench_workload(label: str, template: str, args: tuple, peer: str, logs: list
         expected = a @ w.T
         peer_fn: Callable[[], Any] | None = lambda: np.matmul(a, w.T)  # noqa: E731
         notes.append("" if ("dense", args) in known else "(fallback)")
+    elif template == "batch_matmul":
+        nb, m, n, k = args
+        x = rng.standard_normal((nb, m, k)).astype(np.float32)
+        y = rng.standard_normal((nb, n, k)).astype(np.float32)
+        kernels["templtune"] = (build_tuned(template, args, logs),
+                                [x, y, np.zeros((nb, m, n), np.float32)])
+        keys["templtune"] = (template, args)
+        expected = x @ y.transpose(0, 2, 1)
+        peer_fn = lambda: np.matmul(x, y.transpose(0, 2, 1))  # noqa: E731
+        notes.append("" if (template, args) in known else "(fallback)")
     else:
         bn, h, wd, co, ci, kh, kw, st, pd = args
         data = rng.standard_normal((bn, ci, h, wd)).astype(np.float32)
