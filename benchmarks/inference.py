@@ -299,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     emit(f"CPU: {cpu_name()}")
     # NOTE: shared hosts: the load says how far the figures are from an idle machine's.
     emit("load average (1, 5, 15 min): " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
+    if os.environ.get("ONEDNN_MAX_CPU_ISA"):  # OpenVINO's kernels capped (the AVX2 proxy)
+        emit(f"ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']}: OpenVINO's ISA capped")
     fam = isa_family("llvm")
     emit(f"packaged logs: {', '.join(str(f) for f in reference_log_files('llvm')) or 'none'}")
     if fam is not None:

@@ -3,13 +3,20 @@
 Put this folder first on ``PYTHONPATH``; Python imports ``sitecustomize`` at start-up, and this
 one makes llvmlite report a Zen 3 (``znver3``) without the AVX-512, AVX10 and AMX features, so
 the Target's capability record, the packaged log (``x86.log``) and the generated code are the
-AVX2 family's. Other engines (ONNX Runtime, OpenVINO) still use the host's real ISA, so their
-ratios against templtune are a stand-in for a real AVX2 host, not its figures. Run::
+AVX2 family's. It also sets ``ONEDNN_MAX_CPU_ISA=AVX2`` (unless set), which OpenVINO's CPU
+plugin obeys (its convolutions become ``brgconv_avx2``), so OpenVINO runs AVX2 code on the same
+cores; ONNX Runtime has no such switch and keeps its AVX-512 kernels. The ratios are still a
+stand-in for a real AVX2 host, not its figures: Zen 4's caches are larger than Zen 3's
+(``benchmarks/results/inference.txt`` calibrates the proxy against a Zen 3 run). Run::
 
     PYTHONPATH=benchmarks/studies/avx2_proxy python3 benchmarks/inference.py --models resnet-50
 """
 
+import os as _os
+
 import llvmlite.binding as _llvm
+
+_os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
 
 _host_features = _llvm.get_host_cpu_features
 
