@@ -91,7 +91,9 @@ class _Curve:
         return self.best[min(n, len(self.best)) - 1] if self.best else None
 
     def best_at(self, n: int) -> Any:
-        return self.arg[min(n, len(self.arg)) - 1] if self.arg else None
+        """The best candidate after ``n`` trials; None before one has succeeded."""
+        i = min(n, len(self.arg)) - 1
+        return self.arg[i] if self.arg and self.best[i] > 0 else None
 
 
 def tune_auto_scheduler(name: str, args: tuple, budget: int, per_round: int, n_parallel: int,
@@ -143,13 +145,22 @@ def _autotvm_task(template: str, args: tuple) -> Any:
 
 
 def autotvm_curve_from_log(template: str, args: tuple, log: str) -> tuple[_Curve, Any]:
-    """The template tuner's curve rebuilt from its record log."""
+    """The template tuner's curve rebuilt from its record log. A record whose config the
+    template's current space no longer has (a log older than a knob's change) counts as a
+    failed trial: it used a trial of the budget, and it cannot be rebuilt."""
     from templtune.autotvm.record import load_from_file
+    from templtune.autotvm.record_checks import check_config
 
     task = _autotvm_task(template, args)
     curve = _Curve(float(task.flop))
+    stale = 0
     for inp, res in load_from_file(log):
-        curve.add([res.mean_cost if res.ok else None], [inp.config])
+        fits = check_config(task.config_space, inp.config) is None
+        stale += not fits
+        curve.add([res.mean_cost if res.ok and fits else None], [inp.config])
+    if stale:
+        print(f"{log}: {stale} records do not fit {template}'s current space; counted as "
+              "failed trials", file=sys.stderr)
     return curve, task
 
 
