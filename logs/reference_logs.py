@@ -1,7 +1,8 @@
 """Regenerate the packaged reference log of the host's ISA family in one command.
 
 The workloads are listed in ``logs/reference_workloads.txt`` (one ``template args`` line each;
-``#`` starts a comment). The pipeline
+``#`` starts a comment; read, refreshed and extracted by ``logs/reference_workloads.py``). The
+pipeline
 
 1. optionally adds to that file (``--refresh-workloads``) from the networks: every AutoTVM
    task that ``relay.build`` of resnet-18, resnet-50 and mobilenet (batch 1, NCHW, 224x224)
@@ -48,155 +49,43 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# NOTE: the workload helpers (and rerank) live beside this script: its folder is on sys.path when
+# it runs, not always when it is imported (the tests add it)
+if str(ROOT / "logs") not in sys.path:
+    sys.path.insert(1, str(ROOT / "logs"))
 # NOTE: one thread: the 2 shared cores make 2-thread timings mostly noise; set before the
 # measurement processes start (they inherit it).
 os.environ.setdefault("TEMPLTUNE_NUM_THREADS", "1")
 
+from reference_workloads import (  # noqa: E402
+    BENCH_SECTION,
+    FAMILY_TARGETS,
+    NETWORKS,
+    WORKLOADS,
+    Workload,
+    competing_layers,
+    families_of,
+    family_workloads,
+    network_workloads,
+    pipeline_block,
+    read_workloads,
+    refresh,
+)
+
 from templtune.autotvm.task.reference import FAMILY_LOGS, IsaFamily, isa_family  # noqa: E402
 
-WORKLOADS = ROOT / "logs" / "reference_workloads.txt"
-NETWORKS = ("resnet-18", "resnet-50", "mobilenet")
-BENCH_SECTION = "# section: benchmarks"
-#: a target of each ISA family: the networks' workloads are extracted for both, and a
-#: family's log is tuned for its target (``--target`` may name another CPU of the family)
-FAMILY_TARGETS = {IsaFamily.AVX2: "llvm -mcpu=haswell",
-                  IsaFamily.AVX512: "llvm -mcpu=skylake-avx512",
-                  IsaFamily.AVX512_256: "llvm -mcpu=znver4"}
-
-
-def pipeline_block(target: str) -> int:
-    """The channel block of the networks' convolutions in ``target``'s packaged log: two
-    vector registers of float32 lanes (16 with AVX2, 32 with AVX-512), the fallback's block."""
-    from templtune.target import capabilities
-
-    return 2 * capabilities(target).lanes("float32")
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """One line of the workload file."""
-
-    template: str
-    args: tuple[int, ...]
-    note: str = ""
-
-    @property
-    def stem(self) -> str:
-        return f"{self.template}_{'_'.join(map(str, self.args))}"
-
-    def line(self) -> str:
-        text = f"{self.template} {','.join(map(str, self.args))}"
-        return f"{text:56s} # {self.note}" if self.note else text
-
-
-def read_workloads(path: Path = WORKLOADS) -> list[Workload]:
-    """The workloads of ``path`` in file order (duplicates dropped)."""
-    out: dict[tuple[str, tuple[int, ...]], Workload] = {}
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        body, _, note = raw.partition("#")
-        if not body.strip():
-            continue
-        parts = body.split()
-        if len(parts) != 2:
-            raise ValueError(f"{path}:{n}: expected 'template a,b,c', got {raw!r}")
-        try:
-            args = tuple(int(a) for a in parts[1].split(","))
-        except ValueError:
-            raise ValueError(f"{path}:{n}: arguments must be integers: {raw!r}") from None
-        out.setdefault((parts[0], args), Workload(parts[0], args, note.strip()))
-    return list(out.values())
-
-
-def network_workloads(target: str, all_candidates: bool) -> list[Workload]:
-    """The AutoTVM workloads building the zoo networks instantiates (see the module doc)."""
-    from templtune import autotvm, graph
-    from templtune.autotvm import env
-    from templtune.graph.alter_layout import blockable_convs, other_blocked
-    from templtune.graph.autotvm_integration import candidates
-    from templtune.graph.fuse import partition
-
-    found: dict[tuple[str, tuple[int, ...]], list[str]] = {}
-    block = pipeline_block(target)
-
-    def add(name: str, args: tuple[int, ...], net_name: str) -> None:
-        nets = found.setdefault((name, tuple(int(a) for a in args)), [])
-        if net_name not in nets:
-            nets.append(net_name)
-
-    for net_name in NETWORKS:
-        net, params, _, _ = graph.testing.get_network(net_name, 1, "NCHW")
-        for refs in (False, True):
-            env.set_use_reference_logs(refs)
-            try:
-                for t in autotvm.task.extract_from_program(net, params, target):
-                    add(t.name, t.args, net_name)
-            finally:
-                env.set_use_reference_logs(True)
-        # NOTE: the blocked convolutions' other implementations (Winograd) at the pipeline's
-        # block: a record of theirs replaces the direct kernel of a layer where it is faster
-        for conv in blockable_convs(net, set(params), target):
-            for _, impl in other_blocked(conv, target, (block,)):
-                add(impl.template, impl.args, net_name)
-        if all_candidates:
-            for g in partition(net):
-                for c in candidates(g.calls[0], target):
-                    add(c.template, c.args, net_name)
-    return [Workload(n, a, " ".join(nets)) for (n, a), nets in found.items()]
-
-
-def family_workloads(all_candidates: bool) -> list[Workload]:
-    """The networks' workloads of every ISA family (:data:`FAMILY_TARGETS`); each one's note
-    names its networks, then its families after a ``;`` (a family that runs another's code,
-    ``IsaFamily.isa``, shares that one's workloads and is not named)."""
-    found: dict[tuple[str, tuple[int, ...]], tuple[set[str], list[str]]] = {}
-    for family, target in FAMILY_TARGETS.items():
-        if family.isa is not family:
-            continue
-        for w in network_workloads(target, all_candidates):
-            nets, fams = found.setdefault((w.template, w.args), (set(), []))
-            nets.update(w.note.split())
-            fams.append(family.value)
-    order = {n: i for i, n in enumerate(NETWORKS)}
-    return [Workload(t, a, " ".join(sorted(nets, key=order.__getitem__)) + "; " + " ".join(fams))
-            for (t, a), (nets, fams) in found.items()]
-
-
-def families_of(w: Workload) -> set[str]:
-    """The ISA families whose builds instantiate ``w`` (every family when its note names
-    none, as the benchmark section's); a family that runs another's code
-    (``IsaFamily.isa``) has that one's workloads."""
-    _, sep, fams = w.note.partition(";")
-    if not sep:
-        return {f.value for f in IsaFamily}
-    named = set(fams.split())
-    return named | {f.value for f in IsaFamily if f.isa.value in named}
-
-
-def refresh(all_candidates: bool, path: Path = WORKLOADS) -> list[Workload]:
-    """Add to the network section of ``path`` every family's workloads it does not list yet
-    (a line already there stays as it is: the file only grows); the benchmark section is
-    kept."""
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    cut = lines.index(BENCH_SECTION) if BENCH_SECTION in lines else len(lines)
-    head, bench = lines[:cut], lines[cut:]
-    if not head:
-        head = ["# Workloads of the packaged reference logs (logs/reference_logs.py).",
-                "# section: networks (added by --refresh-workloads: resnet-18, resnet-50,",
-                "# mobilenet, batch 1, NCHW 224x224, as relay.build instantiates them for each",
-                "# ISA family's target; the families follow the ';', none: every family)"]
-    while head and not head[-1].strip():
-        head.pop()
-    listed = {(w.template, w.args) for w in read_workloads(path)} if path.exists() else set()
-    new = [w.line() for w in family_workloads(all_candidates)
-           if (w.template, w.args) not in listed]
-    path.write_text("\n".join(head + new + [""] + bench) + "\n", encoding="utf-8")
-    return read_workloads(path)
+# NOTE: the workload names are re-exported: tests and older callers import them from here
+__all__ = [
+    "BENCH_SECTION", "FAMILY_TARGETS", "NETWORKS", "ROOT", "WORKLOADS", "Workload",
+    "best_records", "competing_layers", "distill", "families_of", "family_workloads", "main",
+    "merge", "multithread", "network_workloads", "pipeline_block", "read_workloads", "reblock",
+    "refresh", "seed_configs", "tune_all",
+]
 
 
 def best_records(raw_dir: Path, workloads: list[Workload]) -> dict[tuple[str, tuple[int, ...]], str]:
@@ -233,7 +122,6 @@ def distill(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
 def merge(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
     """Put the best record of each of ``workloads`` into ``out`` in place (a new workload at
     the end), leaving every other line as it is; returns the number of records put."""
-    sys.path.insert(0, str(ROOT / "logs"))
     from rerank import write_winners
 
     best = best_records(raw_dir, workloads)
@@ -352,31 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def competing_layers(target: str) -> list[list[tuple[str, tuple[int, ...]]]]:
-    """``(template, args)`` of the implementations of each blocked conv layer of the
-    networks that has more than one at the pipeline's block, layer by layer."""
-    from templtune import graph
-    from templtune.graph.alter_layout import blockable_convs, nchwc_implementation, other_blocked
-
-    block = pipeline_block(target)
-    layers: dict[tuple, list[tuple[str, tuple[int, ...]]]] = {}
-    for net_name in NETWORKS:
-        net, params, _, _ = graph.testing.get_network(net_name, 1, "NCHW")
-        for conv in blockable_convs(net, set(params), target):
-            direct = nchwc_implementation(conv, target)
-            others = other_blocked(conv, target, (block,), direct)
-            if direct is None or not others:
-                continue
-            impls = [direct, *(impl for _, impl in others)]
-            layers.setdefault(tuple(direct.args),
-                              [(i.template, tuple(int(a) for a in i.args)) for i in impls])
-    return list(layers.values())
-
-
 def multithread(raw_dir: Path, out: Path, target: str, threads: int) -> None:
     """Step 5 (see the module doc): N-thread records of the layers whose implementation
     changes at N threads."""
-    sys.path.insert(0, str(ROOT / "logs"))
     from rerank import candidates, time_pool, write_winners
 
     from templtune.autotvm.record import decode, load_from_file
@@ -409,7 +275,6 @@ def multithread(raw_dir: Path, out: Path, target: str, threads: int) -> None:
 def reblock(raw_dir: Path, out: Path, workloads: list[Workload], block: int) -> None:
     """Step 4: the ``conv2d_NCHWc`` records of ``out`` re-ranked with ``block``-channel
     blocks (each raw log names its workload; see ``logs/rerank.py``)."""
-    sys.path.insert(0, str(ROOT / "logs"))
     from rerank import rerank, write_winners
 
     from templtune.measure.worker import _pin_scratch_allocator

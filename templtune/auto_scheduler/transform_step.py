@@ -4,7 +4,8 @@ v0.6 record JSON and prints as Python schedule code.
 Placement steps (compute_at / inline / root) are applied to the te schedule *after* all loop
 steps, from the final state's attach map: later fuses and splits of the target stage move the
 attach point in the state (as Ansor's attach map does) and te only sees the final leaf.
-The steps live in :mod:`.steps_loop` and :mod:`.steps_stage`; this module is the registry.
+The steps live in :mod:`.steps_loop`, :mod:`.steps_annotation` and :mod:`.steps_stage`; this
+module is the registry.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from .loop_state import REDUCTION, SPATIAL
+from .steps_annotation import AnnotationStep, PragmaStep, StorageAlignStep
 from .steps_loop import (
-    AnnotationStep,
     FollowFusedSplitStep,
     FollowSplitStep,
     FuseStep,
-    PragmaStep,
     ReorderStep,
     SplitStep,
-    StorageAlignStep,
 )
 from .steps_stage import (
     CacheReadStep,
