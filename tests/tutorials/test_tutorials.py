@@ -122,7 +122,7 @@ def test_x86_network_tutorial_newer_text_with_use_sparse(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_tensor_expression_get_started(tmp_path) -> None:
-    # run_cuda stays False as published (the GPU cells are tests/test_symbolic_shapes.py's)
+    # run_cuda stays False as published (the GPU cells are tests/test_symbolic_shapes_tutorial.py's)
     proc = run_tutorial("tensor_expr_get_started", tmp_path)
     out = proc.stdout
     for name in ("naive", "parallel", "vector", "none", "blocking", "vectorization",

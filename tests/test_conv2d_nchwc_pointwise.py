@@ -1,0 +1,95 @@
+"""``conv2d_NCHWc`` pointwise convs over fused pixels: register blocks that divide no row match
+numpy (strided, chunked, odd inputs; AVX2 and the host), the AVX2 fallback's block, and a network
+whose pointwise convs run tail blocks with their fused epilogues."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import templtune
+from templtune import autotvm
+from templtune.autotvm.task.space import FallbackConfigEntity
+from templtune.graph.ops.nchwc import pack_data, pack_kernel, unpack_data
+from templtune.target import Target
+from templtune.templates.x86.conv2d_nchwc import register_vectors
+from templtune.topi import testing as ref
+
+
+def _tail_configs(args: tuple, target: str) -> list:
+    with Target(target):
+        space = autotvm.task.create("conv2d_NCHWc", args, target).config_space
+        ow = (args[2] - 1) // args[7] + 1
+        return [space.get(i) for i in range(space.range_length)
+                if space.is_index_valid(i) and ow % space.get(i)["tile_ow"].size[-1]]
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])
+@pytest.mark.parametrize("args", [(1, 7, 7, 64, 32, 1, 1, 1, 0), (1, 14, 14, 64, 32, 1, 1, 1, 0),
+                                  (1, 14, 14, 64, 32, 1, 1, 2, 0),  # strided: reads skip
+                                  (1, 7, 7, 32, 1024, 1, 1, 1, 0),  # chunked
+                                  (1, 13, 13, 32, 1024, 1, 1, 2, 0)])  # both, odd input
+def test_pointwise_tail_blocks_match_numpy(target, args):
+    configs = _tail_configs(args, target)
+    assert configs, f"no tail block in the {target} space of {args}"
+    rng = np.random.default_rng(0)
+    n, h, w, co, ci, stride = *args[:5], args[7]
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    task = autotvm.task.create("conv2d_NCHWc", args, target)
+    for cfg in [configs[int(i)] for i in rng.choice(len(configs), min(3, len(configs)), False)]:
+        with Target(target), autotvm.ApplyConfig(cfg):
+            sch, tensors = task.func(*args)
+        ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+        assert tuple(int(d) for d in tensors[2].shape) == (n, co // oc_bn, oh * ow, oc_bn)
+        mod = templtune.build(sch, tensors, target=target)
+        x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+        k = rng.standard_normal((co, ci, 1, 1)).astype(np.float32)
+        out = np.zeros((n, co // oc_bn, oh, ow, oc_bn), np.float32)
+        mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out.reshape(-1, oh * ow, oc_bn)[None])
+        np.testing.assert_allclose(unpack_data(out), ref.conv2d_nchw_python(x, k, stride, 0),
+                                   rtol=1e-3, atol=1e-3, err_msg=str(cfg))
+
+
+def test_avx2_fallback_blocks_a_7x7_pointwise_conv_as_6_pixels_in_one_pass():
+    # 7 pixels x 2 ymm would need two 7 x 1 passes (one broadcast per FMA)
+    args = (1, 7, 7, 64, 32, 1, 1, 1, 0)
+    cfg = FallbackConfigEntity()
+    with Target("llvm -mcpu=haswell"), autotvm.ApplyConfig(cfg):
+        autotvm.task.create("conv2d_NCHWc", args, "llvm -mcpu=haswell").func(*args)
+    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 6)
+    assert register_vectors(6, 2, 1, 16) == 2
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])
+def test_a_network_runs_tail_blocks_with_their_epilogues(target):
+    from templtune.graph import nn, reference
+    from templtune.graph.build import build
+    from templtune.graph.executor import GraphModule
+    from templtune.graph.ir import Function
+    from templtune.graph.transform import PassContext
+
+    # a bottleneck's pointwise convs: a strided one into a residual add, the 7x7 ones after
+    data = nn.var("data", (1, 32, 14, 14))
+    w1, b1, w2 = nn.var("w1", (64, 32, 1, 1)), nn.var("b1", (64,)), nn.var("w2", (32, 64, 1, 1))
+    w3 = nn.var("w3", (32, 32, 1, 1))
+    h = nn.relu(nn.bias_add(nn.conv2d(data, w1, strides=(2, 2)), b1))
+    f = Function((data, w1, b1, w2, w3),
+                 nn.relu(nn.add(nn.conv2d(h, w2), nn.conv2d(data, w3, strides=(2, 2)))),
+                 name="pointwise")
+    rng = np.random.default_rng(1)
+    params = {"w1": rng.standard_normal((64, 32, 1, 1)).astype(np.float32),
+              "b1": rng.standard_normal(64).astype(np.float32),
+              "w2": rng.standard_normal((32, 64, 1, 1)).astype(np.float32),
+              "w3": rng.standard_normal((32, 32, 1, 1)).astype(np.float32)}
+    x = rng.standard_normal((1, 32, 14, 14)).astype(np.float32)
+    with PassContext(opt_level=3):
+        lib = build(f, target, params)
+    m = GraphModule(lib["default"]())
+    m.run(data=x)
+    np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(f, params, data=x),
+                               rtol=1e-4, atol=1e-4)
+    groups = [(g.impl, [c.op for c in g.group.calls]) for g in lib.groups]
+    assert sum(impl == "autotvm:conv2d_NCHWc" for impl, _ in groups) == 3
+    # bias, residual add and relu run inside the convs' kernels
+    assert all(impl == "autotvm:conv2d_NCHWc" for impl, ops in groups
+               if "add" in ops or "nn.relu" in ops), groups
