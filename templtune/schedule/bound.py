@@ -31,8 +31,9 @@ from templtune.schedule.bound_region import (  # noqa: F401  (re-exported: were 
     logger,
 )
 from templtune.schedule.bound_result import BoundResult, StageBound
+from templtune.schedule.message_passing import _pass_down, _pass_up
 from templtune.schedule.relations import Fuse, Split
-from templtune.schedule.schedule import Schedule, _pass_down, _pass_up
+from templtune.schedule.schedule import Schedule
 from templtune.schedule.stage import Stage
 from templtune.te.expr import IntImm, IterVar, PrimExpr, TensorLoad, Var, const, const_int
 from templtune.te.functor import Mutator, collect_vars, handles, post_order, substitute
