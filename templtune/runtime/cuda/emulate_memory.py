@@ -9,6 +9,7 @@ so each half can be read on its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -131,12 +132,9 @@ class _LaunchMemory:
             else:
                 bad = ((w >= 0) & (w // self.nt != me // self.nt)) | _other_block_settled(
                     w, me // self.nt)
-            if bad.any():
-                i = int(np.argmax(bad))
-                raise RaceError(
-                    f"{self.k.name}: read-after-write race on {m.buf.name}[{self._elem(m, p[i])}]"
-                    f": written by thread {int(w[i])}, read by thread {int(me[i])} with no "
-                    "barrier in between (missing __syncthreads?)")
+            self._race(bad, m, p, "read-after-write", lambda i: (
+                f"written by thread {int(w[i])}, read by thread {int(me[i])} with no barrier "
+                "in between (missing __syncthreads?)"))
             if m.reader is not None:
                 prior = m.reader[p]
                 multi = ((prior >= 0) & (prior != me)) | (prior == -2)
@@ -147,6 +145,15 @@ class _LaunchMemory:
 
     def _elem(self, m: _Mem, p: int) -> int:
         return int(p % m.region) if m.scope == "shared" else int(p)
+
+    def _race(self, bad: np.ndarray, m: _Mem, p: np.ndarray, kind: str,
+              detail: Callable[[int], str]) -> None:
+        """Raise :class:`RaceError` for the first access flagged in ``bad`` (``p``: the
+        accesses' flat positions in ``m``); ``detail(i)`` describes access ``i``."""
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise RaceError(f"{self.k.name}: {kind} race on {m.buf.name}"
+                            f"[{self._elem(m, p[i])}]: {detail(i)}")
 
     def store(self, m: _Mem, idx: Any, value: Any, act: np.ndarray) -> None:
         pos = self._positions(m, idx, act)
@@ -159,12 +166,9 @@ class _LaunchMemory:
             if m.reader is not None:
                 r = m.reader[p]
                 bad = ((r >= 0) & (r != me)) | (r == -2)
-                if bad.any():
-                    i = int(np.argmax(bad))
-                    raise RaceError(
-                        f"{self.k.name}: write-after-read race on {m.buf.name}"
-                        f"[{self._elem(m, p[i])}]: thread {int(me[i])} overwrites an element "
-                        "other threads read since the last barrier (missing __syncthreads?)")
+                self._race(bad, m, p, "write-after-read", lambda i: (
+                    f"thread {int(me[i])} overwrites an element other threads read since the "
+                    "last barrier (missing __syncthreads?)"))
             w = m.writer[p]
             old = m.flat[p]
             differ = ~((old == val) | (np.isnan(old) & np.isnan(val))
@@ -177,10 +181,7 @@ class _LaunchMemory:
             m.writer[p] = me
             same_step = m.writer[p] != me
             clash |= same_step & (m.flat[p] != val)
-            if clash.any():
-                i = int(np.argmax(clash))
-                raise RaceError(f"{self.k.name}: write-write race on {m.buf.name}"
-                                f"[{self._elem(m, p[i])}]: threads write different values")
+            self._race(clash, m, p, "write-write", lambda i: "threads write different values")
         else:
             m.flat[p] = val
 
