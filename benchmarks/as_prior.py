@@ -7,12 +7,13 @@ median / p75 / p90 / max GFLOPS per setting.
 
 Run: ``python benchmarks/as_prior.py {dense|conv|conv_nhwc} [N] [priors, e.g. 0,1,1/flat]``;
 a prior's suffix sets the share of its samples whose middle spatial level of ``SSRSRS`` is 1
-(``cpu_middle_level_one``): ``/flat`` none (as before session 4), ``/one`` all (session 4),
-``/0.25`` a quarter; without one, the policy's default.
+(``cpu_middle_level_one``): ``/flat`` none, ``/one`` all, ``/0.25`` a quarter; without one,
+the policy's default.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -35,10 +36,19 @@ WORKLOADS = {"dense": ("bench_dense", DENSE), "conv": (CONV_WORKLOADS["nchw"], C
 MIDDLE = {"flat": 0.0, "one": 1.0}
 
 
+def _parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kind", nargs="?", default="dense", choices=sorted(WORKLOADS))
+    ap.add_argument("n", nargs="?", type=int, default=24, help="samples per prior setting")
+    ap.add_argument("priors", nargs="?", default="0,1",
+                    help="comma-separated prior shares, each with an optional /flat, /one "
+                         "or /<share> suffix for the middle level")
+    return ap.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    kind = argv[0] if argv else "dense"
-    n = int(argv[1]) if len(argv) > 1 else 24
-    priors = (argv[2] if len(argv) > 2 else "0,1").split(",")
+    args = _parse(argv)
+    kind, n, priors = args.kind, args.n, args.priors.split(",")
     name, wargs = WORKLOADS[kind]
     task = auto_scheduler.SearchTask(func=name, args=wargs, target="llvm")
     groups = {}
