@@ -12,7 +12,12 @@ from templtune.autotvm.task.knobs import factor_splits
 from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.codegen.llvm.asm_loops import hottest_loop
 from templtune.target import Target
-from templtune.templates.x86.row_blocks import fallback_rows, row_splits, tile_rows
+from templtune.templates.x86.row_blocks import (
+    fallback_rows,
+    row_splits,
+    tile_rows,
+    wide_tile,
+)
 
 HASWELL = "llvm -mcpu=haswell"
 SKYLAKE = "llvm -mcpu=skylake-avx512"
@@ -21,6 +26,10 @@ CASES = {
     "dense": ((197, 64, 48), lambda a, b: a @ b.T),
     "batch_matmul": ((3, 50, 32, 24), lambda a, b: a @ b.transpose(0, 2, 1)),
 }
+
+
+#: the same templates with a prime row count above the 256-row tile limit (a ViT's 577 tokens)
+WIDE = {"dense": (577, 32, 16), "batch_matmul": (2, 577, 16, 8)}
 
 
 def _inputs(name: str, args: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -42,6 +51,10 @@ def _build(name: str, args: tuple, cfg, target: str):
     with Target(target), autotvm.ApplyConfig(cfg):
         sch, tensors = task.func(*args)
     return templtune.build(sch, tensors, target=target)
+
+
+def _rows(name: str, args: tuple) -> int:
+    return args[0] if name == "dense" else args[1]
 
 
 def _check(name: str, args: tuple, cfg, target: str) -> None:
@@ -115,3 +128,30 @@ def test_avx2_partial_block_gemm_is_guard_free_fmas_in_registers():
     assert cfg["tile_y"].size[-1] == 6 and cfg["tile_x"].size[-1] == 16
     loop = hottest_loop(mod.get_source("asm"))
     assert loop.fmas % 12 == 0 and loop.accumulators == 12 and loop.stack_accesses == 0
+
+
+def test_wide_tile_only_where_no_divisor_holds_sixteen_rows():
+    assert wide_tile(577, 256) == 577 and wide_tile(1154, 256) == 577
+    assert wide_tile(263 * 3, 256) == 263
+    for m in (1024, 197, 49, 7, 1, 512 * 3):
+        assert wide_tile(m, 256) is None
+
+
+@pytest.mark.parametrize("target", [HASWELL, SKYLAKE])
+@pytest.mark.parametrize("name", sorted(WIDE))
+def test_prime_rows_above_the_tile_limit_get_tall_blocks(name, target):
+    # before the wide tile, 577 rows had one-row blocks only (two accumulators, ~0.5x numpy)
+    args = WIDE[name]
+    m = _rows(name, args)
+    with Target(target):
+        space = autotvm.task.create(name, args, target).config_space
+    heights = {e.size[-1] for e in space.space_map["tile_y"].entities}
+    assert max(heights) >= 4
+    cfg = FallbackConfigEntity()
+    _check(name, args, cfg, target)
+    assert cfg["tile_y"].size[-1] >= 4 and tile_rows(m, cfg["tile_y"].size) == m
+    with Target(target):
+        tall = [space.get(i) for i in range(space.range_length) if space.is_index_valid(i)
+                and space.get(i)["tile_y"].size[-1] >= 4]
+    for i in np.random.default_rng(2).choice(len(tall), min(2, len(tall)), replace=False):
+        _check(name, args, tall[int(i)], target)

@@ -36,7 +36,7 @@ from ._common import (
     vec_regs,
     vector_divisor,
 )
-from .row_blocks import fallback_rows, row_splits, tile_rows
+from .row_blocks import fallback_rows, row_splits, tile_filter, tile_rows
 
 #: most rows of a register block, and of a tile
 MAX_ROWS, MAX_TILE_ROWS = 8, 256
@@ -48,7 +48,7 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
     cfg.define_split("tile_y", m, num_outputs=3, policy="candidate", candidate=row_splits(
         m, [vec_regs(b, t_lanes) for b in inner_sizes(n, keep_x)], register_file(), MAX_ROWS,
         MAX_TILE_ROWS),
-        filter=lambda e: e.size[-1] <= MAX_ROWS and e.size[-1] * e.size[-2] <= MAX_TILE_ROWS)
+        filter=tile_filter(m, MAX_ROWS, MAX_TILE_ROWS))
     cfg.define_split("tile_x", n, num_outputs=2, filter=keep_x)
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
     cfg.define_knob("par_n", [False, True])

@@ -49,7 +49,7 @@ from ._common import (
     vec_regs,
     whole_vector_divisor,
 )
-from .row_blocks import fallback_rows, row_splits, tile_rows
+from .row_blocks import fallback_rows, row_splits, tile_filter, tile_rows
 
 #: most rows of a register block (unrolled; one broadcast each)
 MAX_ROWS = 16
@@ -67,7 +67,7 @@ def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
     # NOTE: knobs in their original order: a config's index depends on it (logged records).
     cfg.define_split("tile_y", m, num_outputs=3, policy="candidate", candidate=row_splits(
         m, [vec_regs(b, t_lanes) for b in widths], t_file, MAX_ROWS, MAX_TILE_ROWS),
-        filter=lambda e: e.size[-1] <= MAX_ROWS and e.size[-1] * e.size[-2] <= MAX_TILE_ROWS)
+        filter=tile_filter(m, MAX_ROWS, MAX_TILE_ROWS))
     if prepacked:
         blocks = n // prepacked
         cfg.define_split("tile_x", n, num_outputs=3, policy="candidate", candidate=[

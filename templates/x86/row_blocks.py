@@ -7,13 +7,17 @@ x a few vector registers. With exact splits only, ``rb`` must divide ``t``: a pr
 ``[mo, mb, rb]`` with ``mo`` dividing ``M``: tiles of ``t = M / mo`` rows, ``mb = ceil(t / rb)``
 blocks, the last one partial. Lowering peels that block
 (:func:`templtune.lower.partition.partition_loops`), so the full ones run without guards.
-A tile holds at most ``max_tile`` rows, so a prime ``M`` above that still has one-row blocks
-only: its tile would be all of ``M`` rows (a write cache of ``M x`` the tile's columns).
+A tile holds at most ``max_tile`` rows, unless no divisor of ``M`` up to ``max_tile`` can hold
+:data:`MAX_ACCUMULATORS` rows (a prime ``M`` above it, 577 tokens): then the smallest divisor
+above it is a tile too (:func:`wide_tile`), whose write cache of ``t x`` the tile's columns is
+written once per element. A row tile that does not divide ``M`` would leave a guard in every
+block: the fused parallel loop over (column tile, row tile) cannot peel its last tile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from templtune.autotvm.task.knobs import divisors, factor_splits
 
@@ -37,12 +41,34 @@ def most_rows(vecs: int, regs: int, cap: int) -> int:
     return max((r for r in range(1, cap + 1) if block_registers(r, vecs) <= regs), default=1)
 
 
+def wide_tile(m: int, max_tile: int) -> int | None:
+    """The tile of more than ``max_tile`` rows that ``m`` needs for blocks of
+    :data:`MAX_ACCUMULATORS` rows (its smallest divisor above ``max_tile``), or ``None`` when a
+    divisor up to ``max_tile`` holds them."""
+    ds = divisors(m)
+    if any(MAX_ACCUMULATORS <= t <= max_tile for t in ds):
+        return None
+    return next((t for t in ds if t > max_tile), None)
+
+
+def tile_filter(m: int, max_rows: int, max_tile: int) -> Callable[[Any], bool]:
+    """The ``tile_y`` filter: blocks of at most ``max_rows`` rows, tiles of at most ``max_tile``
+    rows or the :func:`wide_tile`."""
+    wide = wide_tile(m, max_tile)
+
+    def keep(e: Any) -> bool:
+        _, mb, rb = (int(x) for x in e.size)
+        return rb <= max_rows and (mb * rb <= max_tile or tile_rows(m, e.size) == wide)
+    return keep
+
+
 def row_splits(m: int, widths: Sequence[int], regs: int, max_rows: int, max_tile: int
                ) -> list[list[int]]:
     """Candidates of a ``[mo, mb, rb]`` row split of ``m``: the exact splits (in the ``factors``
     policy's order, so every exact record stays a choice), then partial-block ones.
 
-    A partial-block candidate has tiles of ``t`` rows (a divisor of ``m``, ``<= max_tile``) and
+    A partial-block candidate has tiles of ``t`` rows (a divisor of ``m``, ``<= max_tile`` or
+    the :func:`wide_tile`) and
     blocks of ``rb`` rows, ``rb`` above the largest divisor of ``t`` that a block of some width
     in ``widths`` (vector registers per row) fits in ``regs`` registers, up to the most rows
     that width fits and :data:`MAX_ACCUMULATORS`: only blocks with more accumulators than any
@@ -51,9 +77,10 @@ def row_splits(m: int, widths: Sequence[int], regs: int, max_rows: int, max_tile
     out = factor_splits(m, 3)
     caps = sorted({(most_rows(v, regs, max_rows), max(1, MAX_ACCUMULATORS // v))
                    for v in widths})
+    wide = wide_tile(m, max_tile)
     for t in divisors(m):
-        if t > max_tile:
-            break
+        if t > max_tile and t != wide:
+            continue
         heights = {rb for cap, acc in caps
                    for rb in range(divisor_at_most(t, cap) + 1, min(cap, acc, t - 1) + 1)}
         out.extend([m // t, -(-t // rb), rb] for rb in sorted(heights))
@@ -74,7 +101,8 @@ def fallback_rows(m: int, vecs: int, regs: int, max_rows: int, max_tile: int
     want = min(most, max(1, MAX_ACCUMULATORS // vecs))
     if rb >= want:
         return [m // rb, 1, rb]
-    tiles = [t for t in divisors(m) if want < t <= max_tile]
+    wide = wide_tile(m, max_tile)
+    tiles = [t for t in divisors(m) if want < t and (t <= max_tile or t == wide)]
     if not tiles:
         return [m // rb, 1, rb]
     t = next((t for t in tiles if t >= 8 * want), tiles[-1])
