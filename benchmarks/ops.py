@@ -1,7 +1,9 @@
 """Operator benchmark: tuned templtune kernels against their peers, same run, same machine.
 
 Workloads: dense 1024^3, dense 1x512 -> 1000, dense 1x2048 -> 1000, dense 197x768 -> 768 and
-batch_matmul 12x197x64 by 64 (a ViT's 197 tokens, a prime row count) (peer: numpy/OpenBLAS),
+batch_matmul 12x197x64 by 64 (a ViT's 197 tokens, a prime row count) and the attention scores
+12x197 by 197x64 and 12x577 by 577x64 (prime columns too: 577 is a ViT-B/16's tokens at
+384 x 384) (peer: numpy/OpenBLAS),
 the seed's ResNet layer 1x512x7x7 -> 512 3x3, conv2d 1x64x56x56 -> 64 3x3 and the ResNet stem
 1x3x224x224 -> 64 7x7 s2 (peer: PyTorch CPU, if installed: ``pip install torch==2.13.0``).
 The 3x3 layers also run the Winograd template (weights pre-transformed and blocked by
@@ -60,6 +62,8 @@ WORKLOADS = [
     ("dense 1x2048->1000", "dense", (1, 1000, 2048), "numpy"),
     ("dense 197x768->768", "dense", (197, 768, 768), "numpy"),
     ("bmm 12x197x64x64", "batch_matmul", (12, 197, 64, 64), "numpy"),
+    ("bmm 12x197x197x64", "batch_matmul", (12, 197, 197, 64), "numpy"),
+    ("bmm 12x577x577x64", "batch_matmul", (12, 577, 577, 64), "numpy"),
     ("conv 512x7x7 3x3", "conv2d_nchw", (1, 7, 7, 512, 512, 3, 3, 1, 1), "torch"),
     ("conv 64x56x56 3x3", "conv2d_nchw", (1, 56, 56, 64, 64, 3, 3, 1, 1), "torch"),
     ("stem 3x224x224 7x7s2", "conv2d_nchw", (1, 224, 224, 64, 3, 7, 7, 2, 3), "torch"),

@@ -1,6 +1,7 @@
 """Property: every legal config of the x86 GEMM templates (``dense``, plain and prepacked,
 and ``batch_matmul``) computes what numpy computes, over random shapes whose row counts
-include primes above the 256-row tile limit (the wide tile of templates/x86/row_blocks.py),
+include primes above the 256-row tile limit (the wide tile of templates/x86/row_blocks.py)
+and whose ``batch_matmul`` column counts include ones no whole vector divides (padded tiles),
 for the AVX2 family and for the host's own."""
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def test_dense_configs_match_numpy(m, n, k, prepacked, index, target):
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(b=st.integers(1, 3), m=ROWS, n=st.sampled_from([8, 16, 20]), k=st.integers(1, 24),
+@given(b=st.integers(1, 3), m=ROWS, n=st.sampled_from([8, 16, 20, 37, 197]),
+       k=st.integers(1, 24),
        index=st.integers(0, 10_000), target=TARGETS)
 def test_batch_matmul_configs_match_numpy(b, m, n, k, index, target):
     out, want, cfg = _run("batch_matmul", (b, m, n, k), index, target)

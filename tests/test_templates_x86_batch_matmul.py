@@ -79,3 +79,31 @@ def test_builder_checks_shapes_and_options() -> None:
         relay.nn.batch_matmul(x, relay.var("y", (3, 5, 8)))
     with pytest.raises(relay.GraphError, match="transpose"):
         relay.nn.batch_matmul(x, relay.var("y", (2, 5, 8)), transpose_b=False)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])
+def test_prime_columns_run_padded_whole_vector_tiles(target: str) -> None:
+    # attention scores: N = 197 tokens, which no multiple of 8 divides; the columns are padded
+    # to whole vectors (zeros packed) instead of one-lane tiles
+    from templtune.codegen.llvm.asm_loops import hottest_loop
+    from templtune.target import Target
+
+    args = (2, 197, 197, 16)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 197, 16)).astype(np.float32)
+    y = rng.standard_normal((2, 197, 16)).astype(np.float32)
+    with Target(target):
+        task = autotvm.task.create("batch_matmul", args, target)
+        widths = {e.size[-1] for e in task.config_space.space_map["tile_x"].entities}
+        cfg = FallbackConfigEntity()
+        with autotvm.ApplyConfig(cfg):
+            s, bufs = task.func(*args)
+    assert 1 in widths and {8, 16} <= widths
+    bn = cfg["tile_x"].size[-1]
+    assert bn % 8 == 0 and cfg["tile_x"].size[0] == -(-197 // bn)
+    mod = templtune.build(s, bufs, target=target)
+    out = np.zeros((2, 197, 197), np.float32)
+    mod(x, y, out)
+    np.testing.assert_allclose(out, ref.batch_matmul_python(x, y), rtol=1e-4, atol=1e-4)
+    loop = hottest_loop(mod.get_source("asm"))
+    assert loop.accumulators >= 8 and loop.stack_accesses == 0

@@ -108,12 +108,27 @@ def vector_divisor(n: int, cap: int = 64) -> int:
     return divisor_at_most(n, cap)
 
 
+def has_lane_multiple(n: int, cap: int = 64) -> bool:
+    """Whether a multiple of 8 up to ``cap`` divides ``n`` (whole vectors tile it exactly)."""
+    return any(n % d == 0 for d in range(8, cap + 1, 8))
+
+
+def padded_widths(n: int, lanes: int, cap: int = 64) -> list[int]:
+    """Vector widths for an axis of ``n`` that :func:`has_lane_multiple` rejects (a prime count
+    of tokens), computed over ``n`` rounded up to a multiple of the width: multiples of 8 up to
+    ``cap`` and up to ``n`` rounded up to 8, in whole registers of ``lanes`` (a power of two
+    of them) or one narrower register."""
+    top = min(cap, -(-n // 8) * 8)
+    return [b for b in range(8, top + 1, 8)
+            if b < lanes or (b % lanes == 0 and _power_of_two(b // lanes))]
+
+
 def lane_filter(n: int, cap: int = 64, lanes: int = 0) -> Any:
     """A ``define_split`` filter keeping inner sizes that are multiples of 8 (or, when ``n`` has
     none, any size) up to ``cap``. With ``lanes`` (the target's float32 lanes), sizes that are
     multiples of 8 must also fill whole registers or one narrower register (``< lanes``): a
     40-lane row is 2.5 zmm registers, whose split vectors LLVM spills."""
-    has_mult8 = any(n % d == 0 for d in range(8, cap + 1, 8))
+    has_mult8 = has_lane_multiple(n, cap)
 
     def keep(e: Any) -> bool:
         inner = int(e.size[-1])

@@ -9,9 +9,11 @@ register-resident accumulator (write cache) per tile, whose rows are blocked by 
 few rows per batch).
 
 Knobs: ``tile_y`` ``[mo, mb, rb]`` (rows; with a partial last block of ``rb`` rows when
-``mo`` divides ``M`` but ``rb`` not ``M / mo``, see :mod:`.row_blocks`), ``tile_x``
-``[no, bn]`` (columns, ``bn`` a multiple of 8 when ``N`` allows), ``tile_k`` ``[ko, ku]``
-(``ku <= 8``), ``par_n``.
+``mo`` divides ``M`` but ``rb`` not ``M / mo``, see :mod:`.row_blocks`; such a tile runs its
+row blocks outside the column tiles), ``tile_x`` ``[no, bn]`` (columns, ``bn`` a multiple of 8
+when ``N`` allows; where no multiple of 8 divides ``N``, as with 197 tokens, also ``[ceil(N /
+bn), bn]`` over ``N`` padded to whole vectors with zeros, the last tile's copy to the output
+guarded), ``tile_k`` ``[ko, ku]`` (``ku <= 8``), ``par_n``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from .._strategy import KEYS
 from ._common import (
     check_positive,
     divisor_at_most,
+    has_lane_multiple,
     host_vector,
     inner_sizes,
     lane_filter,
     max_inner,
+    padded_widths,
     register_file,
     target_vector,
     vec_regs,
@@ -45,25 +49,34 @@ MAX_ROWS, MAX_TILE_ROWS = 8, 256
 def _define(cfg: Any, m: int, n: int, k: int) -> None:
     t_lanes, t_regs = target_vector()
     keep_x = lane_filter(n)
+    exact = inner_sizes(n, keep_x)
+    padded = [] if has_lane_multiple(n) else padded_widths(n, t_lanes)
     cfg.define_split("tile_y", m, num_outputs=3, policy="candidate", candidate=row_splits(
-        m, [vec_regs(b, t_lanes) for b in inner_sizes(n, keep_x)], register_file(), MAX_ROWS,
+        m, [vec_regs(b, t_lanes) for b in exact + padded], register_file(), MAX_ROWS,
         MAX_TILE_ROWS),
         filter=tile_filter(m, MAX_ROWS, MAX_TILE_ROWS))
-    cfg.define_split("tile_x", n, num_outputs=2, filter=keep_x)
+    if padded:
+        # NOTE: the exact splits first, in the factors policy's order, then the padded widths
+        cfg.define_split("tile_x", n, num_outputs=2, policy="candidate",
+                         candidate=[[-1, b] for b in exact] + [[-(-n // b), b] for b in padded])
+    else:
+        cfg.define_split("tile_x", n, num_outputs=2, filter=keep_x)
     cfg.define_split("tile_k", k, num_outputs=2, filter=max_inner(8))
     cfg.define_knob("par_n", [False, True])
     cfg.multi_filter(lambda e: e["tile_y"].size[-1] * vec_regs(e["tile_x"].size[-1], t_lanes)
                      <= t_regs)
     if cfg.is_fallback:
         lanes, regs = host_vector()
-        bn = vector_divisor(n)
+        host_padded = [] if has_lane_multiple(n) else padded_widths(n, lanes)
+        bn = min(host_padded, key=lambda b: (abs(b - 2 * lanes), b)) if host_padded \
+            else vector_divisor(n)
         rows = fallback_rows(m, vec_regs(bn, lanes), register_file(), MAX_ROWS, MAX_TILE_ROWS)
         if tile_rows(m, rows) % rows[-1]:  # a partial block beats the exact ones
             cfg["tile_y"] = SplitEntity(rows)
         else:
             rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
             cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
-        cfg.fallback_split("tile_x", [-1, bn])
+        cfg["tile_x"] = SplitEntity([-(-n // bn), bn] if host_padded else [n // bn, bn])
         cfg.fallback_split("tile_k", [-1, 4])
 
 
@@ -79,21 +92,41 @@ def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # n
 
     x = te.placeholder((B, M, K), name="x")
     y = te.placeholder((B, N, K), name="y")
-    packed = te.compute((B, N // bn, K, bn), lambda b, o, r, v: y[b, o * bn + v, r],
+    cols = -(-N // bn) * bn  # N, or N padded to whole vectors: the padding packs zeros
+    packed = te.compute((B, cols // bn, K, bn), lambda b, o, r, v: y[b, o * bn + v, r]
+                        if cols == N else te.if_then_else(o * bn + v < N, y[b, o * bn + v, r],
+                                                          te.const(0.0, "float32")),
                         name="y_pack")
     kr = te.reduce_axis((0, K), name="k")
-    out = te.compute((B, M, N), lambda b, i, j: te.sum(
+    prod = te.compute((B, M, cols), lambda b, i, j: te.sum(
         x[b, i, kr] * packed[b, j // bn, kr, j % bn], axis=kr), name="batch_matmul")
-    s = te.create_schedule(out.op)
-    acc = s.cache_write(out, "global")
+    if cols == N:
+        s = te.create_schedule(prod.op)
+        out, acc = prod, s.cache_write(prod, "global")
+    else:
+        # NOTE: the accumulator covers whole padded tiles (guard-free vector FMAs); only the
+        # copy of the last column tile into the output is guarded
+        out = te.compute((B, M, N), lambda b, i, j: prod[b, i, j], name="batch_matmul_out")
+        s = te.create_schedule(out.op)
+        acc = prod
     b, i, j = s[out].op.axis
     io, ii = s[out].split(i, factor=rows)
     jo, ji = s[out].split(j, factor=bn)
-    s[out].reorder(b, io, jo, ii, ji)
-    if cfg["par_n"].val:
+    if rows % rb or rows > MAX_TILE_ROWS:
+        # NOTE: a tile with a partial last block (or a wide one) runs its row blocks outside
+        # the column tiles, as exact rb-row tiles do: the block's x rows stay in L1 while
+        # packed y streams from L2, and the serial block loop lets lowering peel the last one.
+        iio, ii = s[out].split(ii, factor=rb)
+        s[out].reorder(b, io, iio, jo, ii, ji)
+        outer = [b, io, iio] if cfg["par_n"].val else [b, io]
+        s[out].parallel(s[out].fuse(*outer))
+        attach = jo
+    elif cfg["par_n"].val:
+        s[out].reorder(b, io, jo, ii, ji)
         attach = s[out].fuse(b, io, jo)
         s[out].parallel(attach)
     else:
+        s[out].reorder(b, io, jo, ii, ji)
         s[out].parallel(s[out].fuse(b, io))
         attach = jo
     s[out].vectorize(ji)
