@@ -50,12 +50,13 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
     t_lanes, t_regs = target_vector()
     keep_x = lane_filter(n)
     exact = inner_sizes(n, keep_x)
-    padded = [] if has_lane_multiple(n) else padded_widths(n, t_lanes)
+    pad = not has_lane_multiple(n)  # no whole vector divides N: offer padded columns
+    padded = padded_widths(n, t_lanes) if pad else []
     cfg.define_split("tile_y", m, num_outputs=3, policy="candidate", candidate=row_splits(
         m, [vec_regs(b, t_lanes) for b in exact + padded], register_file(), MAX_ROWS,
         MAX_TILE_ROWS),
         filter=tile_filter(m, MAX_ROWS, MAX_TILE_ROWS))
-    if padded:
+    if pad:
         # NOTE: the exact splits first, in the factors policy's order, then the padded widths
         cfg.define_split("tile_x", n, num_outputs=2, policy="candidate",
                          candidate=[[-1, b] for b in exact] + [[-(-n // b), b] for b in padded])
@@ -67,16 +68,16 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
                      <= t_regs)
     if cfg.is_fallback:
         lanes, regs = host_vector()
-        host_padded = [] if has_lane_multiple(n) else padded_widths(n, lanes)
-        bn = min(host_padded, key=lambda b: (abs(b - 2 * lanes), b)) if host_padded \
-            else vector_divisor(n)
+        # NOTE: the padded width nearest two registers, as vector_divisor prefers
+        bn = (min(padded_widths(n, lanes), key=lambda b: (abs(b - 2 * lanes), b)) if pad
+              else vector_divisor(n))
         rows = fallback_rows(m, vec_regs(bn, lanes), register_file(), MAX_ROWS, MAX_TILE_ROWS)
         if tile_rows(m, rows) % rows[-1]:  # a partial block beats the exact ones
             cfg["tile_y"] = SplitEntity(rows)
         else:
             rb = divisor_at_most(m, max(1, regs // vec_regs(bn, lanes)))
             cfg.fallback_split("tile_y", [-1, 32 // rb if m >= 32 else 1, rb])
-        cfg["tile_x"] = SplitEntity([-(-n // bn), bn] if host_padded else [n // bn, bn])
+        cfg["tile_x"] = SplitEntity([-(-n // bn), bn])
         cfg.fallback_split("tile_k", [-1, 4])
 
 
@@ -93,10 +94,14 @@ def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # n
     x = te.placeholder((B, M, K), name="x")
     y = te.placeholder((B, N, K), name="y")
     cols = -(-N // bn) * bn  # N, or N padded to whole vectors: the padding packs zeros
-    packed = te.compute((B, cols // bn, K, bn), lambda b, o, r, v: y[b, o * bn + v, r]
-                        if cols == N else te.if_then_else(o * bn + v < N, y[b, o * bn + v, r],
-                                                          te.const(0.0, "float32")),
-                        name="y_pack")
+
+    def pack(b: Any, o: Any, r: Any, v: Any) -> Any:
+        col = o * bn + v
+        if cols == N:
+            return y[b, col, r]
+        return te.if_then_else(col < N, y[b, col, r], te.const(0.0, "float32"))
+
+    packed = te.compute((B, cols // bn, K, bn), pack, name="y_pack")
     kr = te.reduce_axis((0, K), name="k")
     prod = te.compute((B, M, cols), lambda b, i, j: te.sum(
         x[b, i, kr] * packed[b, j // bn, kr, j % bn], axis=kr), name="batch_matmul")
