@@ -132,7 +132,8 @@ def export_library(mod: Module, path: str,
         if fcompile is not None:
             fcompile(os.fspath(path), objs, extra)
         else:
-            _run([_cc(), "-shared", "-fPIC", "-o", os.fspath(path), *objs, *extra],
+            # libm: kernels may call expf, erf ... (resolved by the loading process otherwise)
+            _run([_cc(), "-shared", "-fPIC", "-o", os.fspath(path), *objs, *extra, "-lm"],
                  "linking the shared library")
 
 

@@ -1,0 +1,176 @@
+"""Inline float32 ``exp``, ``tanh``, ``sigmoid`` and ``erf`` for the LLVM backend, any width.
+
+``llvm.exp.v16f32`` has no vector lowering without a vector math library: LLVM splits it into
+one libm ``expf`` call per lane, and a loop around a scalar ``expf`` call is not vectorized
+either. These bodies are branch-free polynomials that vectorize, so softmax, sigmoid, tanh and
+GELU run at vector speed. They are defined once per module as ``internal alwaysinline``
+functions (one per lane count), which LLVM inlines and CSEs at each call.
+
+Accuracy (``tests/test_llvm_vmath.py`` checks it against float64 numpy): ``exp`` within 2 ulp
+over its whole range, subnormal results included; ``tanh``, ``sigmoid`` and ``erf`` within 3
+ulp. NaN propagates, ``exp(-inf) = 0``, ``exp(+inf) = +inf``, ``tanh(+-inf) = +-1``.
+
+The polynomial coefficients are least-squares fits of relative error on Chebyshev nodes
+(``benchmarks/studies/vmath_fit.py`` reproduces them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from templtune import dtype as dt
+
+from . import types as T
+
+__all__ = ["VMATH", "definition"]
+
+# exp(x) = 2**n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2]; ln2 split so that n * _LN2_HI is
+# exact for |n| <= 256 (9 significant bits) whether or not the multiply-add is fused.
+_LN2_HI = 0.693359375
+_LN2_LO = -2.12194440e-4
+_LOG2E = 1.4426950408889634
+# exp(r) = 1 + r + r^2 * P(r)
+_EXP_P = (0.5, 0.1666666716337204, 0.04166646674275398, 0.008333360776305199,
+          0.0013933597365394235, 0.00019857789447996765)
+# Outside [_EXP_MIN, _EXP_MAX] exp rounds to 0 or +inf in float32; clamping there keeps
+# 2**n representable as two factors 2**(n >> 1) * 2**(n - (n >> 1)).
+_EXP_MIN, _EXP_MAX = -104.0, 89.0
+# tanh(x) = x + x^3 * Q(x^2) for |x| < _TANH_SMALL, else sign(x) * (1 - 2 / (exp(2|x|) + 1))
+_TANH_SMALL = 0.625
+_TANH_Q = (-0.333333283662796, 0.13332770764827728, -0.05385095253586769, 0.02099734917283058,
+           -0.006096931640058756)
+# erf(x) = x * P(x^2) for |x| < 1, else 1 - exp(-x^2) * R(1/|x|) with |x| clamped to [1, 4]
+# (float32 erf rounds to 1 from 3.92 on)
+_ERF_P = (1.1283791065216064, -0.3761262595653534, 0.1128358542919159, -0.02685381844639778,
+          0.005188338458538055, -0.000801027868874371, 7.854120485717431e-05)
+_ERF_R = (0.00012107404472772032, 0.5617680549621582, 0.020535243675112724, -0.37586042284965515,
+          0.23038768768310547, 0.23834747076034546, -0.5369647145271301, 0.43825218081474304,
+          -0.17971785366535187, 0.03071490302681923)
+_ERF_MAX = 4.0
+
+
+class _Body:
+    """Collects the instructions of one function body over one lane count."""
+
+    def __init__(self, lanes: int) -> None:
+        self.lanes = lanes
+        self.f = "float" if lanes == 1 else f"<{lanes} x float>"
+        self.i = "i32" if lanes == 1 else f"<{lanes} x i32>"
+        self.b = "i1" if lanes == 1 else f"<{lanes} x i1>"
+        self.sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+        self.lines: list[str] = []
+        self.n = 0
+
+    def fc(self, v: float) -> str:
+        return T.const(v, dt.with_lanes("float32", self.lanes))
+
+    def ic(self, v: int) -> str:
+        return T.const(v, dt.with_lanes("int32", self.lanes))
+
+    def op(self, text: str) -> str:
+        self.n += 1
+        name = f"%v{self.n}"
+        self.lines.append(f"  {name} = {text}")
+        return name
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        f = self.f
+        return self.op(f"call {f} @llvm.fmuladd.{self.sfx}({f} {a}, {f} {b}, {f} {c})")
+
+    def horner(self, x: str, coeffs: tuple[float, ...]) -> str:
+        acc = self.fc(coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.fma(acc, x, self.fc(c))
+        return acc
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return self.op(f"select {self.b} {cond}, {self.f} {a}, {self.f} {b}")
+
+    def exp(self, x: str) -> str:
+        f, i = self.f, self.i
+        # ult/ogt: a NaN input clamps to a number here and is restored at the end
+        lo = self.op(f"fcmp ult {f} {x}, {self.fc(_EXP_MIN)}")
+        a = self.select(lo, self.fc(_EXP_MIN), x)
+        hi = self.op(f"fcmp ogt {f} {a}, {self.fc(_EXP_MAX)}")
+        a = self.select(hi, self.fc(_EXP_MAX), a)
+        t = self.op(f"fmul {f} {a}, {self.fc(_LOG2E)}")
+        n = self.op(f"call {f} @llvm.roundeven.{self.sfx}({f} {t})")
+        r = self.fma(n, self.fc(-_LN2_HI), a)
+        r = self.fma(n, self.fc(-_LN2_LO), r)
+        r2 = self.op(f"fmul {f} {r}, {r}")
+        y = self.fma(self.horner(r, _EXP_P), r2, r)
+        y = self.op(f"fadd {f} {y}, {self.fc(1.0)}")
+        ni = self.op(f"fptosi {f} {n} to {i}")
+        n1 = self.op(f"ashr {i} {ni}, {self.ic(1)}")
+        n2 = self.op(f"sub {i} {ni}, {n1}")
+        for k in (n1, n2):
+            e = self.op(f"add {i} {k}, {self.ic(127)}")
+            e = self.op(f"shl {i} {e}, {self.ic(23)}")
+            y = self.op(f"fmul {f} {y}, {self.op(f'bitcast {i} {e} to {f}')}")
+        nan = self.op(f"fcmp uno {f} {x}, {x}")
+        return self.select(nan, x, y)
+
+    def tanh(self, x: str) -> str:
+        f = self.f
+        ax = self.op(f"call {f} @llvm.fabs.{self.sfx}({f} {x})")
+        # large |x|: 1 - 2 / (exp(2|x|) + 1), exact to 1 for exp overflow
+        e = self.exp(self.op(f"fadd {f} {ax}, {ax}"))
+        d = self.op(f"fadd {f} {e}, {self.fc(1.0)}")
+        q = self.op(f"fdiv {f} {self.fc(2.0)}, {d}")
+        big = self.op(f"fsub {f} {self.fc(1.0)}, {q}")
+        big = self.op(f"call {f} @llvm.copysign.{self.sfx}({f} {big}, {f} {x})")
+        # small |x|: the odd polynomial (1 - 2/(e+1) cancels there); NaN takes this side
+        z = self.op(f"fmul {f} {x}, {x}")
+        x3 = self.op(f"fmul {f} {z}, {x}")
+        small = self.fma(self.horner(z, _TANH_Q), x3, x)
+        small = self.op(f"call {f} @llvm.copysign.{self.sfx}({f} {small}, {f} {x})")  # -0
+        is_big = self.op(f"fcmp oge {f} {ax}, {self.fc(_TANH_SMALL)}")
+        return self.select(is_big, big, small)
+
+
+    def sigmoid(self, x: str) -> str:
+        f = self.f
+        # e = exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below, which keeps
+        # the relative accuracy where 1 / (1 + exp(-x)) would overflow to 0 (x < -88.7).
+        ax = self.op(f"call {f} @llvm.fabs.{self.sfx}({f} {x})")
+        e = self.exp(self.op(f"fneg {f} {ax}"))
+        s = self.op(f"fdiv {f} {self.fc(1.0)}, {self.op(f'fadd {f} {e}, {self.fc(1.0)}')}")
+        neg = self.op(f"fcmp olt {f} {x}, {self.fc(0.0)}")
+        return self.select(neg, self.op(f"fmul {f} {e}, {s}"), s)
+
+    def erf(self, x: str) -> str:
+        f = self.f
+        ax = self.op(f"call {f} @llvm.fabs.{self.sfx}({f} {x})")
+        small = self.op(f"fmul {f} {ax}, {self.horner(self.op(f'fmul {f} {ax}, {ax}'), _ERF_P)}")
+        # ult: a NaN input takes the small side, which propagates it
+        is_small = self.op(f"fcmp ult {f} {ax}, {self.fc(1.0)}")
+        c = self.select(is_small, self.fc(1.0), ax)
+        c = self.select(self.op(f"fcmp ogt {f} {c}, {self.fc(_ERF_MAX)}"), self.fc(_ERF_MAX), c)
+        u = self.op(f"fdiv {f} {self.fc(1.0)}, {c}")
+        e = self.exp(self.op(f"fneg {f} {self.op(f'fmul {f} {c}, {c}')}"))
+        big = self.op(f"fsub {f} {self.fc(1.0)}, {self.op(f'fmul {f} {e}, {self.horner(u, _ERF_R)}')}")
+        y = self.select(is_small, small, big)
+        return self.op(f"call {f} @llvm.copysign.{self.sfx}({f} {y}, {f} {x})")
+
+
+_BODIES: dict[str, Callable[[_Body, str], str]] = {"exp": _Body.exp, "tanh": _Body.tanh,
+                                                   "sigmoid": _Body.sigmoid, "erf": _Body.erf}
+#: names of the float32 math functions this module defines
+VMATH = frozenset(_BODIES)
+
+
+def definition(name: str, lanes: int) -> tuple[str, list[str]]:
+    """The symbol of the float32 ``name`` function over ``lanes`` lanes, and the module-level
+    entries it needs: the declarations of the intrinsics it calls, then its definition.
+    A module holds each entry once (the renderer's ``declare`` deduplicates them)."""
+    body = _Body(lanes)
+    out = _BODIES[name](body, "%x")
+    f, sfx = body.f, body.sfx
+    sym = f"@templtune.{name}.{sfx}"
+    intrinsics = [f"declare {f} @llvm.fmuladd.{sfx}({f}, {f}, {f})",
+                  f"declare {f} @llvm.roundeven.{sfx}({f})",
+                  f"declare {f} @llvm.fabs.{sfx}({f})",
+                  f"declare {f} @llvm.copysign.{sfx}({f}, {f})"]
+    text = "\n".join([f"define internal {f} {sym}({f} %x) alwaysinline nounwind {{",
+                      *body.lines, f"  ret {f} {out}", "}"])
+    return sym, [*intrinsics, text]
