@@ -170,6 +170,22 @@ def test_softmax_stages_are_vectorized() -> None:
     assert f", 1, {vec})]" in ir
 
 
+@pytest.mark.parametrize("n", [197, 577])
+def test_softmax_over_prime_rows_is_vectorized_with_a_peeled_tail(n: int) -> None:
+    """No lane count divides a prime row: full vectors run the row and lowering peels the
+    partial last one (the max and sum partials too, through rfactor's likely() bound)."""
+    x = te.placeholder((2, 3, n), name="x")
+    ir = _ir([x, topi.nn.softmax(x)])
+    for stage in ("T_softmax_maxelem.rf", "T_softmax_exp", "T_softmax_expsum.rf",
+                  "T_softmax_norm"):
+        assert f"{stage}[ramp(" in ir, stage
+    assert f", 1, {LANES})]" in ir
+    assert "@tir.likely" in ir
+    a = _rand(2, 3, n) * 8
+    np.testing.assert_allclose(_run([x, topi.nn.softmax(x)], a), softmax_python(a, axis=-1),
+                               rtol=1e-5, atol=1e-7)
+
+
 def test_elementwise_is_vectorized_and_parallel() -> None:
     a, b = te.placeholder((1, 64, 56, 56), name="a"), te.placeholder((1, 64, 56, 56), name="b")
     ir = _ir([a, b, topi.nn.relu(topi.add(a, b))])

@@ -47,17 +47,20 @@ def _is_reduce(op: Any) -> bool:
     return isinstance(op, ComputeOp) and isinstance(op.body[0], Reduce)
 
 
-def _lanes(caps: Any, dtype: str, extent: int) -> int:
-    """The widest vector of at most the register's lanes that divides ``extent`` (0: none)."""
+def _lanes(caps: Any, dtype: str, extent: int, tail: bool = False) -> int:
+    """The widest vector of at most the register's lanes that divides ``extent``; with
+    ``tail``, a full register where none divides and ``extent`` holds more than one (lowering
+    peels the partial last vector); 0: none."""
     try:
-        n = caps.lanes(dtype)
+        full = caps.lanes(dtype)
     except ValueError:
         return 0
+    n = full
     while n >= _MIN_LANES:
         if extent % n == 0:
             return n
         n //= 2
-    return 0
+    return full if tail and extent > full >= _MIN_LANES else 0
 
 
 def _vector_axis(axes: list[Any]) -> int | None:
@@ -124,7 +127,7 @@ def _factor(s: Any, stage: Any, caps: Any, threshold: int) -> Any | None:
         return None
     # NOTE: float max is exact in any order; a float sum is reassociated, as TVM's rfactor
     # schedules (and numpy's pairwise sum) do.
-    v = _lanes(caps, op.output(0).dtype, _reduce_extent(op))
+    v = _lanes(caps, op.output(0).dtype, _reduce_extent(op), tail=True)
     if not v:
         return None
     ko, ki = stage.split(op.reduce_axis[0], factor=v)
@@ -156,14 +159,15 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
     if reduce and _factor(s, stage, caps, threshold) is not None:
         return
     k = _vector_axis(axes)
-    v = _lanes(caps, op.output(0).dtype, _extent(axes[k])) if k is not None else 0
+    # NOTE: a short window's unrolled taps would each carry the tail's guard: no tail there
+    window = reduce and _reduce_extent(op) <= _UNROLL_MAX
+    v = _lanes(caps, op.output(0).dtype, _extent(axes[k]), tail=not window) if k is not None else 0
     if v and k is not None:
         vo, vi = stage.split(axes[k], factor=v)
         outer = axes[:k] + [vo]
         # NOTE: the vector of independent outputs goes inside the reduction (and the unit
         # axes), so its accumulators stay in registers and no reassociation is needed.
         red = list(op.reduce_axis) if reduce else []
-        window = bool(red) and _reduce_extent(op) <= _UNROLL_MAX
         block = _row_block(axes, k) if window else None
         inner: list[Any] = []
         if block is not None:

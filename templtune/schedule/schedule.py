@@ -26,6 +26,7 @@ from templtune.schedule.message_passing import (  # noqa: F401  (re-exported: we
 from templtune.schedule.relations import Fuse, Split, new_iter_var
 from templtune.schedule.stage import Stage, _ivname
 from templtune.te.expr import (
+    Call,
     IterKind,
     IterVar,
     PrimExpr,
@@ -314,10 +315,15 @@ class Schedule:
         vmap: dict[Var, PrimExpr] = {a.var: n.var for a, n in zip(op.axis, data_axes)}
         vmap.update({r.var: root_val[r] for r in op.reduce_axis})
         cond = substitute(red.condition, vmap)
-        for r in op.reduce_axis:
-            if _may_exceed(red_rels, r, ext):
-                cond = root_val[r] < ext[r] if const_int(cond) == 1 else (cond & (root_val[r]
-                                                                                   < ext[r]))
+        bounds = [root_val[r] < ext[r] for r in op.reduce_axis if _may_exceed(red_rels, r, ext)]
+        if bounds:
+            # NOTE: a split bound is a likely() guard, as the loop nest's own bound checks
+            # are, so that lowering peels the partial last iteration and the rest vectorizes.
+            bound = bounds[0]
+            for b in bounds[1:]:
+                bound = bound & b
+            guard = Call("bool", "likely", (bound,))
+            cond = guard if const_int(cond) == 1 else cond & guard
         src = tuple(substitute(x, vmap) for x in red.source)
         init = tuple(substitute(x, vmap) for x in red.init)
         rf_body = Reduce(red.combiner, src, tuple(new_red.values()), cond, red.value_index,
