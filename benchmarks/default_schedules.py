@@ -1,12 +1,13 @@
 """Default schedules of non-tuned groups: old (parallel only) vs new (vectorized + parallel).
 
-Times ResNet-18's max-pool 3x3/2 (1x64x112x112 NCHW) and a 1x1000 softmax at 1 and 2 threads,
+Times ResNet-18's max-pool 3x3/2 (1x64x112x112 NCHW), softmax (1x1000 and ViT attention rows)
+and ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU) at 1 and 2 threads,
 interleaving old, new and numpy rounds in one process (the median of the rounds is robust to
 a loaded machine), and prints the per-call medians and the ratios. Kernels are timed by their
 native timer (``time_evaluator``: no Python call overhead, about 15 us per call here), numpy
 by ``perf_counter`` around its calls (its own per-call overhead included).
 
-Usage: ``python3 -m benchmarks.default_schedules [--rounds 31]``
+Usage: ``python3 -m benchmarks.default_schedules [--rounds 31] [--only softmax]``
 """
 
 from __future__ import annotations
@@ -99,15 +100,58 @@ def _softmax_numpy(a: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _gelu_numpy(a: np.ndarray) -> np.ndarray:
+    from scipy.special import erf  # a benchmark peer only
+
+    return 0.5 * a * (1.0 + erf(a * np.float32(0.5**0.5)))
+
+
+def _unary(shape: tuple[int, ...], fn: Callable[[te.PrimExpr], te.PrimExpr]
+           ) -> tuple[te.Tensor, te.Tensor]:
+    x = te.placeholder(shape, name="x")
+    return x, te.compute(shape, lambda *i: fn(x[i]), name="y", tag="elemwise")
+
+
+def _softmax(shape: tuple[int, ...]) -> tuple[te.Tensor, te.Tensor]:
+    x = te.placeholder(shape, name="x")
+    return x, topi.nn.softmax(x)
+
+
+def _pool() -> tuple[te.Tensor, te.Tensor]:
+    x = te.placeholder((1, 64, 112, 112), name="x")
+    return x, topi.nn.pool2d(x, 3, 2, 1, "max")
+
+
+def _gelu(v: te.PrimExpr) -> te.PrimExpr:
+    half, one = te.const(0.5, "float32"), te.const(1.0, "float32")
+    return v * half * (one + te.erf(v * te.const(0.5**0.5, "float32")))
+
+
+# name -> (tensors, numpy reference, calls per timing); the ViT-B/16 shapes (197 and 577
+# tokens, 12 heads, MLP width 3072) are prime row lengths no vector width divides
+CASES: dict[str, tuple[Callable[[], tuple[te.Tensor, te.Tensor]],
+                       Callable[[np.ndarray], np.ndarray], int]] = {
+    "max_pool 3x3/2 1x64x112x112": (_pool, _maxpool_numpy, 20),
+    "softmax 1x1000": (lambda: _softmax((1, 1000)), _softmax_numpy, 500),
+    "softmax 12x197x197": (lambda: _softmax((12, 197, 197)), _softmax_numpy, 5),
+    "softmax 12x577x577": (lambda: _softmax((12, 577, 577)), _softmax_numpy, 5),
+    "softmax 12x576x576": (lambda: _softmax((12, 576, 576)), _softmax_numpy, 5),
+    "sigmoid 1x197x3072": (lambda: _unary((1, 197, 3072), te.sigmoid),
+                           lambda a: 1.0 / (1.0 + np.exp(-a)), 20),
+    "tanh 1x197x3072": (lambda: _unary((1, 197, 3072), te.tanh), np.tanh, 20),
+    "gelu(erf) 1x197x3072": (lambda: _unary((1, 197, 3072), _gelu), _gelu_numpy, 20),
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--only", default="", help="run the cases whose name contains this")
     args = ap.parse_args()
-    x = te.placeholder((1, 64, 112, 112), name="x")
-    _case("max_pool 3x3/2 1x64x112x112", x, topi.nn.pool2d(x, 3, 2, 1, "max"), _maxpool_numpy,
-          args.rounds, 20)
-    x = te.placeholder((1, 1000), name="x")
-    _case("softmax 1x1000", x, topi.nn.softmax(x), _softmax_numpy, args.rounds, 500)
+    for name, (make, ref, number) in CASES.items():
+        if args.only in name:
+            x, y = make()
+            _case(name, x, y, ref, args.rounds, number)
 
 
 if __name__ == "__main__":
