@@ -270,7 +270,11 @@ class Schedule:
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor the reduction of ``tensor`` over leaf ``axis`` into a new ``<name>.rf`` stage
         with ``axis`` as a data axis (at position ``factor_axis``); the original stage then
-        reduces the partial results. Returns the rf tensor."""
+        reduces the partial results. Returns the rf tensor.
+
+        Where a split does not divide the reduction, the rf stage's reduction runs under its
+        bound check as a ``likely(...)`` guard (TVM's is a plain condition), so that lowering
+        peels the partial last iteration like any other split's."""
         tensor = self.resolve(tensor)
         st = self[tensor]
         op = st.op
