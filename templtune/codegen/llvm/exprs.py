@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from templtune import dtype as dt
 from templtune.codegen.llvm import types as T
-from templtune.codegen.llvm.vmath import VMATH
-from templtune.codegen.llvm.vmath import definition as vmath_definition
+from templtune.codegen.llvm.vmath import VMATH, MathCalls
 from templtune.errors import CodegenError
 from templtune.lower.ir import Broadcast, Ramp
 from templtune.te.dispatch import Dispatch, handles, method_tables
@@ -83,7 +82,7 @@ def _cls(dtype: str) -> str:
 _IMPURE = ("load", "call", "alloca", "phi")
 
 
-class ExprRenderer:
+class ExprRenderer(MathCalls):
     """Expression half of the LLVM function renderer. Subclasses provide ``emit``, ``tmp``,
     ``new_label``, ``start_block``, ``cur_block``, ``env``, ``buffer_ptr`` and ``declare``."""
 
@@ -365,35 +364,6 @@ class ExprRenderer:
             bd = dt.with_lanes("bool", dt.lanes(x[1]))
             return self.op(f"fcmp uno {T.ll_type(x[1])} {x[0]}, {x[0]}"), bd
         raise CodegenError(f"unknown intrinsic {name!r} for the LLVM backend")
-
-    def vmath(self, name: str, x: V) -> str:
-        """``name`` (a :data:`~.vmath.VMATH` function) of the float32 value ``x``, inlined."""
-        sym, entries = vmath_definition(name, dt.lanes(x[1]))
-        for entry in entries:
-            self.declare(entry)
-        ty = T.ll_type(x[1])
-        return self.op(f"call {ty} {sym}({ty} {x[0]})")
-
-    def libm_erf(self, x: V) -> str:
-        """erf of a float16/float64 value: libm's ``erf`` per lane (LLVM has no intrinsic)."""
-        d = x[1]
-        if not dt.is_float(d):
-            raise CodegenError(f"intrinsic erf needs a float argument, got {d}")
-        lanes, ty = dt.lanes(d), T.ll_type(d)
-        self.declare("declare double @erf(double)")
-        el = dt.element_of(d)
-        out = "poison"
-        for k in range(lanes):
-            v = x[0] if lanes == 1 else self.op(f"extractelement {ty} {x[0]}, i32 {k}")
-            # NOTE: half <-> double goes through float: x86 has no direct helper for it
-            mid = "float32" if el == "float16" else el
-            v64 = self.cast_to(self.cast_to((v, el), mid), "float64")[0]
-            r64 = self.op(f"call double @erf(double {v64})")
-            r = self.cast_to(self.cast_to((r64, "float64"), mid), el)[0]
-            if lanes == 1:
-                return r
-            out = self.op(f"insertelement {ty} {out}, {T.ll_type(el)} {r}, i32 {k}")
-        return out
 
     # ------------------------------------------------------------------------- utilities
     def as_bool(self, e: PrimExpr) -> str:

@@ -19,10 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from templtune import dtype as dt
+from templtune.errors import CodegenError
 
 from . import types as T
 
-__all__ = ["VMATH", "definition"]
+__all__ = ["VMATH", "MathCalls", "definition"]
+
+V = tuple[str, str]  # (operand text, dtype), as the expression renderer passes values
 
 # exp(x) = 2**n * exp(r), r = x - n ln2 in [-ln2/2, ln2/2]; ln2 split so that n * _LN2_HI is
 # exact for |n| <= 256 (9 significant bits) whether or not the multiply-add is fused.
@@ -73,9 +76,13 @@ class _Body:
         self.lines.append(f"  {name} = {text}")
         return name
 
-    def fma(self, a: str, b: str, c: str) -> str:
+    def call(self, intrinsic: str, *args: str) -> str:
         f = self.f
-        return self.op(f"call {f} @llvm.fmuladd.{self.sfx}({f} {a}, {f} {b}, {f} {c})")
+        joined = ", ".join(f"{f} {a}" for a in args)
+        return self.op(f"call {f} @llvm.{intrinsic}.{self.sfx}({joined})")
+
+    def fma(self, a: str, b: str, c: str) -> str:
+        return self.call("fmuladd", a, b, c)
 
     def horner(self, x: str, coeffs: tuple[float, ...]) -> str:
         acc = self.fc(coeffs[-1])
@@ -94,7 +101,7 @@ class _Body:
         hi = self.op(f"fcmp ogt {f} {a}, {self.fc(_EXP_MAX)}")
         a = self.select(hi, self.fc(_EXP_MAX), a)
         t = self.op(f"fmul {f} {a}, {self.fc(_LOG2E)}")
-        n = self.op(f"call {f} @llvm.roundeven.{self.sfx}({f} {t})")
+        n = self.call("roundeven", t)
         r = self.fma(n, self.fc(-_LN2_HI), a)
         r = self.fma(n, self.fc(-_LN2_LO), r)
         r2 = self.op(f"fmul {f} {r}, {r}")
@@ -112,27 +119,26 @@ class _Body:
 
     def tanh(self, x: str) -> str:
         f = self.f
-        ax = self.op(f"call {f} @llvm.fabs.{self.sfx}({f} {x})")
+        ax = self.call("fabs", x)
         # large |x|: 1 - 2 / (exp(2|x|) + 1), exact to 1 for exp overflow
         e = self.exp(self.op(f"fadd {f} {ax}, {ax}"))
         d = self.op(f"fadd {f} {e}, {self.fc(1.0)}")
         q = self.op(f"fdiv {f} {self.fc(2.0)}, {d}")
         big = self.op(f"fsub {f} {self.fc(1.0)}, {q}")
-        big = self.op(f"call {f} @llvm.copysign.{self.sfx}({f} {big}, {f} {x})")
+        big = self.call("copysign", big, x)
         # small |x|: the odd polynomial (1 - 2/(e+1) cancels there); NaN takes this side
         z = self.op(f"fmul {f} {x}, {x}")
         x3 = self.op(f"fmul {f} {z}, {x}")
         small = self.fma(self.horner(z, _TANH_Q), x3, x)
-        small = self.op(f"call {f} @llvm.copysign.{self.sfx}({f} {small}, {f} {x})")  # -0
+        small = self.call("copysign", small, x)  # -0
         is_big = self.op(f"fcmp oge {f} {ax}, {self.fc(_TANH_SMALL)}")
         return self.select(is_big, big, small)
-
 
     def sigmoid(self, x: str) -> str:
         f = self.f
         # e = exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below, which keeps
         # the relative accuracy where 1 / (1 + exp(-x)) would overflow to 0 (x < -88.7).
-        ax = self.op(f"call {f} @llvm.fabs.{self.sfx}({f} {x})")
+        ax = self.call("fabs", x)
         e = self.exp(self.op(f"fneg {f} {ax}"))
         s = self.op(f"fdiv {f} {self.fc(1.0)}, {self.op(f'fadd {f} {e}, {self.fc(1.0)}')}")
         neg = self.op(f"fcmp olt {f} {x}, {self.fc(0.0)}")
@@ -140,7 +146,7 @@ class _Body:
 
     def erf(self, x: str) -> str:
         f = self.f
-        ax = self.op(f"call {f} @llvm.fabs.{self.sfx}({f} {x})")
+        ax = self.call("fabs", x)
         small = self.op(f"fmul {f} {ax}, {self.horner(self.op(f'fmul {f} {ax}, {ax}'), _ERF_P)}")
         # ult: a NaN input takes the small side, which propagates it
         is_small = self.op(f"fcmp ult {f} {ax}, {self.fc(1.0)}")
@@ -150,7 +156,7 @@ class _Body:
         e = self.exp(self.op(f"fneg {f} {self.op(f'fmul {f} {c}, {c}')}"))
         big = self.op(f"fsub {f} {self.fc(1.0)}, {self.op(f'fmul {f} {e}, {self.horner(u, _ERF_R)}')}")
         y = self.select(is_small, small, big)
-        return self.op(f"call {f} @llvm.copysign.{self.sfx}({f} {y}, {f} {x})")
+        return self.call("copysign", y, x)
 
 
 _BODIES: dict[str, Callable[[_Body, str], str]] = {"exp": _Body.exp, "tanh": _Body.tanh,
@@ -174,3 +180,41 @@ def definition(name: str, lanes: int) -> tuple[str, list[str]]:
     text = "\n".join([f"define internal {f} {sym}({f} %x) alwaysinline nounwind {{",
                       *body.lines, f"  ret {f} {out}", "}"])
     return sym, [*intrinsics, text]
+
+
+class MathCalls:
+    """The expression renderer's calls of math that LLVM has no vector lowering for (a mixin:
+    the renderer provides ``op``, ``declare`` and ``cast_to``)."""
+
+    def op(self, text: str) -> str: raise NotImplementedError  # pragma: no cover
+    def declare(self, line: str) -> None: ...  # pragma: no cover
+    def cast_to(self, v: V, to: str) -> V: raise NotImplementedError  # pragma: no cover
+
+    def vmath(self, name: str, x: V) -> str:
+        """``name`` (one of :data:`VMATH`) of the float32 value ``x``, inlined."""
+        sym, entries = definition(name, dt.lanes(x[1]))
+        for entry in entries:
+            self.declare(entry)
+        ty = T.ll_type(x[1])
+        return self.op(f"call {ty} {sym}({ty} {x[0]})")
+
+    def libm_erf(self, x: V) -> str:
+        """erf of a float16/float64 value: libm's ``erf`` per lane (LLVM has no intrinsic)."""
+        d = x[1]
+        if not dt.is_float(d):
+            raise CodegenError(f"intrinsic erf needs a float argument, got {d}")
+        lanes, ty = dt.lanes(d), T.ll_type(d)
+        self.declare("declare double @erf(double)")
+        el = dt.element_of(d)
+        out = "poison"
+        for k in range(lanes):
+            v = x[0] if lanes == 1 else self.op(f"extractelement {ty} {x[0]}, i32 {k}")
+            # NOTE: half <-> double goes through float: x86 has no direct helper for it
+            mid = "float32" if el == "float16" else el
+            v64 = self.cast_to(self.cast_to((v, el), mid), "float64")[0]
+            r64 = self.op(f"call double @erf(double {v64})")
+            r = self.cast_to(self.cast_to((r64, "float64"), mid), el)[0]
+            if lanes == 1:
+                return r
+            out = self.op(f"insertelement {ty} {out}, {T.ll_type(el)} {r}, i32 {k}")
+        return out
