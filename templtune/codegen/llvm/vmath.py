@@ -17,6 +17,7 @@ The polynomial coefficients are least-squares fits of relative error on Chebyshe
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 from templtune import dtype as dt
 from templtune.errors import CodegenError
@@ -57,10 +58,10 @@ class _Body:
 
     def __init__(self, lanes: int) -> None:
         self.lanes = lanes
-        self.f = "float" if lanes == 1 else f"<{lanes} x float>"
-        self.i = "i32" if lanes == 1 else f"<{lanes} x i32>"
-        self.b = "i1" if lanes == 1 else f"<{lanes} x i1>"
-        self.sfx = "f32" if lanes == 1 else f"v{lanes}f32"
+        self.f = T.ll_type(dt.with_lanes("float32", lanes))
+        self.i = T.ll_type(dt.with_lanes("int32", lanes))
+        self.b = T.ll_type(dt.with_lanes("bool", lanes))
+        self.sfx = T.suffix(dt.with_lanes("float32", lanes))
         self.lines: list[str] = []
         self.n = 0
 
@@ -165,10 +166,12 @@ _BODIES: dict[str, Callable[[_Body, str], str]] = {"exp": _Body.exp, "tanh": _Bo
 VMATH = frozenset(_BODIES)
 
 
-def definition(name: str, lanes: int) -> tuple[str, list[str]]:
+@cache
+def definition(name: str, lanes: int) -> tuple[str, tuple[str, ...]]:
     """The symbol of the float32 ``name`` function over ``lanes`` lanes, and the module-level
     entries it needs: the declarations of the intrinsics it calls, then its definition.
-    A module holds each entry once (the renderer's ``declare`` deduplicates them)."""
+    A module holds each entry once (the renderer's ``declare`` deduplicates them); the text
+    is built once per process, not at every call site."""
     body = _Body(lanes)
     out = _BODIES[name](body, "%x")
     f, sfx = body.f, body.sfx
@@ -179,7 +182,7 @@ def definition(name: str, lanes: int) -> tuple[str, list[str]]:
                   f"declare {f} @llvm.copysign.{sfx}({f}, {f})"]
     text = "\n".join([f"define internal {f} {sym}({f} %x) alwaysinline nounwind {{",
                       *body.lines, f"  ret {f} {out}", "}"])
-    return sym, [*intrinsics, text]
+    return sym, (*intrinsics, text)
 
 
 class MathCalls:
@@ -206,11 +209,11 @@ class MathCalls:
         lanes, ty = dt.lanes(d), T.ll_type(d)
         self.declare("declare double @erf(double)")
         el = dt.element_of(d)
+        # NOTE: half <-> double goes through float: x86 has no direct helper for it
+        mid = "float32" if el == "float16" else el
         out = "poison"
         for k in range(lanes):
             v = x[0] if lanes == 1 else self.op(f"extractelement {ty} {x[0]}, i32 {k}")
-            # NOTE: half <-> double goes through float: x86 has no direct helper for it
-            mid = "float32" if el == "float16" else el
             v64 = self.cast_to(self.cast_to((v, el), mid), "float64")[0]
             r64 = self.op(f"call double @erf(double {v64})")
             r = self.cast_to(self.cast_to((r64, "float64"), mid), el)[0]
