@@ -52,6 +52,7 @@ from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
 from .op import GraphError
+from .simplify import simplify_for_fusion
 from .transform import PassContext
 
 logger = logging.getLogger("templtune.graph")
@@ -331,6 +332,7 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
         mod, bound = pc.run_pass("AlterOpLayout", 3, mod,
                                  lambda: alter_op_layout(mod, bound, tgt), ("InferType",))
     compiler = _Compiler(tgt, bound, pc)
+    mod = simplify_for_fusion(mod, pc)
     groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),
                          ("InferType",))
     compiled = [compiler.compile(g) for g in groups]

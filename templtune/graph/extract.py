@@ -19,6 +19,7 @@ from .fold import fold_constants
 from .fuse import FusedGroup, partition
 from .ir import Function, Var
 from .op import GraphError
+from .simplify import simplify_for_fusion
 from .transform import PassContext
 
 __all__ = ["extract_tasks"]
@@ -26,7 +27,10 @@ __all__ = ["extract_tasks"]
 
 def _groups(mod: Function, opt_level: int) -> Iterator[NetworkGroup]:
     pc = PassContext.current()
-    for group in partition(mod, opt_level >= 1 and pc.fuse, pc.max_fuse_depth):
+    fuse = opt_level >= 1 and pc.fuse
+    if fuse:
+        mod = simplify_for_fusion(mod, pc)
+    for group in partition(mod, fuse, pc.max_fuse_depth):
         yield NetworkGroup(group.name, tuple(group.to_tensors()), group.is_simple,
                            _sparse_inputs(group))
 

@@ -1,0 +1,152 @@
+"""Reshape simplification before fusion (part of Relay's ``SimplifyExpr``, plus one rewrite).
+
+- ``reshape(reshape(x))`` becomes ``reshape(x)``, and a reshape to its input's own shape goes.
+- A reshape that only adds or drops unit dimensions sinks below the element-wise op
+  that alone reads it: ``op(reshape(a), b)`` becomes ``reshape(op(a, b))`` where ``b``
+  broadcasts against ``a`` as it did against the reshape.
+
+Why: an ONNX ``MatMul`` of a ``[1, T, C]`` activation imports as reshape, ``nn.dense``, reshape
+back to ``[1, T, N]``; the bias, GELU or scaling after it would read a reshape, which ends
+the dense kernel's fused epilogue (templates compute only same-shape element-wise tails). Sunk,
+they run in the dense kernel's output stage, and the reshape back meets the next layer's
+reshape to 2-D, and both go. A reshape of unit dimensions moves no element, so the
+rewrite computes the same values in the same order. TVM's ``SimplifyExpr`` merges reshapes but
+does not move them; its x86 dense schedule inlines the reshape into the output stage instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .ir import Call, Expr, Function
+from .op import make_call
+from .ops.elemwise import BINARY, UNARY
+from .transform import PassContext
+
+__all__ = ["ELEMENTWISE", "simplify_reshapes", "simplify_for_fusion"]
+
+#: ops computing each output element from the same-index (numpy-broadcast) input elements
+ELEMENTWISE = frozenset(UNARY) | frozenset(BINARY) | {"add", "nn.relu", "clip", "nn.bias_add"}
+
+
+def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def _unit_reshape(e: Expr) -> Call | None:
+    """``e`` if it is a reshape that only adds or drops unit dimensions."""
+    if (isinstance(e, Call) and e.op == "reshape"
+            and _core(e.shape) == _core(e.args[0].shape) and e.shape != e.args[0].shape):
+        return e
+    return None
+
+
+def _axis_map(r: tuple[int, ...], a: tuple[int, ...]) -> dict[int, int]:
+    """Each non-unit axis of ``r`` to the axis of ``a`` holding the same dimension."""
+    ra = [i for i, d in enumerate(r) if d != 1]
+    aa = [i for i, d in enumerate(a) if d != 1]
+    return dict(zip(ra, aa))
+
+
+def _aligned(o: tuple[int, ...], r: tuple[int, ...], a: tuple[int, ...]) -> bool:
+    """Whether ``o`` numpy-broadcasts against ``a`` onto the same dimensions as against ``r``
+    (``a`` being ``r`` with unit dimensions added or dropped)."""
+    if len(o) > len(a) or len(o) > len(r):
+        return False
+    m = _axis_map(r, a)
+    for j, d in enumerate(o):
+        if d != 1 and m.get(len(r) - len(o) + j) != len(a) - len(o) + j:
+            return False
+    return True
+
+
+def _merge(c: Call, arg: Expr) -> Expr | None:
+    """``c`` (a reshape whose input is now ``arg``) without a reshape under it or as a no-op."""
+    src = arg.args[0] if isinstance(arg, Call) and arg.op == "reshape" else arg
+    if src.shape == c.shape:
+        return src
+    if src is not arg:
+        return make_call("reshape", [src], newshape=c.shape)
+    return None
+
+
+def _operand(o: Expr, r: Call) -> Expr | None:
+    """``o`` (or the input of its unit reshape) as an operand of the op moved below ``r`` (its
+    input ``a`` in place of ``r``), or None where no such operand computes the same."""
+    unit = _unit_reshape(o)
+    for cand in (o, None if unit is None else unit.args[0]):
+        if cand is not None and _aligned(cand.shape, r.shape, r.args[0].shape):
+            return cand
+    return None
+
+
+def _sink(c: Call, args: tuple[Expr, ...], sinkable: set[int]) -> Call | None:
+    """``reshape(c'(a, ...))`` for ``c(reshape(a), ...)`` when that is the same computation."""
+    for k, arg in enumerate(args):
+        r = _unit_reshape(arg)
+        if r is None or id(r) not in sinkable or c.shape != r.shape:
+            continue
+        a = r.args[0]
+        if c.op == "nn.bias_add":
+            axis = _axis_map(r.shape, a.shape).get(c.attr("axis") % len(r.shape))
+            if k != 0 or axis is None:
+                continue
+            inner = make_call(c.op, [a, args[1]], axis=axis)
+        else:
+            new_args = [a if j == k else _operand(o, r) for j, o in enumerate(args)]
+            if any(o is None for o in new_args):
+                continue
+            inner = make_call(c.op, new_args, **dict(c.attrs))  # type: ignore[arg-type]
+        return make_call("reshape", [inner], newshape=c.shape)
+    return None
+
+
+def simplify_reshapes(func: Function) -> Function:
+    """``func`` with reshapes merged and unit reshapes sunk below element-wise ops (the same
+    object when nothing changes).
+
+    Parameters
+    ----------
+    func : Function
+
+    Returns
+    -------
+    Function
+    """
+    calls = func.calls()
+    if not any(c.op == "reshape" for c in calls):
+        return func
+    # NOTE: a reshape sinks when element-wise ops are all that read it (they all sink, so it
+    # goes); with another reader it would stay, and its input would gain a reader
+    readers: dict[int, list[Call]] = {id(func.body): [func.body]}
+    for c in calls:
+        for a in c.args:
+            readers.setdefault(id(a), []).append(c)
+    sinkable = {id(c) for c in calls if id(c) != id(func.body)
+                and all(u.op in ELEMENTWISE for u in readers.get(id(c), ()))}
+    swap: dict[int, Expr] = {}
+    for c in calls:
+        args = tuple(swap.get(id(a), a) for a in c.args)
+        new: Expr | None = None
+        if c.op == "reshape":
+            new = _merge(c, args[0])
+        elif c.op in ELEMENTWISE:
+            new = _sink(c, args, sinkable)
+        if new is None and any(n is not o for n, o in zip(args, c.args)):
+            new = dataclasses.replace(c, args=args)
+        if new is not None:
+            swap[id(c)] = new
+            if id(c) in sinkable:  # a replacement has its original's readers
+                sinkable.add(id(new))
+    body = swap.get(id(func.body), func.body)
+    if not isinstance(body, Call):  # the network's output is a no-op reshape of an input
+        return func
+    return func if body is func.body else Function(func.params, body, func.name)
+
+
+def simplify_for_fusion(func: Function, pc: PassContext) -> Function:
+    """``func`` as the fusion pass partitions it: reshapes simplified (pass ``SimplifyExpr``)
+    where ``pc`` fuses operators and does not disable that pass."""
+    if not pc.fuse or "SimplifyExpr" in pc.disabled_pass:
+        return func
+    return pc.run_pass("SimplifyExpr", 0, func, lambda: simplify_reshapes(func))
