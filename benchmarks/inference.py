@@ -2,14 +2,18 @@
 
 Models: ``resnet-18``, ``resnet-50``, ``mobilenet`` (the zoo's, batch 1, NCHW 224x224, random
 weights with batch-norm folded; the final softmax is left out so that the outputs compared are
-the logits: with random weights the softmax saturates, which would hide differences) and
-``conv2d-seed`` (the seed layer alone: conv2d 1x512x7x7, 512 3x3 filters, pad 1). Every engine computes the same network with the same weights on the
-same input: templtune builds it with ``relay.build`` (the packaged reference log of the host's
-ISA family, and with ``--log`` too), ONNX Runtime and OpenVINO load its ONNX export
-(:func:`peers.to_onnx`), PyTorch runs it eagerly. Outputs are checked against the numpy
-interpreter (``graph.evaluate``) and the maximum absolute differences printed; an f32 engine
-off by more than ``--rtol`` of the output's range fails the run (OpenVINO's default precision,
-bf16 on AMX hosts, is printed but not gated).
+the logits: with random weights the softmax saturates, which would hide differences),
+``conv2d-seed`` (the seed layer alone: conv2d 1x512x7x7, 512 3x3 filters, pad 1), or the path
+of an ONNX file (a name ending in ``.onnx``: a user's model, e.g. ``vit_onnx.py``'s ViT-B/16),
+imported with ``relay.frontend.from_onnx`` at the static input shape it declares and reported
+under the file's stem (:mod:`models`). Every engine computes the same network with the same
+weights on the same input: templtune builds it with ``relay.build`` (the packaged reference log
+of the host's ISA family, and with ``--log`` too); ONNX Runtime and OpenVINO load the ONNX file
+itself, as a user deploys it, or for a zoo model its export (:func:`peers.to_onnx`); PyTorch
+runs a zoo model eagerly (skipped for files: it maps only the zoo's ops). Outputs are checked
+against the numpy interpreter (``graph.evaluate``) and the maximum absolute differences
+printed; an f32 engine off by more than ``--rtol`` of the output's range fails the run
+(OpenVINO's default precision, bf16 on AMX hosts, is printed but not gated).
 
 Timing: for each thread count (each engine's own setting: ``kernel.set_num_threads``, ORT's
 ``intra_op_num_threads``, OpenVINO's ``INFERENCE_NUM_THREADS``, ``torch.set_num_threads``)
@@ -19,13 +23,13 @@ engines (spinning worker threads of the previous one); medians over ``--rounds``
 medians of the rounds' own ratios: a shared host's speed drifts between rounds. With
 ``--isolate`` each engine runs in a process of its own and times its calls there
 (:mod:`isolate`), as users deploy them; by default all share this process.
-GFLOPS count 2 x multiply-adds of the convolutions and dense layers; % of peak is against the
-FMA peak measured on the same threads (:func:`ops.fma_peak`). The ratio column is templtune's
-speed over the engine's (> 1: templtune faster). Results are also written to ``--out``.
+GFLOPS count 2 x multiply-adds of the convolutions, dense layers and batched matmuls; % of peak
+is against the FMA peak measured on the same threads (:func:`ops.fma_peak`). The ratio column is
+templtune's speed over the engine's (> 1: templtune faster). Results are also written to ``--out``.
 
 Run::
 
-    python3 benchmarks/inference.py [--models resnet-18,conv2d-seed] [--rounds 7]
+    python3 benchmarks/inference.py [--models resnet-18,conv2d-seed,MODEL.onnx] [--rounds 7]
         [--threads 1,2] [--log LOG] [--engines ort,openvino,openvino-default,torch]
 """
 
@@ -48,52 +52,21 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from isolate import TEMPLTUNE, TEMPLTUNE_LOG, model_input, start  # noqa: E402
+from models import (  # noqa: E402,F401 - seed_layer, network_flops: this module's API too
+    MODELS,
+    display_name,
+    load_model,
+    network_flops,
+    onnx_file,
+    seed_layer,
+)
 from peers import Engine, peer_engines, templtune_engine  # noqa: E402
 
 from templtune import graph  # noqa: E402
 
-MODELS = ("resnet-18", "resnet-50", "mobilenet", "conv2d-seed")
 #: key of the per-round FMA peaks in :func:`time_rounds`'s result
 PEAK = "FMA peak"
 PEERS = ("ort", "openvino", "openvino-default", "torch")
-
-
-def seed_layer(seed: int = 0) -> tuple[graph.Function, dict[str, np.ndarray]]:
-    """conv2d 1x512x7x7 -> 512 3x3, pad 1 (the seed document's layer), as a network."""
-    from templtune.graph import nn
-    from templtune.graph.ir import Function
-
-    data = nn.var("data", (1, 512, 7, 7))
-    weight = nn.var("weight", (512, 512, 3, 3))
-    body = nn.conv2d(data, weight, padding=(1, 1))
-    rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((512, 512, 3, 3)) * np.sqrt(2 / (512 * 9))).astype("float32")
-    return Function((data, weight), body, name="conv2d_seed"), {"weight": w}
-
-
-def load_model(name: str) -> tuple[graph.Function, dict[str, np.ndarray]]:
-    """The benchmark's network ``name`` and its params."""
-    from templtune.graph.ir import Function
-
-    if name == "conv2d-seed":
-        return seed_layer()
-    net, params, _, _ = graph.testing.get_network(name, 1, "NCHW")
-    if net.body.op == "nn.softmax":  # compare logits: see the module doc
-        net = Function(net.params, net.body.args[0], net.name)
-    return net, params
-
-
-def network_flops(net: graph.Function) -> float:
-    """2 x multiply-adds of the network's convolutions and dense layers."""
-    total = 0.0
-    for c in net.calls():
-        if c.op == "nn.conv2d":
-            o = c.shape  # NCHW output, OIHW weight
-            w = c.args[1].shape
-            total += 2.0 * np.prod(o) * w[1] * w[2] * w[3]
-        elif c.op == "nn.dense":
-            total += 2.0 * np.prod(c.shape) * c.args[0].shape[-1]
-    return total
 
 
 def cpu_name() -> str:
@@ -199,7 +172,9 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
     data = next(v for v in net.params if v.name not in params)
     x = model_input(net, params)
     gflop = network_flops(net) / 1e9
-    emit(f"\n== {name} {tuple(data.shape)}: {gflop:.3f} GFLOP per inference")
+    path = onnx_file(name)
+    emit(f"\n== {display_name(name)}{f' ({path})' if path else ''} {tuple(data.shape)}: "
+         f"{gflop:.3f} GFLOP per inference")
     t0 = time.time()
     specs = [TEMPLTUNE, *([TEMPLTUNE_LOG] if a.log else []), *a.engines.split(",")]
     if a.isolate:  # the engines as their processes built them (names, notes, precision)
@@ -219,7 +194,7 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
         if a.log:
             engines.append(templtune_engine(f"templtune (+{Path(a.log).name})", net, params,
                                             x, a.log))
-        peers, skipped = peer_engines(net, params, x, tuple(a.engines.split(",")))
+        peers, skipped = peer_engines(net, params, x, tuple(a.engines.split(",")), path)
         engines += peers
         specs, probe = [], []
     emit(f"  {'engines started' if a.isolate else 'templtune built'} in {time.time() - t0:.1f} s; "
@@ -269,7 +244,8 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="zoo names or ONNX files (*.onnx), comma-separated")
     ap.add_argument("--engines", default=",".join(PEERS), help="peers, comma-separated")
     ap.add_argument("--log", default=None, help="tuning records for a second templtune build")
     ap.add_argument("--threads", default="1,2")
@@ -282,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "inference.txt"))
     a = ap.parse_args(argv)
     for m in a.models.split(","):
-        if m not in MODELS:
-            ap.error(f"unknown model {m!r}; choose from {', '.join(MODELS)}")
+        path = onnx_file(m)
+        if path is not None and not path.is_file():
+            ap.error(f"no ONNX file {m!r}")
+        if path is None and m not in MODELS:
+            ap.error(f"unknown model {m!r}; choose from {', '.join(MODELS)} or an .onnx file")
 
     from ops import fma_peak
 

@@ -7,7 +7,9 @@ one engine per process, so here each (engine, thread count) gets a spawned proce
 the engine and answers the parent's requests over a pipe: its output once (for the check),
 then the milliseconds per call of ``number`` back-to-back calls, timed inside the process. The
 parent still interleaves the engines round by round and sleeps ``--settle`` between them; it
-waits on the pipe (blocked, not spinning) while a child runs.
+waits on the pipe (blocked, not spinning) while a child runs. A child gets the model's name and
+loads it itself (:func:`models.load_model`): a zoo name, or an ONNX file's path, which its ONNX
+peers then read too.
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ def model_input(net: Any, params: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _engine(spec: str, model: str, log: str | None) -> Any:
-    from inference import load_model
+    from models import load_model, onnx_file
     from peers import peer_engines, templtune_engine
 
-    net, params = load_model(model)
+    net, params = load_model(model)  # an ONNX file: re-imported from the same path
     x = model_input(net, params)
     if spec == TEMPLTUNE:
         return templtune_engine("templtune (packaged log)", net, params, x)
@@ -53,7 +55,7 @@ def _engine(spec: str, model: str, log: str | None) -> Any:
         from pathlib import Path
 
         return templtune_engine(f"templtune (+{Path(str(log)).name})", net, params, x, log)
-    engines, skipped = peer_engines(net, params, x, (spec,))
+    engines, skipped = peer_engines(net, params, x, (spec,), onnx_file(model))
     return engines[0] if engines else skipped[0]
 
 

@@ -1,12 +1,14 @@
 """Inference engines over one templtune network, for ``benchmarks/inference.py``.
 
-The network (a :mod:`templtune.graph` Function and its params) is exported to ONNX with the same
-weights (:func:`to_onnx`; batch-norm is already folded in the zoo, so each conv carries its
-bias), which ONNX Runtime and OpenVINO load; PyTorch runs it eagerly op by op
-(:func:`network.torch_forward`); templtune builds it with ``relay.build``. Each engine is an
-:class:`Engine` whose ``prepare(threads)`` returns a zero-argument call computing the output
-for the fixed input, with the engine's own thread setting. Missing packages raise
-:class:`EngineUnavailable` at ``prepare``/construction so a caller can skip that engine.
+ONNX Runtime and OpenVINO load the ONNX file the network was imported from, when it was (a
+user's model: the peers run the file a user deploys), or else the network (a
+:mod:`templtune.graph` Function and its params) exported to ONNX with the same weights
+(:func:`to_onnx`; batch-norm is already folded in the zoo, so each conv carries its bias).
+PyTorch runs a zoo network eagerly op by op (:func:`network.torch_forward`); templtune builds
+the network with ``relay.build``. Each engine is an :class:`Engine` whose ``prepare(threads)``
+returns a zero-argument call computing the output for the fixed input, with the engine's own
+thread setting. A missing package (or a network the engine cannot run) raises
+:class:`EngineUnavailable` at construction so a caller can skip that engine.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ Runner = Callable[[], np.ndarray]
 
 
 class EngineUnavailable(RuntimeError):
-    """The engine's package is not installed (the benchmark skips the engine)."""
+    """Why the engine cannot run here, e.g. its package is not installed (the benchmark skips
+    the engine)."""
 
 
 # ---- ONNX export ---------------------------------------------------------------------------
@@ -183,12 +186,14 @@ def templtune_engine(name: str, net: graph.Function, params: dict[str, np.ndarra
     return Engine(name, prepare, note=note)
 
 
-def ort_engine(model_bytes: bytes, x: np.ndarray, input_name: str) -> Engine:
-    """ONNX Runtime, CPU execution provider, all graph optimizations (NCHWc included)."""
+def ort_engine(model: bytes | Path, x: np.ndarray, input_name: str) -> Engine:
+    """ONNX Runtime, CPU execution provider, all graph optimizations (NCHWc included);
+    ``model`` the serialized model or its file."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
-        raise EngineUnavailable("onnxruntime") from exc
+        raise EngineUnavailable("onnxruntime is not installed") from exc
+    source = str(model) if isinstance(model, Path) else model
 
     def prepare(threads: int) -> Runner:
         so = ort.SessionOptions()
@@ -196,21 +201,22 @@ def ort_engine(model_bytes: bytes, x: np.ndarray, input_name: str) -> Engine:
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
         return lambda: sess.run(None, {input_name: x})[0]
 
     return Engine(f"ONNX Runtime {ort.__version__}", prepare)
 
 
-def openvino_engine(model_bytes: bytes, x: np.ndarray, precision: str | None) -> Engine:
+def openvino_engine(model: bytes | Path, x: np.ndarray, precision: str | None) -> Engine:
     """OpenVINO CPU plugin, latency hint, one stream; ``precision`` ``"f32"`` pins
-    ``INFERENCE_PRECISION_HINT`` (None: the plugin's default, bf16 on AMX hosts)."""
+    ``INFERENCE_PRECISION_HINT`` (None: the plugin's default, bf16 on AMX hosts); ``model``
+    the serialized model or its file."""
     try:
         import openvino as ov
     except ImportError as exc:
-        raise EngineUnavailable("openvino") from exc
+        raise EngineUnavailable("openvino is not installed") from exc
     core = ov.Core()
-    model = core.read_model(_onnx_path(model_bytes))
+    ov_model = core.read_model(str(model) if isinstance(model, Path) else _onnx_path(model))
     label: dict[str, str] = {}
 
     def prepare(threads: int) -> Runner:
@@ -218,7 +224,7 @@ def openvino_engine(model_bytes: bytes, x: np.ndarray, precision: str | None) ->
                "INFERENCE_NUM_THREADS": str(threads)}
         if precision is not None:
             cfg["INFERENCE_PRECISION_HINT"] = precision
-        compiled = core.compile_model(model, "CPU", cfg)
+        compiled = core.compile_model(ov_model, "CPU", cfg)
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         label["precision"] = getattr(hint, "get_type_name", lambda: str(hint))()
         req = compiled.create_infer_request()
@@ -257,7 +263,7 @@ def torch_engine(net: graph.Function, params: dict[str, np.ndarray], x: np.ndarr
     try:
         import torch
     except ImportError as exc:
-        raise EngineUnavailable("torch") from exc
+        raise EngineUnavailable("torch is not installed") from exc
     from network import torch_forward
 
     fwd = torch_forward(net, params)
@@ -275,16 +281,30 @@ def torch_engine(net: graph.Function, params: dict[str, np.ndarray], x: np.ndarr
 
 
 def peer_engines(net: graph.Function, params: dict[str, np.ndarray], x: np.ndarray,
-                 names: tuple[str, ...] = ("ort", "openvino", "openvino-default", "torch")
-                 ) -> tuple[list[Engine], list[str]]:
-    """The installed peers among ``names``, and a line for each one skipped."""
-    model_bytes = to_onnx(net, params).SerializeToString()
+                 names: tuple[str, ...] = ("ort", "openvino", "openvino-default", "torch"),
+                 onnx_file: Path | None = None) -> tuple[list[Engine], list[str]]:
+    """The installed peers among ``names``, and a line for each one skipped. ``onnx_file``:
+    the file ``net`` was imported from, which the ONNX peers then load themselves."""
     input_name = next(v.name for v in net.params if v.name not in params)
+    model: bytes | Path | None = onnx_file
+
+    def onnx_model() -> bytes | Path:
+        nonlocal model
+        if model is None:  # exported once, for the first peer that needs it
+            model = to_onnx(net, params).SerializeToString()
+        return model
+
+    def torch_peer() -> Engine:
+        if onnx_file is not None:
+            # NOTE: torch_forward maps the zoo's ops only (no layer_norm, batch_matmul ...)
+            raise EngineUnavailable("runs zoo networks only")
+        return torch_engine(net, params, x)
+
     makers: dict[str, Callable[[], Engine]] = {
-        "ort": lambda: ort_engine(model_bytes, x, input_name),
-        "openvino": lambda: openvino_engine(model_bytes, x, "f32"),
-        "openvino-default": lambda: openvino_engine(model_bytes, x, None),
-        "torch": lambda: torch_engine(net, params, x),
+        "ort": lambda: ort_engine(onnx_model(), x, input_name),
+        "openvino": lambda: openvino_engine(onnx_model(), x, "f32"),
+        "openvino-default": lambda: openvino_engine(onnx_model(), x, None),
+        "torch": torch_peer,
     }
     unknown = [n for n in names if n not in makers]
     if unknown:
@@ -294,5 +314,5 @@ def peer_engines(net: graph.Function, params: dict[str, np.ndarray], x: np.ndarr
         try:
             engines.append(makers[n]())
         except EngineUnavailable as exc:
-            skipped.append(f"{n}: {exc} is not installed")
+            skipped.append(f"{n}: {exc}")
     return engines, skipped

@@ -117,3 +117,42 @@ def test_isolated_child_reports_a_missing_peer():
     (child,) = isolate.start(["no-such-engine"], "conv2d-seed", None, 1)
     child.close()
     assert child.ready.skipped and not child.ready.name
+
+
+def _onnx_file(path: Path, batch: int | str = 1) -> Path:
+    """A one-layer transformer-style ONNX file: x [1, 4, 8] @ W + b, GELU-free, softmax."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 6)).astype("float32"), "W")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype("float32"), "B")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
+             helper.make_node("Add", ["h", "B"], ["y"]),
+             helper.make_node("Softmax", ["y"], ["out"], axis=-1)]
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [batch, 4, 8])], [helper.make_tensor_value_info(
+            "out", TensorProto.FLOAT, None)], [w, b])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return path
+
+
+def test_an_onnx_file_is_a_model_whose_peers_load_the_file(tmp_path):
+    import models
+
+    path = _onnx_file(tmp_path / "tiny.onnx")
+    name = str(path)
+    net, params = models.load_model(name)
+    assert models.display_name(name) == "tiny"
+    assert models.network_flops(net) == 2.0 * 4 * 6 * 8
+    from isolate import model_input
+
+    x = model_input(net, params)
+    engines, skipped = peers.peer_engines(net, params, x, ("ort", "torch"),
+                                          onnx_file=models.onnx_file(name))
+    assert skipped[-1] == "torch: runs zoo networks only"
+    ref = graph.evaluate(net, params, x=x)
+    for e in [peers.templtune_engine("templtune", net, params, x), *engines]:
+        np.testing.assert_allclose(e.prepare(1)(), ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="symbolic dimensions"):
+        models.load_model(str(_onnx_file(tmp_path / "dyn.onnx", batch="N")))

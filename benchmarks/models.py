@@ -1,0 +1,104 @@
+"""The networks of ``benchmarks/inference.py``: the zoo's, the seed layer, or an ONNX file.
+
+A model name ending in ``.onnx`` is the path of a user's model file, imported with
+``relay.frontend.from_onnx`` at the static input shape the file declares; its display name is
+the file's stem. The peers load that file itself (:func:`onnx_file`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from templtune import graph  # noqa: E402
+
+MODELS = ("resnet-18", "resnet-50", "mobilenet", "conv2d-seed")
+
+
+def onnx_file(name: str) -> Path | None:
+    """The ONNX file that model ``name`` names (absolute, so a spawned child finds it too);
+    None for a zoo model."""
+    return Path(name).resolve() if name.endswith(".onnx") else None
+
+
+def display_name(name: str) -> str:
+    """The model's name in the report: a file's stem, or the zoo name."""
+    path = onnx_file(name)
+    return path.stem if path is not None else name
+
+
+def seed_layer(seed: int = 0) -> tuple[graph.Function, dict[str, np.ndarray]]:
+    """conv2d 1x512x7x7 -> 512 3x3, pad 1 (the seed document's layer), as a network."""
+    from templtune.graph import nn
+    from templtune.graph.ir import Function
+
+    data = nn.var("data", (1, 512, 7, 7))
+    weight = nn.var("weight", (512, 512, 3, 3))
+    body = nn.conv2d(data, weight, padding=(1, 1))
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((512, 512, 3, 3)) * np.sqrt(2 / (512 * 9))).astype("float32")
+    return Function((data, weight), body, name="conv2d_seed"), {"weight": w}
+
+
+def onnx_input(model: Any, path: Path) -> tuple[str, tuple[int, ...]]:
+    """The name and static shape of the model's one float32 input."""
+    from onnx import TensorProto
+
+    inits = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise ValueError(f"{path}: one input expected, the model has "
+                         f"{[i.name for i in inputs]}")
+    inp = inputs[0]
+    t = inp.type.tensor_type
+    if t.elem_type != TensorProto.FLOAT:
+        raise ValueError(f"{path}: input {inp.name!r} is of ONNX type "
+                         f"{TensorProto.DataType.Name(t.elem_type)}; only float32 inputs are fed")
+    dims: list[int | str] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                             for d in t.shape.dim]
+    if any(not isinstance(d, int) or d <= 0 for d in dims):
+        raise ValueError(f"{path}: input {inp.name!r} has symbolic dimensions {dims}; export "
+                         "the model with a static shape, batch 1 (torch.onnx.export without "
+                         "dynamic_axes or dynamic_shapes)")
+    return inp.name, tuple(int(d) for d in dims)
+
+
+def load_model(name: str) -> tuple[graph.Function, dict[str, np.ndarray]]:
+    """The benchmark's network ``name`` and its params."""
+    from templtune.graph.ir import Call, Function
+
+    path = onnx_file(name)
+    if path is not None:
+        import onnx
+
+        from templtune.relay import frontend
+
+        model = onnx.load(str(path))  # with its external data, if any
+        inp, shape = onnx_input(model, path)
+        return frontend.from_onnx(model, {inp: shape})
+    if name == "conv2d-seed":
+        return seed_layer()
+    net, params, _, _ = graph.testing.get_network(name, 1, "NCHW")
+    logits = net.body.args[0] if net.body.op == "nn.softmax" else None
+    if isinstance(logits, Call):  # compare logits: see inference.py's module doc
+        net = Function(net.params, logits, net.name)
+    return net, params
+
+
+def network_flops(net: graph.Function) -> float:
+    """2 x multiply-adds of the network's convolutions, dense layers and batched matmuls."""
+    total = 0.0
+    for c in net.calls():
+        if c.op == "nn.conv2d":
+            # NCHW output, OIHW weight (I: input channels per group, so grouped convs too)
+            w = c.args[1].shape
+            total += 2.0 * np.prod(c.shape) * w[1] * w[2] * w[3]
+        elif c.op in ("nn.dense", "nn.batch_matmul"):
+            # dense: N-D data [..., K]; batch_matmul: [B, M, K] x [B, N, K] -> [B, M, N]
+            total += 2.0 * np.prod(c.shape) * c.args[0].shape[-1]
+    return total
