@@ -169,3 +169,62 @@ def test_network_writes_residuals_in_place_and_matches_numpy() -> None:
     assert len(prof) == len(lib.groups) and all(t > 0 for _, _, t in prof)
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def _reshape_net() -> tuple[graph.Function, dict[str, np.ndarray]]:
+    """dense -> reshape (a group of its own: layer_norm ends the chain) read by a later layer
+    while its source is read after it too, and a network output that is a reshape."""
+    from templtune.graph import nn
+    from templtune.graph.op import make_call
+
+    rng = np.random.default_rng(4)
+    params = {k: rng.standard_normal(s).astype("float32")
+              for k, s in (("w1", (12, 12)), ("w2", (12, 12)), ("g", (12,)), ("b", (12,)))}
+    v = {k: nn.var(k, a.shape) for k, a in params.items()}
+    x = nn.var("x", (5, 12))
+    ln = make_call("nn.layer_norm", [nn.dense(x, v["w1"]), v["g"], v["b"]], axis=1,
+                   epsilon=1e-5)
+    flat = make_call("reshape", [ln], newshape=(1, 5, 12))
+    y = nn.dense(make_call("reshape", [flat], newshape=(5, 12)), v["w2"])
+    z = nn.add(y, ln)  # ln read after the view of it
+    out = make_call("reshape", [make_call("nn.layer_norm", [z, v["g"], v["b"]], axis=1,
+                                          epsilon=1e-5)], newshape=(60,))
+    return graph.Function((x, *v.values()), out), params
+
+
+def test_reshape_groups_are_views_of_their_input() -> None:
+    from templtune.graph.memory_plan import View
+
+    net, params = _reshape_net()
+    x = np.random.default_rng(5).standard_normal((5, 12)).astype("float32")
+    ref = graph.evaluate(net, params, x=x)
+    with PassContext(opt_level=3, disabled_pass=["SimplifyExpr"]):
+        lib = graph.build(net, "llvm", params)
+    views = [cg for cg in lib.groups if isinstance(cg.steps[0].kernel, View)]
+    assert len(views) == 2 and all(cg.kernels == () and cg.impl == "view" for cg in views)
+    rt = lib["default"](templtune.cpu())
+    for kernel, args in rt.plan:
+        if isinstance(kernel, View):
+            assert np.shares_memory(args[0], args[-1])  # no copy: the output is the input
+    m = graph.GraphModule(rt)
+    m.set_input("x", x)
+    for _ in range(2):
+        m.run()
+        np.testing.assert_allclose(m.get_output(0).numpy(), ref, rtol=1e-4, atol=1e-4)
+    assert len(m.profile(number=1)) == len(lib.groups)
+
+
+def test_views_extend_their_source_lifetime() -> None:
+    from templtune.graph.memory_plan import View, step_uses, view_roots
+
+    class S:
+        def __init__(self, kernel, inputs, output):
+            self.kernel, self.inputs, self.output, self.inplace = kernel, inputs, output, ()
+
+    vals = [type("V", (), {"shape": (4,), "dtype": "float32"})() for _ in range(4)]
+    steps = [S("k", (), vals[0]), S(View((2, 2)), (vals[0],), vals[1]),
+             S(View((4,)), (vals[1],), vals[2]), S("k", (vals[2],), vals[3])]
+    assert view_roots(steps) == {id(vals[1]): id(vals[0]), id(vals[2]): id(vals[0])}
+    uses = step_uses(steps)
+    assert [(u.reads, u.writes) for u in uses] == [((), id(vals[0])),
+                                                   ((id(vals[0]),), id(vals[3]))]

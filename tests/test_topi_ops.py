@@ -279,3 +279,35 @@ def test_group_conv2d(groups, stride, padding):
                                                            groups=groups), rtol=1e-4, atol=1e-5)
     with pytest.raises(ExprError, match="groups"):
         topi.nn.group_conv2d_nchw(data, kernel, 1, 1, 1, 3)
+
+
+@settings(max_examples=80, deadline=None)
+@given(dims=st.lists(st.integers(1, 4), min_size=1, max_size=5), data=st.data())
+def test_reshape_matches_numpy_for_any_regrouping(dims, data) -> None:
+    """Reshapes between any two shapes of the same size (unit axes added, dropped and moved,
+    runs of axes merged and split) read the elements numpy's row-major reshape does; the
+    compiled kernel (vectorized innermost loop) agrees with the interpreter."""
+    import templtune
+
+    size = int(np.prod(dims))
+    new: list[int] = []
+    rest = size
+    while rest > 1:
+        d = data.draw(st.sampled_from([k for k in range(2, rest + 1) if rest % k == 0]))
+        new.append(d)
+        rest //= d
+    for _ in range(data.draw(st.integers(0, 2))):
+        new.insert(data.draw(st.integers(0, len(new))), 1)
+    new = new or [1]
+    x = te.placeholder(tuple(dims), name="x")
+    y = topi.reshape(x, new)
+    a = np.arange(size, dtype="float32").reshape(dims)
+    (got,) = evaluate([y], {x: a})
+    np.testing.assert_array_equal(got, a.reshape(new))
+    s = te.create_schedule(y.op)
+    if new[-1] > 1:
+        s[y].vectorize(s[y].op.axis[-1])
+    f = templtune.build(s, [x, y], "llvm")
+    out = templtune.nd.array(np.zeros(new, "float32"))
+    f(templtune.nd.array(a), out)
+    np.testing.assert_array_equal(out.numpy(), a.reshape(new))

@@ -51,6 +51,7 @@ from .default_schedules import default_schedule
 from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
+from .memory_plan import View
 from .op import GraphError
 from .simplify import simplify_for_fusion
 from .transform import PassContext
@@ -89,7 +90,8 @@ class CompiledGroup:
 
     @property
     def kernels(self) -> tuple[Any, ...]:
-        return tuple(st.kernel for st in self.steps)
+        """The compiled kernels its steps call (a :class:`View` step calls none)."""
+        return tuple(st.kernel for st in self.steps if not isinstance(st.kernel, View))
 
 
 def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts: set[int]
@@ -151,7 +153,18 @@ class _Compiler:
             self.consts[(name, key)] = transform(self.params[name])
         return self.consts[(name, key)]
 
+    def view(self, calls: tuple[Call, ...], src: Expr) -> Step | None:
+        """A step that runs no kernel for ``calls`` when they only reshape ``src``, a value a
+        kernel writes, on a host target (the host runtime gives a view of its memory)."""
+        if (not calls or self.target.capabilities.is_gpu or not isinstance(src, Call)
+                or any(c.op != "reshape" for c in calls)):
+            return None
+        return Step(View(calls[-1].shape), (src,), calls[-1])
+
     def compile(self, group: FusedGroup) -> CompiledGroup:
+        view = self.view(group.calls, group.inputs[0]) if len(group.inputs) == 1 else None
+        if view is not None:
+            return CompiledGroup(group, (view,), "", False, "view")
         consts = {k for k, e in enumerate(group.inputs)
                   if isinstance(e, Var) and e.name in self.params}
         sch, tensors, key, layouts = _auto_scheduled(group, self.target,
@@ -209,7 +222,10 @@ class _Compiler:
                          if e.shape == ft.output.shape and e.dtype == ft.output.dtype)
             inputs += ft.inputs
         steps = [Step(k, tuple(inputs), group.calls[n_done - 1], over)]
-        if len(group.calls) > n_done:
+        view = self.view(group.calls[n_done:], group.calls[n_done - 1])
+        if view is not None:
+            steps.append(view)
+        elif len(group.calls) > n_done:
             tail = make_group(group.calls[n_done:])
             tt = tail.to_tensors()
             tk = ComputeDAG(tt).workload_key()

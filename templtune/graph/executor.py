@@ -23,7 +23,7 @@ from templtune.runtime.aligned import view
 from templtune.runtime.cuda.timing import TimeResult, measure_loop
 
 from .build import GraphExecutorFactoryModule, _numpy, input_vars
-from .memory_plan import allocate, pack_constants, plan_storage, step_uses
+from .memory_plan import View, allocate, pack_constants, plan_storage, step_uses, view_roots
 from .op import GraphError
 
 logger = logging.getLogger("templtune.graph")
@@ -83,6 +83,10 @@ def _as_declared(kernel: Any, args: tuple[np.ndarray, ...]) -> tuple[np.ndarray,
     return tuple(out)
 
 
+def _no_call() -> None:
+    """A :class:`View` step's call: its output already is its input's memory."""
+
+
 class GraphRuntime:
     """Buffers and the call plan of one built network on the host (``lib["default"](dev)``)."""
 
@@ -106,20 +110,24 @@ class GraphRuntime:
         packed = {id(a): p for a, p in zip(consts, pack_constants(consts))}
         env.update({k: packed.get(id(a), a) for k, a in bound.items()})
         uses = step_uses(steps)
-        storage = plan_storage(uses, keep=frozenset({id(lib.func.body)}))
+        roots = view_roots(steps)
+        body = id(lib.func.body)
+        storage = plan_storage(uses, keep=frozenset({roots.get(body, body)}))
         blocks = allocate(storage)
         self.plan: list[tuple[Any, tuple[np.ndarray, ...]]] = []
         for step in steps:
             out = step.output
-            buf = view(blocks[storage.block_of[id(out)]], out.shape, out.dtype)
+            block = storage.block_of[roots.get(id(out), id(out))]
+            buf = view(blocks[block], out.shape, out.dtype)
             env[id(out)] = buf
             args = tuple(packed[id(e)] if isinstance(e, np.ndarray) else env[id(e)]
                          for e in step.inputs) + (buf,)
             self.plan.append((step.kernel, _as_declared(step.kernel, args)))
         #: the plan's calls bound to their arrays (argument checks done once, here)
         bind = [getattr(k, "bind", None) for k, _ in self.plan]
-        self.calls = [functools.partial(k, *a) if b is None else b(*a)
-                       for b, (k, a) in zip(bind, self.plan)]
+        self.calls = [_no_call if isinstance(k, View) else
+                      functools.partial(k, *a) if b is None else b(*a)
+                      for b, (k, a) in zip(bind, self.plan)]
         #: bytes of intermediate storage after sharing, and without it
         self.storage_bytes = (storage.total, sum(u.nbytes for u in uses))
         self.output = env[id(lib.func.body)]

@@ -22,7 +22,8 @@ import numpy as np
 
 from templtune.runtime.aligned import ALIGN, aligned_bytes, view
 
-__all__ = ["StoragePlan", "Use", "allocate", "pack_constants", "plan_storage", "step_uses", "value_bytes"]
+__all__ = ["StoragePlan", "Use", "View", "allocate", "pack_constants", "plan_storage", "step_uses",
+           "value_bytes", "view_roots"]
 
 
 
@@ -75,18 +76,45 @@ def value_bytes(e: Any) -> int:
     return int(np.prod(e.shape, dtype=np.int64)) * np.dtype(e.dtype).itemsize
 
 
+@dataclass(frozen=True, slots=True)
+class View:
+    """The kernel of a step that runs none: its output is its one input's memory in another
+    shape (a reshape of a value an earlier step wrote), planned into the input's block."""
+
+    shape: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return "view"
+
+
+def view_roots(steps: Sequence[Any]) -> dict[int, int]:
+    """Each :class:`View` step's output -> the value whose block it shares (a view of a view
+    shares the first one's)."""
+    roots: dict[int, int] = {}
+    for step in steps:
+        if isinstance(step.kernel, View):
+            src = id(step.inputs[0])
+            roots[id(step.output)] = roots.get(src, src)
+    return roots
+
+
 def step_uses(steps: Sequence[Any], inplace: bool = True) -> list[Use]:
     """The planner's view of a network's kernel calls (``graph.build.Step``: ``inputs``,
     ``output``, ``inplace``): the values each reads that an earlier call wrote (constants and
-    network inputs left out), and, with ``inplace``, those it may write its output over."""
+    network inputs left out), and, with ``inplace``, those it may write its output over.
+    :class:`View` steps are no calls: a read of a view reads the value it shares a block with
+    (:func:`view_roots`), which so stays live as long as the view is read."""
     produced = {id(step.output) for step in steps}
+    roots = view_roots(steps)
 
     def made(es: Any) -> tuple[int, ...]:
-        return tuple(id(e) for e in es if not isinstance(e, np.ndarray) and id(e) in produced)
+        return tuple(roots.get(id(e), id(e)) for e in es
+                     if not isinstance(e, np.ndarray) and id(e) in produced)
 
     return [Use(made(step.inputs), id(step.output), value_bytes(step.output),
                 made(step.inputs[p] for p in step.inplace) if inplace else ())
-            for step in steps]
+            for step in steps if not isinstance(step.kernel, View)]
 
 
 def _round(nbytes: int) -> int:

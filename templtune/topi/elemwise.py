@@ -52,21 +52,53 @@ def transpose(x: te.Tensor, axes: Sequence[int] | None = None) -> te.Tensor:
     return te.compute(shape, axis_names(f, nd), name="T_transpose", tag=tag.INJECTIVE)
 
 
+def _reshape_groups(old: tuple[int, ...], new: tuple[int, ...]
+                    ) -> list[tuple[list[int], list[int]]]:
+    """The non-unit axes of ``new`` and ``old`` in consecutive runs of equal size product
+    (row-major order makes each run's elements contiguous in both shapes)."""
+    o = [k for k, d in enumerate(old) if d != 1]
+    n = [k for k, d in enumerate(new) if d != 1]
+    groups: list[tuple[list[int], list[int]]] = []
+    while o or n:
+        go, gn = [o.pop(0)], [n.pop(0)]
+        po, pn = old[go[0]], new[gn[0]]
+        while po != pn:
+            if po < pn:
+                go.append(o.pop(0))
+                po *= old[go[-1]]
+            else:
+                gn.append(n.pop(0))
+                pn *= new[gn[-1]]
+        groups.append((gn, go))
+    return groups
+
+
 def reshape(x: te.Tensor, newshape: Sequence[int]) -> te.Tensor:
-    """Row-major reshape of a constant-shape tensor."""
+    """Row-major reshape of a constant-shape tensor.
+
+    Each run of axes whose sizes multiply to the same product in both shapes maps on its own,
+    and unit axes not at all: a reshape that adds or drops unit axes reads ``x`` at the same
+    indices, without the divisions of a flat index (which vector code would do lane by lane).
+    """
     old = get_const_tuple(x.shape)
     new = tuple(int(s) for s in newshape)
     if math.prod(old) != math.prod(new):  # type: ignore[arg-type]
         raise ExprError(f"reshape: cannot reshape {old} to {new}")
+    groups = _reshape_groups(old, new)  # type: ignore[arg-type]
 
     def f(*i: Any) -> PrimExpr:
-        flat: Any = 0
-        for k, s in zip(i, new):
-            flat = flat * s + k
-        idx = []
-        for s in reversed(old):
-            idx.append(flat % s)
-            flat = flat // s
-        return x[tuple(reversed(idx))]
+        idx: list[Any] = [0] * len(old)
+        for gn, go in groups:
+            if len(gn) == 1 and len(go) == 1:
+                idx[go[0]] = i[gn[0]]
+                continue
+            flat: Any = 0
+            for k in gn:
+                flat = flat * new[k] + i[k]
+            for j, k in enumerate(reversed(go)):
+                # NOTE: the outermost axis of a run needs no modulo (flat < the run's product)
+                idx[k] = flat if j == len(go) - 1 else flat % old[k]
+                flat = flat // old[k]
+        return x[tuple(idx)]
 
     return te.compute(new, axis_names(f, len(new)), name="T_reshape", tag=tag.INJECTIVE)
