@@ -83,10 +83,6 @@ class View:
 
     shape: tuple[int, ...]
 
-    @property
-    def name(self) -> str:
-        return "view"
-
 
 def view_roots(steps: Sequence[Any]) -> dict[int, int]:
     """Each :class:`View` step's output -> the value whose block it shares (a view of a view

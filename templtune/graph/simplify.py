@@ -50,8 +50,8 @@ def _axis_map(r: tuple[int, ...], a: tuple[int, ...]) -> dict[int, int]:
 
 def _aligned(o: tuple[int, ...], r: tuple[int, ...], a: tuple[int, ...]) -> bool:
     """Whether ``o`` numpy-broadcasts against ``a`` onto the same dimensions as against ``r``
-    (``a`` being ``r`` with unit dimensions added or dropped)."""
-    if len(o) > len(a) or len(o) > len(r):
+    (``a`` being ``r`` with unit dimensions added or dropped; ``o`` broadcasts onto ``r``)."""
+    if len(o) > len(a):
         return False
     m = _axis_map(r, a)
     for j, d in enumerate(o):

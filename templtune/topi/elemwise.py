@@ -89,16 +89,14 @@ def reshape(x: te.Tensor, newshape: Sequence[int]) -> te.Tensor:
     def f(*i: Any) -> PrimExpr:
         idx: list[Any] = [0] * len(old)
         for gn, go in groups:
-            if len(gn) == 1 and len(go) == 1:
-                idx[go[0]] = i[gn[0]]
-                continue
-            flat: Any = 0
-            for k in gn:
+            flat = i[gn[0]]
+            for k in gn[1:]:
                 flat = flat * new[k] + i[k]
-            for j, k in enumerate(reversed(go)):
-                # NOTE: the outermost axis of a run needs no modulo (flat < the run's product)
-                idx[k] = flat if j == len(go) - 1 else flat % old[k]
+            # NOTE: the outermost axis of a run needs no modulo (flat < the run's product)
+            for k in reversed(go[1:]):
+                idx[k] = flat % old[k]
                 flat = flat // old[k]
+            idx[go[0]] = flat
         return x[tuple(idx)]
 
     return te.compute(new, axis_names(f, len(new)), name="T_reshape", tag=tag.INJECTIVE)
