@@ -8,11 +8,15 @@ computed once per reader); the leading spatial loops are fused and parallel,
 and the innermost non-unit spatial loop is split by the target's vector lanes and vectorized
 (when the lanes, or a power-of-two fraction of them of at least ``_MIN_LANES``, divide it: a
 guarded tail would stay serial). A long single-axis reduction (softmax's max and sum over the
-last axis) is factored (``rfactor``) into lane-wide partial results.
+last axis) is factored (``rfactor``) into lane-wide partial results. A row-wise group
+(softmax, layer norm: reductions over the output's trailing axes and element-wise steps
+between them) computes every stage inside the output's parallel loop over rows, so a row's
+intermediates stay in cache instead of making whole-tensor passes over memory.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -120,8 +124,10 @@ def _parallel(stage: Any, axes: list[Any], limit: int, threshold: int) -> None:
     stage.parallel(fused)
 
 
-def _factor(s: Any, stage: Any, caps: Any, threshold: int) -> Any | None:
-    """rfactor a long single-axis reduction into lane-wide partials; returns the rf stage."""
+def _factor(s: Any, stage: Any, caps: Any, threshold: int,
+            attach: tuple[Any, Any] | None = None) -> Any | None:
+    """rfactor a long single-axis reduction into lane-wide partials; returns the rf stage
+    (computed at ``attach``, a ``(stage, loop)``, when given, else parallel at the root)."""
     op = stage.op
     if len(op.reduce_axis) != 1 or _reduce_extent(op) < _RFACTOR_MIN:
         return None
@@ -136,7 +142,9 @@ def _factor(s: Any, stage: Any, caps: Any, threshold: int) -> Any | None:
     raxes = list(rst.leaf_iter_vars[:len(rst.op.axis)])
     rst.reorder(*raxes[:-1], *rst.op.reduce_axis, raxes[-1])
     rst.vectorize(raxes[-1])
-    if len(raxes) > 1:
+    if attach is not None:
+        rst.compute_at(*attach)
+    elif len(raxes) > 1:
         _parallel(rst, raxes, len(raxes) - 1, threshold)
     return rst
 
@@ -191,6 +199,60 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
         # updates independent outputs and LLVM can vectorise it (no reassociation needed).
         stage.reorder(*axes[:-1], *op.reduce_axis, axes[-1])
     _parallel(stage, axes, len(axes) - 1, threshold)
+
+
+def _shape(op: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in op.output(0).shape)
+
+
+def _row_rank(stages: list[Any], out: te.Tensor) -> int:
+    """``m`` when the group is row-wise: every stage besides the element-wise output is a
+    reduction over the output's axes after the first ``m`` (shape ``out.shape[:m]``, or with
+    kept unit axes) or element-wise over the output's shape (softmax, layer norm); else 0."""
+    shape = _shape(out.op)
+    if _is_reduce(out.op) or not stages:
+        return 0
+    ranks = set()
+    for st in stages:
+        sh = _shape(st.op)
+        if not _is_reduce(st.op):
+            if sh != shape:
+                return 0
+            continue
+        m = len(sh)
+        if m > len(shape):
+            return 0
+        while m and sh[m - 1] == 1 and shape[m - 1] != 1:
+            m -= 1  # kept (unit) reduced axes
+        if sh[:m] != shape[:m] or any(d != 1 for d in sh[m:]) or m >= len(shape):
+            return 0
+        ranks.add(m)
+    return ranks.pop() if len(ranks) == 1 else 0
+
+
+def _schedule_rows(s: Any, out: te.Tensor, stages: list[Any], m: int, caps: Any,
+                   threshold: int) -> None:
+    """Compute every stage of a row-wise group at the output's row loop: a row's reductions
+    and intermediates stay in cache (at the root each would be a pass over memory)."""
+    st = s[out]
+    axes = list(st.op.axis)
+    row = st.fuse(*axes[:m]) if m > 1 else axes[0]
+    v = _lanes(caps, out.dtype, _extent(axes[-1]), tail=True)
+    if v:
+        st.vectorize(st.split(axes[-1], factor=v)[1])
+    if _work(st.op) >= _PARALLEL_WORK:
+        st.parallel(row)
+    for stage in stages:
+        stage.compute_at(st, row)
+        if _is_reduce(stage.op):
+            if _factor(s, stage, caps, threshold, attach=(st, row)) is None and \
+                    len(stage.op.axis) > m:  # kept unit axes: the reduction goes outside
+                stage.reorder(*stage.op.reduce_axis, *stage.op.axis[m:])
+            continue
+        inner = list(stage.leaf_iter_vars)[m:]
+        w = _lanes(caps, stage.op.output(0).dtype, _extent(inner[-1]), tail=True)
+        if w:
+            stage.vectorize(stage.split(inner[-1], factor=w)[1])
 
 
 DefaultSchedule = Callable[[list[te.Tensor], Target], Any]
@@ -257,6 +319,15 @@ def default_schedule_cpu(tensors: list[te.Tensor], target: Target | None = None)
     s = te.create_schedule(out.op)
     _inline(s, out)
     threshold = max(_PARALLEL_MIN, 4 * caps.cores)
+    stages = [st for st in s.stages if isinstance(st.op, ComputeOp) and st.op is not out.op
+              and st.attach_type != "inline"]
+    m = _row_rank(stages, out)
+    # NOTE: too few rows to share among the threads keep the per-stage schedule below (its
+    # stages parallel over their own loops); a single thread takes the rows either way.
+    rows: int = math.prod(list(_shape(out.op)[:m])) if m else 0
+    if m and (rows >= threshold or _work(s[out].op) < _PARALLEL_WORK):
+        _schedule_rows(s, out, stages, m, caps, threshold)
+        return s
     for stage in list(s.stages):
         if not isinstance(stage.op, ComputeOp) or stage.attach_type == "inline":
             continue
