@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from templtune import graph, transform
 from templtune.graph import nn
 from templtune.graph.fuse import partition
-from templtune.graph.ir import Expr, Function
+from templtune.graph.ir import Call, Expr, Function
 from templtune.graph.op import make_call
 from templtune.graph.ops.elemwise import binary, unary
 from templtune.graph.simplify import simplify_reshapes
 
 
-def _reshape(x: Expr, shape: tuple[int, ...]) -> Expr:
+def _reshape(x: Expr, shape: tuple[int, ...]) -> Call:
     return make_call("reshape", [x], newshape=shape)
 
 
@@ -43,8 +43,8 @@ def _mlp(tokens: int = 7, width: int = 16, hidden: int = 32) -> tuple[Function, 
               "w2": rng.standard_normal((width, hidden)).astype("float32"),
               "b2": rng.standard_normal(width).astype("float32")}
     v = {k: nn.var(k, a.shape) for k, a in params.items()}
-    h = _reshape(nn.dense(_reshape(x, (tokens, width)), v["w1"]), (1, tokens, hidden))
-    h = _gelu(nn.bias_add(h, v["b1"], axis=-1), params, "g")
+    h1 = _reshape(nn.dense(_reshape(x, (tokens, width)), v["w1"]), (1, tokens, hidden))
+    h = _gelu(nn.bias_add(h1, v["b1"], axis=-1), params, "g")
     y = _reshape(nn.dense(_reshape(h, (tokens, hidden)), v["w2"]), (1, tokens, width))
     out = nn.add(x, nn.bias_add(y, v["b2"], axis=2))
     return Function((x, *v.values(), *(nn.var(k, (1,)) for k in params if k[0] == "g")), out,
@@ -82,7 +82,8 @@ def test_mlp_reshapes_sink_and_gelu_fuses_into_the_dense_kernel() -> None:
     gelu = groups[1]
     assert [c.op for c in gelu.calls] == ["nn.dense", "nn.bias_add", "divide", "erf", "add",
                                           "multiply", "multiply"]
-    assert [c.op for c in groups[2].calls][-1] == "add"  # the residual add joins the dense
+    # the residual add joins the dense (x reshaped like the dense's rows: a view on CPUs)
+    assert [c.op for c in groups[2].calls] == ["nn.dense", "nn.bias_add", "add", "reshape"]
     x = np.random.default_rng(1).standard_normal((1, 7, 16)).astype("float32")
     ref = graph.evaluate(func, params, x=x)
     np.testing.assert_allclose(graph.evaluate(simple, params, x=x), ref, rtol=1e-5, atol=1e-5)
@@ -91,6 +92,7 @@ def test_mlp_reshapes_sink_and_gelu_fuses_into_the_dense_kernel() -> None:
     dense = [cg for cg in lib.groups if cg.group.calls[0].op == "nn.dense"]
     # the template computes bias + GELU in its output stage: one kernel, no tail kernel
     assert len(dense[0].steps) == 1 and dense[0].group.calls[-1].op == "multiply"
+    assert [len(cg.kernels) for cg in dense] == [1, 1]
     np.testing.assert_allclose(_run(func, params, x), ref, rtol=1e-4, atol=1e-4)
 
 
@@ -152,12 +154,14 @@ _SHAPES = st.lists(st.integers(1, 3), min_size=1, max_size=3)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(core=_SHAPES, units=st.lists(st.integers(0, 3), min_size=2, max_size=2),
-       ops=st.lists(st.sampled_from(["relu", "add", "multiply", "bias", "erf"]), min_size=1,
-                    max_size=4),
-       keep=st.lists(st.booleans(), min_size=8, max_size=8), seed=st.integers(0, 99))
-def test_simplified_networks_compute_the_same(core, units, ops, keep, seed) -> None:
+       ops=st.lists(st.sampled_from(["relu", "add", "multiply", "bias", "erf", "full",
+                                     "transpose"]), min_size=1, max_size=4),
+       keep=st.lists(st.booleans(), min_size=8, max_size=8), seed=st.integers(0, 99),
+       flatten=st.booleans())
+def test_simplified_networks_compute_the_same(core, units, ops, keep, seed, flatten) -> None:
     """Random element-wise chains over a reshape that adds/drops unit dims, with constants of
-    random broadcastable shapes: the simplified network computes the same values."""
+    random broadcastable shapes or of the full shape, transposes (of unit axes only, or any)
+    and a batch_flatten: the simplified network computes the same values."""
     rng = np.random.default_rng(seed)
 
     def with_units(n: int) -> tuple[int, ...]:
@@ -171,19 +175,26 @@ def test_simplified_networks_compute_the_same(core, units, ops, keep, seed) -> N
     e: Expr = _reshape(x, r_shape)
     params: dict[str, np.ndarray] = {}
     for k, op in enumerate(ops):
-        if op in ("add", "multiply"):
-            shape = tuple(d if keep[j % 8] else 1 for j, d in enumerate(r_shape))
-            shape = shape[int(rng.integers(0, len(shape) + 1)):]
+        shape = e.shape
+        if op in ("add", "multiply", "full"):
+            if op != "full":
+                shape = tuple(d if keep[j % 8] else 1 for j, d in enumerate(shape))
+                shape = shape[int(rng.integers(0, len(shape) + 1)):]
             params[f"c{k}"] = rng.standard_normal(shape).astype("float32")
-            e = binary(op, e, nn.var(f"c{k}", shape))
+            e = binary("add" if op == "full" else op, e, nn.var(f"c{k}", shape))
         elif op == "bias":
-            axis = int(rng.integers(0, len(r_shape)))
-            params[f"c{k}"] = rng.standard_normal(r_shape[axis]).astype("float32")
-            e = nn.bias_add(e, nn.var(f"c{k}", (r_shape[axis],)), axis=axis)
+            axis = int(rng.integers(0, len(shape)))
+            params[f"c{k}"] = rng.standard_normal(shape[axis]).astype("float32")
+            e = nn.bias_add(e, nn.var(f"c{k}", (shape[axis],)), axis=axis)
+        elif op == "transpose":
+            e = make_call("transpose", [e], axes=tuple(int(v) for v in
+                                                      rng.permutation(len(shape))))
         elif op == "relu":
             e = nn.relu(e)
         else:
             e = unary("erf", e)
+    if flatten:
+        e = make_call("nn.batch_flatten", [_reshape(e, (1, *e.shape))])
     func = _fix_vars(Function((x,), _reshape(e, (math.prod(core),))), params)
     xs = rng.standard_normal(a_shape).astype("float32")
     ref = graph.evaluate(func, params, x=xs)
@@ -220,3 +231,36 @@ def test_forks_that_do_not_meet_again_stay_apart() -> None:
     assert [[c.op for c in g.calls] for g in partition(func)] == [
         ["nn.dense"], ["nn.dense"], ["nn.relu", "add"]]
     assert [len(g.calls) for g in partition(func, fuse=False)] == [1, 1, 1, 1]
+
+
+def test_attention_projection_and_residual_join_the_dense_kernel() -> None:
+    """PyTorch's attention output as ONNX gives it: dense -> bias -> reshape to [T, 1, C] ->
+    transpose to [1, T, C] (only the unit axis moves) -> add the residual stream [1, T, C].
+    The transpose is a reshape, the residual is reshaped like the dense's rows, and the add
+    runs in the dense kernel's epilogue; a transpose of non-unit axes stays."""
+    rng = np.random.default_rng(3)
+    t, c = 6, 16
+    x = nn.var("x", (1, t, c))
+    w, b = nn.var("w", (c, c)), nn.var("b", (c,))
+    params = {"w": rng.standard_normal((c, c)).astype("float32"),
+              "b": rng.standard_normal(c).astype("float32")}
+    res = nn.relu(x)  # the residual stream, a 3-D value computed in the network
+    flat = make_call("nn.batch_flatten", [make_call("transpose", [res], axes=(1, 0, 2))])
+    y = nn.bias_add(nn.dense(flat, w), b, axis=-1)
+    y = make_call("transpose", [_reshape(y, (t, 1, c))], axes=(1, 0, 2))
+    swapped = make_call("transpose", [_reshape(y, (1, t, 2, c // 2))], axes=(0, 2, 1, 3))
+    moved = simplify_reshapes(Function((x, w, b), _reshape(swapped, (1, 2 * t, c // 2))))
+    assert "transpose" in [k.op for k in moved.calls()]  # the (t, 2) swap moves data
+    func = Function((x, w, b), nn.add(res, y))
+    simple = simplify_reshapes(func)
+    assert "transpose" not in [k.op for k in simple.calls()]
+    groups = [[k.op for k in g.calls] for g in partition(simple)]
+    assert ["nn.dense", "nn.bias_add", "add", "reshape"] in groups, groups
+    xs = rng.standard_normal((1, t, c)).astype("float32")
+    ref = graph.evaluate(func, params, x=xs)
+    np.testing.assert_allclose(graph.evaluate(simple, params, x=xs), ref, rtol=1e-5, atol=1e-5)
+    with transform.PassContext(opt_level=3):
+        lib = graph.build(func, "llvm", params)
+    dense = next(cg for cg in lib.groups if cg.group.calls[0].op == "nn.dense")
+    assert len(dense.kernels) == 1
+    np.testing.assert_allclose(_run(func, params, xs), ref, rtol=1e-4, atol=1e-4)

@@ -4,7 +4,10 @@ rewrites, timed interleaved (``TEMPLTUNE_NUM_THREADS`` threads).
 ``--off`` names what the "without" build switches off, by replacing the function for its
 duration: ``diamonds`` (element-wise diamond fusion, ``fuse._join_diamonds``), ``simplify``
 (the ``SimplifyExpr`` reshape sinking, ``build.simplify_for_fusion``), ``views`` (reshape
-groups as views, ``build._Compiler.view``). The first-operand rule for residual adds stays on.
+groups as views, ``build._Compiler.view``), ``transposes`` (transposes of unit axes as
+reshapes, ``simplify._as_reshape``), ``operands`` (a full-shape operand reshaped so a reshape
+sinks, ``simplify._full_operand``), ``rows`` (row-wise default groups computed per row,
+``default_schedules._row_rank``). The first-operand rule for residual adds stays on.
 Outputs are cross-checked. Run::
 
     python3 benchmarks/vit_onnx.py --out /tmp/vit.onnx
@@ -30,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from models import load_model  # noqa: E402
 
 from templtune import graph  # noqa: E402
-from templtune.graph import fuse  # noqa: E402
+from templtune.graph import default_schedules, fuse, simplify  # noqa: E402
 from templtune.graph.transform import PassContext  # noqa: E402
 
 build_mod = importlib.import_module("templtune.graph.build")
@@ -42,7 +45,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--number", type=int, default=3, help="runs per build per round")
     ap.add_argument("--off", default="diamonds,simplify", help="comma-separated: "
-                    "diamonds, simplify, views")
+                    "diamonds, simplify, views, transposes, operands, rows")
     a = ap.parse_args()
     threads = int(os.environ.get("TEMPLTUNE_NUM_THREADS", "2"))
     net, params = load_model(str(Path(a.model).resolve()))
@@ -60,7 +63,10 @@ def main() -> None:
     new = build()
     patches = {"diamonds": (fuse, "_join_diamonds", lambda *args, **kw: None),
                "simplify": (build_mod, "simplify_for_fusion", lambda f, pc: f),
-               "views": (build_mod._Compiler, "view", lambda self, calls, src: None)}
+               "views": (build_mod._Compiler, "view", lambda self, calls, src: None),
+               "transposes": (simplify, "_as_reshape", lambda c, arg: None),
+               "operands": (simplify, "_full_operand", lambda o, r, memo: None),
+               "rows": (default_schedules, "_row_rank", lambda stages, out: 0)}
     off = [patches[k] for k in a.off.split(",")]
     saved = [getattr(obj, name) for obj, name, _ in off]
     for obj, name, fn in off:

@@ -1,9 +1,12 @@
 """Reshape simplification before fusion (part of Relay's ``SimplifyExpr``, plus one rewrite).
 
 - ``reshape(reshape(x))`` becomes ``reshape(x)``, and a reshape to its input's own shape goes.
+- A transpose that moves only unit axes (the order of the others kept) is a reshape, and a
+  ``batch_flatten`` of a reshape is one reshape.
 - A reshape that only adds or drops unit dimensions sinks below the element-wise op
   that alone reads it: ``op(reshape(a), b)`` becomes ``reshape(op(a, b))`` where ``b``
-  broadcasts against ``a`` as it did against the reshape.
+  broadcasts against ``a`` as it did against the reshape, or, where ``b`` has the reshape's
+  full shape, ``reshape(op(a, reshape(b)))``.
 
 Why: an ONNX ``MatMul`` of a ``[1, T, C]`` activation imports as reshape, ``nn.dense``, reshape
 back to ``[1, T, N]``; the bias, GELU or scaling after it would read a reshape, which ends
@@ -17,6 +20,7 @@ does not move them; its x86 dense schedule inlines the reshape into the output s
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from .ir import Call, Expr, Function
 from .op import make_call
@@ -70,17 +74,48 @@ def _merge(c: Call, arg: Expr) -> Expr | None:
     return None
 
 
-def _operand(o: Expr, r: Call) -> Expr | None:
+#: (id of a value, shape) -> the reshape of that value to that shape, one per pair
+_Memo = dict[tuple[int, tuple[int, ...]], Call]
+
+
+def _reshape(src: Expr, shape: tuple[int, ...], memo: _Memo) -> Expr:
+    if src.shape == shape:
+        return src
+    key = (id(src), shape)
+    if key not in memo:
+        memo[key] = make_call("reshape", [src], newshape=shape)
+    return memo[key]
+
+
+def _operand(o: Expr, r: Call, memo: _Memo) -> Expr | None:
     """``o`` (or the input of its unit reshape) as an operand of the op moved below ``r`` (its
-    input ``a`` in place of ``r``), or None where no such operand computes the same."""
+    input ``a`` in place of ``r``), or None where no such operand computes the same. An
+    operand of ``r``'s full shape is reshaped like ``a``: a unit reshape moves no element (a
+    view on CPUs), where the op left above ``r`` would be a pass of its own."""
     unit = _unit_reshape(o)
     for cand in (o, None if unit is None else unit.args[0]):
         if cand is not None and _aligned(cand.shape, r.shape, r.args[0].shape):
             return cand
-    return None
+    return _full_operand(o if unit is None else unit.args[0], r, memo)
 
 
-def _sink(c: Call, args: tuple[Expr, ...], sinkable: set[int]) -> Call | None:
+def _full_operand(o: Expr, r: Call, memo: _Memo) -> Expr | None:
+    """``o`` of ``r``'s element count reshaped like ``r``'s input, or None."""
+    if math.prod(o.shape) != math.prod(r.shape) or len(o.shape) > len(r.shape):
+        return None
+    return _reshape(o, r.args[0].shape, memo)
+
+
+def _as_reshape(c: Call, arg: Expr) -> Expr | None:
+    """A transpose that keeps the order of its input's non-unit axes, as a reshape of
+    ``arg`` (merged with a reshape under it): it moves only unit axes, so no element moves."""
+    core = [k for k in c.attr("axes") if arg.shape[k] != 1]
+    if core != sorted(core):
+        return None
+    return _merge(c, arg) or make_call("reshape", [arg], newshape=c.shape)
+
+
+def _sink(c: Call, args: tuple[Expr, ...], sinkable: set[int], memo: _Memo) -> Call | None:
     """``reshape(c'(a, ...))`` for ``c(reshape(a), ...)`` when that is the same computation."""
     for k, arg in enumerate(args):
         r = _unit_reshape(arg)
@@ -93,7 +128,7 @@ def _sink(c: Call, args: tuple[Expr, ...], sinkable: set[int]) -> Call | None:
                 continue
             inner = make_call(c.op, [a, args[1]], axis=axis)
         else:
-            new_args = [a if j == k else _operand(o, r) for j, o in enumerate(args)]
+            new_args = [a if j == k else _operand(o, r, memo) for j, o in enumerate(args)]
             if any(o is None for o in new_args):
                 continue
             inner = make_call(c.op, new_args, **dict(c.attrs))  # type: ignore[arg-type]
@@ -114,7 +149,7 @@ def simplify_reshapes(func: Function) -> Function:
     Function
     """
     calls = func.calls()
-    if not any(c.op == "reshape" for c in calls):
+    if not any(c.op in ("reshape", "transpose", "nn.batch_flatten") for c in calls):
         return func
     # NOTE: a reshape sinks when element-wise ops are all that read it (they all sink, so it
     # goes); with another reader it would stay, and its input would gain a reader
@@ -125,19 +160,27 @@ def simplify_reshapes(func: Function) -> Function:
     sinkable = {id(c) for c in calls if id(c) != id(func.body)
                 and all(u.op in ELEMENTWISE for u in readers.get(id(c), ()))}
     swap: dict[int, Expr] = {}
+    memo: _Memo = {}
     for c in calls:
         args = tuple(swap.get(id(a), a) for a in c.args)
         new: Expr | None = None
         if c.op == "reshape":
             new = _merge(c, args[0])
+        elif c.op == "transpose":
+            new = _as_reshape(c, args[0])
+        elif c.op == "nn.batch_flatten":  # a reshape: merged with one under it
+            new = _merge(c, args[0])
         elif c.op in ELEMENTWISE:
-            new = _sink(c, args, sinkable)
+            new = _sink(c, args, sinkable, memo)
         if new is None and any(n is not o for n, o in zip(args, c.args)):
             new = dataclasses.replace(c, args=args)
         if new is not None:
             swap[id(c)] = new
             if id(c) in sinkable:  # a replacement has its original's readers
                 sinkable.add(id(new))
+        out = new if new is not None else c
+        if isinstance(out, Call) and out.op == "reshape":  # later rewrites reuse it
+            memo.setdefault((id(out.args[0]), out.shape), out)
     body = swap.get(id(func.body), func.body)
     if not isinstance(body, Call):  # the network's output is a no-op reshape of an input
         return func
