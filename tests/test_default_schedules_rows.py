@@ -14,31 +14,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_default_schedules import TARGET, _ir, _run
 
-import templtune
 from templtune import te, topi
-from templtune.graph.default_schedules import default_schedule
 from templtune.graph.op import get_op
-from templtune.target import Target
 from templtune.topi.testing import softmax_python
-
-TARGET = Target("llvm")
 
 
 def _rand(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal(shape) * 3).astype("float32")
-
-
-def _run(tensors: list[te.Tensor], *arrays: np.ndarray) -> np.ndarray:
-    out = tensors[-1]
-    f = templtune.build(default_schedule(tensors, TARGET), tensors, target=TARGET)
-    res = np.zeros(tuple(int(d) for d in out.shape), out.dtype)
-    f(*arrays, res)
-    return res
-
-
-def _ir(tensors: list[te.Tensor]) -> str:
-    return str(templtune.lower(default_schedule(tensors, TARGET), tensors, simple_mode=True))
 
 
 def _allocations(ir: str) -> dict[str, int]:
