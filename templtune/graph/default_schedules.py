@@ -328,12 +328,10 @@ def default_schedule_cpu(tensors: list[te.Tensor], target: Target | None = None)
     if m and (rows >= threshold or _work(s[out].op) < _PARALLEL_WORK):
         _schedule_rows(s, out, stages, m, caps, threshold)
         return s
-    for stage in list(s.stages):
-        if not isinstance(stage.op, ComputeOp) or stage.attach_type == "inline":
-            continue
-        if stage.op.name.endswith(".rf"):
-            continue
-        _schedule_stage(s, stage, caps, threshold)
+    # NOTE: the stages as listed before any rfactor (its .rf stages are scheduled by _factor)
+    for stage in (*stages, s[out]):
+        if isinstance(stage.op, ComputeOp):
+            _schedule_stage(s, stage, caps, threshold)
     return s
 
 
