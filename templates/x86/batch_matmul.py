@@ -1,8 +1,11 @@
-"""x86 ``batch_matmul`` template: ``out[b, m, n] = sum_k x[b, m, k] * y[b, n, k]`` (TVM's
-default ``transpose_b=True`` layout: ``x`` is ``[B, M, K]``, ``y`` is ``[B, N, K]``).
+"""x86 ``batch_matmul`` template: ``out[b, m, n] = sum_k x[b, m, k] * y[b, n, k]`` in TVM's
+default layout (``transpose_b=True``: ``x`` is ``[B, M, K]``, ``y`` is ``[B, N, K]``); the
+optional arguments ``transpose_a`` (``x`` is ``[B, K, M]``) and ``transpose_b=0`` (``y`` is
+``[B, K, N]``) take the other layouts, as ``nn.batch_matmul``'s flags do.
 
 Scheduled like :mod:`.dense`, per batch: ``y`` is packed inside the kernel to
-``[B, N / bn, K, bn]`` (vector loads along ``n``); the output is tiled ``mb x bn`` with a
+``[B, N / bn, K, bn]`` (vector loads along ``n``; from ``[B, K, N]`` the packing copies whole
+``bn``-wide rows); the output is tiled ``mb x bn`` with a
 register-resident accumulator (write cache) per tile, whose rows are blocked by ``rb``
 (unrolled) over an unrolled ``ku`` step of ``k``; ``bn`` is vectorized. The fused
 (batch, row tile) loop runs in parallel, and with ``par_n`` the column tiles join it (for
@@ -81,9 +84,11 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
         cfg.fallback_split("tile_k", [-1, 4])
 
 
-def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # noqa: N803
+def _batch_matmul(B: int, M: int, N: int, K: int, transpose_a: int = 0,  # noqa: N803
+                  transpose_b: int = 1) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [x, y, out])`` for the current config."""
     check_positive(B=B, M=M, N=N, K=K)
+    ta, tb = bool(transpose_a), bool(transpose_b)
     cfg = autotvm.get_config()
     _define(cfg, M, N, K)
     cfg.add_flop(2.0 * B * M * N * K)
@@ -91,20 +96,22 @@ def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # n
     bn = cfg["tile_x"].size[-1]
     ku = cfg["tile_k"].size[-1]
 
-    x = te.placeholder((B, M, K), name="x")
-    y = te.placeholder((B, N, K), name="y")
+    x = te.placeholder((B, K, M) if ta else (B, M, K), name="x")
+    y = te.placeholder((B, N, K) if tb else (B, K, N), name="y")
     cols = -(-N // bn) * bn  # N, or N padded to whole vectors: the padding packs zeros
 
     def pack(b: Any, o: Any, r: Any, v: Any) -> Any:
         col = o * bn + v
+        val = y[b, col, r] if tb else y[b, r, col]
         if cols == N:
-            return y[b, col, r]
-        return te.if_then_else(col < N, y[b, col, r], te.const(0.0, "float32"))
+            return val
+        return te.if_then_else(col < N, val, te.const(0.0, "float32"))
 
     packed = te.compute((B, cols // bn, K, bn), pack, name="y_pack")
     kr = te.reduce_axis((0, K), name="k")
     prod = te.compute((B, M, cols), lambda b, i, j: te.sum(
-        x[b, i, kr] * packed[b, j // bn, kr, j % bn], axis=kr), name="batch_matmul")
+        (x[b, kr, i] if ta else x[b, i, kr]) * packed[b, j // bn, kr, j % bn], axis=kr),
+        name="batch_matmul")
     if cols == N:
         s = te.create_schedule(prod.op)
         out, acc = prod, s.cache_write(prod, "global")
@@ -144,9 +151,13 @@ def _batch_matmul(B: int, M: int, N: int, K: int) -> tuple[Any, list[Any]]:  # n
     s[acc].unroll(ki)
     s[acc].unroll(aii)
     s[acc].vectorize(aj)
-    # NOTE: read y's rows contiguously (v outside r), as dense packs its weight.
+    # NOTE: read y's rows contiguously: v outside r from [B, N, K] (as dense packs its
+    # weight), whole vectors of a row from [B, K, N]
     pb, po, pr, pv = s[packed].op.axis
-    s[packed].reorder(pb, po, pv, pr)
+    if tb:
+        s[packed].reorder(pb, po, pv, pr)
+    elif cols == N:
+        s[packed].vectorize(pv)
     s[packed].parallel(s[packed].fuse(pb, po))
     return s, [x, y, out]
 
@@ -158,8 +169,11 @@ batch_matmul_x86 = autotvm.template("batch_matmul.x86")(_batch_matmul)
 
 # ---- strategy and catalogue ---------------------------------------------------------------------
 def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
-    (b, m, k), (_, n, _) = call.inputs
-    return [(b, m, n, k)]
+    ta, tb = bool(call.attr("transpose_a", False)), bool(call.attr("transpose_b", True))
+    b, m, n = call.out_shape
+    k = call.inputs[0][1 if ta else 2]
+    # NOTE: the flags join the workload only off their defaults: keys stay those of before
+    return [(b, m, n, k) if (ta, tb) == (False, True) else (b, m, n, k, int(ta), int(tb))]
 
 
 strategy.register("nn.batch_matmul", KEYS, "batch_matmul", plevel=10,
@@ -168,5 +182,6 @@ strategy.register("nn.batch_matmul", KEYS, "batch_matmul", plevel=10,
                   and call.inputs[0][0] == call.inputs[1][0],
                   workloads=_workloads)
 strategy.catalog(TemplateInfo(
-    "batch_matmul", "x86", ("B", "M", "N", "K"), (8, 128, 128, 64),
-    "out[b] = x[b] @ y[b].T, x [B, M, K], y [B, N, K], register-blocked tiles"))
+    "batch_matmul", "x86", ("B", "M", "N", "K", "transpose_a", "transpose_b"),
+    (8, 128, 128, 64), "out[b] = x[b] @ y[b].T, x [B, M, K], y [B, N, K] (transpose_b=0: "
+    "y [B, K, N]), register-blocked tiles", n_required=4))

@@ -7,6 +7,9 @@
   that alone reads it: ``op(reshape(a), b)`` becomes ``reshape(op(a, b))`` where ``b``
   broadcasts against ``a`` as it did against the reshape, or, where ``b`` has the reshape's
   full shape, ``reshape(op(a, reshape(b)))``.
+- A transpose of the last two axes that only ``nn.batch_matmul`` reads becomes the product's
+  ``transpose_a`` / ``transpose_b`` flag, unless the nearest transpose above it moves its
+  input's last axis (then the two compose into a copy that keeps rows whole).
 
 Why: an ONNX ``MatMul`` of a ``[1, T, C]`` activation imports as reshape, ``nn.dense``, reshape
 back to ``[1, T, N]``; the bias, GELU or scaling after it would read a reshape, which ends
@@ -15,6 +18,12 @@ they run in the dense kernel's output stage, and the reshape back meets the next
 reshape to 2-D, and both go. A reshape of unit dimensions moves no element, so the
 rewrite computes the same values in the same order. TVM's ``SimplifyExpr`` merges reshapes but
 does not move them; its x86 dense schedule inlines the reshape into the output stage instead.
+
+And why the flags: ONNX ``MatMul(P, V)`` imports as ``batch_matmul(P, transpose(V))``, and
+``V`` arrives as heads split from ``[T, H, D]``: the transposed copy gathers ``[H, D, T]``
+element by element, where ``V`` itself copies rows of ``D``. The batch_matmul templates read
+either layout. ``Q @ K^T`` is the other case: ``K^T`` is written by a transpose of the last
+axis, and the importer's transpose back composes with it into a row copy, so it stays.
 """
 
 from __future__ import annotations
@@ -115,6 +124,44 @@ def _as_reshape(c: Call, arg: Expr) -> Expr | None:
     return _merge(c, arg) or make_call("reshape", [arg], newshape=c.shape)
 
 
+def _moves_last(e: Expr) -> bool:
+    """Whether the nearest transpose above ``e`` (through element-wise ops on their full-shape
+    operand, slices and reshapes that keep the last dimension) moves its input's last axis."""
+    while isinstance(e, Call):
+        if e.op == "transpose":
+            axes = e.attr("axes")
+            return bool(axes) and axes[-1] != len(axes) - 1
+        if e.op == "reshape" and e.shape[-1:] == e.args[0].shape[-1:]:
+            e = e.args[0]
+        elif e.op == "strided_slice":
+            e = e.args[0]
+        elif e.op in ELEMENTWISE:
+            full = [a for a in e.args if a.shape == e.shape]
+            if not full:
+                return False
+            e = full[0]
+        else:
+            return False
+    return False
+
+
+def _fold_transposes(c: Call, args: tuple[Expr, ...], only_reader: set[int]) -> Call | None:
+    """``c`` (an ``nn.batch_matmul``) reading the inputs of the transposes it alone reads,
+    with its flags flipped, or None."""
+    new, attrs = list(args), dict(c.attrs)
+    for k, key, default in ((0, "transpose_a", False), (1, "transpose_b", True)):
+        t = args[k]
+        if (isinstance(t, Call) and t.op == "transpose" and tuple(t.attr("axes")) == (0, 2, 1)
+                and id(c.args[k]) in only_reader and not _moves_last(t.args[0])):
+            new[k] = t.args[0]
+            attrs[key] = not attrs.get(key, default)
+            if attrs[key] == default:  # defaults are not stored (see ops/batch_matmul.py)
+                del attrs[key]
+    if all(n is o for n, o in zip(new, args)):
+        return None
+    return make_call(c.op, new, **attrs)
+
+
 def _sink(c: Call, args: tuple[Expr, ...], sinkable: set[int], memo: _Memo) -> Call | None:
     """``reshape(c'(a, ...))`` for ``c(reshape(a), ...)`` when that is the same computation."""
     for k, arg in enumerate(args):
@@ -159,6 +206,8 @@ def simplify_reshapes(func: Function) -> Function:
             readers.setdefault(id(a), []).append(c)
     sinkable = {id(c) for c in calls if id(c) != id(func.body)
                 and all(u.op in ELEMENTWISE for u in readers.get(id(c), ()))}
+    only_reader = {i for i, r in readers.items() if len(r) == 1 and r[0].op == "nn.batch_matmul"
+                   and i != id(func.body)}
     swap: dict[int, Expr] = {}
     memo: _Memo = {}
     for c in calls:
@@ -172,6 +221,8 @@ def simplify_reshapes(func: Function) -> Function:
             new = _merge(c, args[0])
         elif c.op in ELEMENTWISE:
             new = _sink(c, args, sinkable, memo)
+        elif c.op == "nn.batch_matmul":
+            new = _fold_transposes(c, args, only_reader)
         if new is None and any(n is not o for n, o in zip(args, c.args)):
             new = dataclasses.replace(c, args=args)
         if new is not None:

@@ -48,23 +48,67 @@ def dense(data: te.Tensor, weight: te.Tensor, bias: te.Tensor | None = None,
                       name="T_add", tag=tag.BROADCAST)
 
 
-def batch_matmul(x: te.Tensor, y: te.Tensor, out_dtype: str | None = None) -> te.Tensor:
-    """``out[b, i, j] = sum_k x[b, i, k] * y[b, j, k]`` (``y`` transposed, as TVM's default);
-    a batch dimension of 1 broadcasts. Named ``T_batch_matmul_NT``, tag ``"batch_matmul"``."""
-    if len(x.shape) != 3 or len(y.shape) != 3:
-        raise ExprError("batch_matmul: x and y must be 3-D")
-    out_dtype = out_dtype or x.dtype
-    bx, m, kx = x.shape
-    by, n, _ = y.shape
+def batch_matmul(tensor_a: te.Tensor, tensor_b: te.Tensor,
+                 oshape: tuple[int, ...] | None = None, out_dtype: str | None = None,
+                 transpose_a: bool = False, transpose_b: bool = True) -> te.Tensor:
+    """Batched matrix product, TVM's ``topi.nn.batch_matmul``.
+
+    Parameters
+    ----------
+    tensor_a : Tensor
+        ``[B, M, K]``, or ``[B, K, M]`` with ``transpose_a``.
+    tensor_b : Tensor
+        ``[B, N, K]`` (the default, ``transpose_b=True``), or ``[B, K, N]``.
+    oshape : tuple of int, optional
+        The output shape the caller expects; checked against ``[B, M, N]``.
+    out_dtype : str, optional
+        Accumulation/output dtype (default: ``tensor_a.dtype``).
+    transpose_a, transpose_b : bool
+        Whether the last two axes of ``tensor_a`` / ``tensor_b`` are read transposed.
+
+    Returns
+    -------
+    Tensor
+        ``[B, M, N]``, named ``T_batch_matmul_<a><b>`` (``N``: as is, ``T``: transposed, so
+        ``T_batch_matmul_NT`` by default), tag ``"batch_matmul"``. A batch of 1 on either
+        side broadcasts.
+
+    Raises
+    ------
+    ExprError
+        If an operand is not 3-D, the inner dimensions differ, or ``oshape`` disagrees.
+    """
+    if len(tensor_a.shape) != 3 or len(tensor_b.shape) != 3:
+        raise ExprError("batch_matmul: tensor_a and tensor_b must be 3-D")
+    out_dtype = out_dtype or tensor_a.dtype
+    ta, tb = bool(transpose_a), bool(transpose_b)
+    bx, m, kx = (tensor_a.shape[0], tensor_a.shape[2], tensor_a.shape[1]) if ta \
+        else tensor_a.shape
+    by, n, ky = tensor_b.shape if tb else (tensor_b.shape[0], tensor_b.shape[2],
+                                           tensor_b.shape[1])
+    if getattr(kx, "value", kx) != getattr(ky, "value", ky):
+        raise ExprError(f"batch_matmul: inner dimensions differ ({kx} vs {ky})")
     one_x = getattr(bx, "value", None) == 1
     one_y = getattr(by, "value", None) == 1
     batch = by if one_x else bx
+    if oshape is not None and tuple(oshape) != tuple(
+            getattr(d, "value", d) for d in (batch, m, n)):
+        raise ExprError(f"batch_matmul: oshape {tuple(oshape)} is not the product's shape")
     k = te.reduce_axis((0, kx), name="k")
+
+    def a_at(b: Any, i: Any) -> Any:
+        b = 0 if one_x else b
+        return tensor_a[b, k, i] if ta else tensor_a[b, i, k]
+
+    def b_at(b: Any, j: Any) -> Any:
+        b = 0 if one_y else b
+        return tensor_b[b, j, k] if tb else tensor_b[b, k, j]
+
     return te.compute(
         (batch, m, n),
-        lambda b, i, j: te.sum(x[0 if one_x else b, i, k].astype(out_dtype)
-                               * y[0 if one_y else b, j, k].astype(out_dtype), axis=k),
-        name="T_batch_matmul_NT", tag="batch_matmul")
+        lambda b, i, j: te.sum(a_at(b, i).astype(out_dtype) * b_at(b, j).astype(out_dtype),
+                               axis=k),
+        name=f"T_batch_matmul_{'T' if ta else 'N'}{'T' if tb else 'N'}", tag="batch_matmul")
 
 
 def batch_flatten(data: te.Tensor) -> te.Tensor:

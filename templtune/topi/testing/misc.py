@@ -85,7 +85,12 @@ def adaptive_pool2d_python(a_np: np.ndarray, output_size: Any, pool_type: str,
     return res if layout == "NCHW" else res.transpose(0, 2, 3, 1)
 
 
-def batch_matmul_python(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``x @ y.transpose(0, 2, 1)`` with batch-1 broadcasting."""
-    return np.matmul(x.astype(np.float64), y.astype(np.float64).transpose(0, 2, 1)).astype(
-        x.dtype)
+def batch_matmul_python(x: np.ndarray, y: np.ndarray, trans_x: bool = False,
+                        trans_y: bool = True) -> np.ndarray:
+    """``x @ y.transpose(0, 2, 1)`` (the default) with batch-1 broadcasting; ``trans_x`` /
+    ``trans_y`` say whether the last two axes of ``x`` / ``y`` are read transposed."""
+    a = x.astype(np.float64)
+    b = y.astype(np.float64)
+    a = a.transpose(0, 2, 1) if trans_x else a
+    b = b.transpose(0, 2, 1) if trans_y else b
+    return np.matmul(a, b).astype(x.dtype)
