@@ -242,3 +242,26 @@ def test_simplified_products_compute_the_same(flags, swaps, perms, scaled, seed)
     data = {src.name: rng.standard_normal(src.shape).astype("float32") for src in srcs}
     np.testing.assert_allclose(graph.evaluate(new, params, **data),
                                graph.evaluate(func, params, **data), rtol=1e-5, atol=1e-5)
+
+
+def test_extraction_gives_the_workloads_build_asks_for() -> None:
+    """Tasks are extracted from the network as build partitions it (after SimplifyExpr), so a
+    folded flag is in the task a user tunes."""
+    from templtune.autotvm.dispatcher import FallbackContext
+
+    class Asked(FallbackContext):
+        def __init__(self) -> None:
+            super().__init__()
+            self.asked: list[tuple] = []
+
+        def _query_inside(self, target, workload):  # type: ignore[no-untyped-def]
+            self.asked.append(workload)
+            return super()._query_inside(target, workload)
+
+    func, params = _attention()
+    with transform.PassContext(opt_level=3):
+        tasks = autotvm.task.extract_from_program(func, params, "llvm")
+        with Asked() as ctx:
+            graph.build(func, "llvm", params)
+    assert {t.workload for t in tasks} == set(ctx.asked)
+    assert ("batch_matmul", 2, 6, 4, 6, 0, 0) in ctx.asked

@@ -147,20 +147,23 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
 
     def run() -> None:
         from .alter_layout import blockable_convs, nchwc_implementation
+        from .simplify import simplify_for_fusion
         from .transform import PassContext
 
         seen: set[tuple[Any, ...]] = set()
         names = bound if bound is not None else {v.name for v in mod.params}
+        # NOTE: the anchors build partitions: SimplifyExpr may change them (batch_matmul flags)
+        net = simplify_for_fusion(mod, PassContext.current())
         # NOTE: at opt_level 3 relay.build gives these convolutions NCHW[x]c layouts: their
         # tasks are conv2d_NCHWc's (whose configs choose the blocks); extraction assumes
         # opt_level 3, as TVM's does
-        blocked = ({id(c) for c in blockable_convs(mod, names, tgt)}
+        blocked = ({id(c) for c in blockable_convs(net, names, tgt)}
                    if PassContext.current().extracts_blocked else set())
         # NOTE: a depthwise conv takes its input's blocking, which the convs before it chose:
         # its tasks are those of the network the pass rewrites (which needs the weights), run
         # last so that the conv tasks it traces again keep their first-seen order
         rewrite_dw = bool(blocked and params and (wanted is None or "nn.conv2d" in wanted))
-        for g in partition(mod):
+        for g in partition(net):
             anchor = g.calls[0]
             if wanted is not None and anchor.op not in wanted:
                 continue
