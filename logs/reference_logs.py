@@ -19,7 +19,8 @@ pipeline
 3. writes the best successful record of each workload to the family's packaged log
    (``templates/logs/cpu/x86.log`` for AVX2, ``x86_avx512.log`` for AVX-512; see
    :data:`templtune.autotvm.task.reference.FAMILY_LOGS`); with ``--only TEMPLATE`` only that
-   template's records are replaced in place, every other line of the log is kept;
+   template's records are replaced in place, every other line of the log is kept (and with
+   ``--network NAME`` only the records of the workloads whose note names that network);
 4. with ``--block [B]``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
    points of its space with ``B``-channel blocks in and out (default: the family's;
    ``logs/rerank.py --block``), so the network's convolutions keep one blocking and pay no
@@ -37,7 +38,7 @@ tuning measure the best ``--seed-top`` configs of that family's raw log first (c
 every cost in a family's raw logs is timed on a CPU of that family). Usage::
 
     python3 logs/reference_logs.py [--refresh-workloads] [--trials 16] [--time-budget 1500] \
-        [--block] [--only depthwise_conv2d_NCHWc]
+        [--block] [--only depthwise_conv2d_NCHWc] [--network vit-b16]
     python3 logs/reference_logs.py --target "llvm -mcpu=haswell" ...   # the AVX2 log
     python3 logs/reference_logs.py --seed-from avx512 --trials 40 --block  # on a Zen 4
     python3 logs/reference_logs.py --keep --threads 2   # step 5 alone, on the shipped log
@@ -119,6 +120,13 @@ def distill(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
     return len(best)
 
 
+def select(workloads: list[Workload], template: str | None, network: str | None
+           ) -> list[Workload]:
+    """The workloads of ``template`` whose note names ``network`` (None: any)."""
+    return [w for w in workloads if template in (None, w.template)
+            and (network is None or network in w.note.partition(";")[0].split())]
+
+
 def merge(raw_dir: Path, out: Path, workloads: list[Workload]) -> int:
     """Put the best record of each of ``workloads`` into ``out`` in place (a new workload at
     the end), leaving every other line as it is; returns the number of records put."""
@@ -192,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=16, help="trials per workload")
     ap.add_argument("--time-budget", type=float, default=1500.0, help="seconds in all")
     ap.add_argument("--only", default=None, help="tune only workloads of this template")
+    ap.add_argument("--network", default=None,
+                    help="tune only workloads whose note names this network (e.g. vit-b16)")
     ap.add_argument("--no-tune", action="store_true", help="only distill the raw logs")
     ap.add_argument("--seed-from", default=None, choices=[f.value for f in IsaFamily],
                     help="measure the best configs of this family's raw logs first")
@@ -213,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     workloads = refresh(a.all_candidates) if a.refresh_workloads else read_workloads()
     workloads = [w for w in workloads if family.value in families_of(w)]
     seed_dir = ROOT / "logs" / "pretune" / a.seed_from if a.seed_from else None
-    if a.only:
-        workloads = [w for w in workloads if w.template == a.only]
+    workloads = select(workloads, a.only, a.network)
     raw_dir = ROOT / "logs" / "pretune" / family.value
     out = ROOT / "templates" / "logs" / "cpu" / FAMILY_LOGS[family]
     print(f"{family.value}: {len(workloads)} workloads, raw logs {raw_dir}, output {out}")
@@ -224,11 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not a.no_tune:
         tune_all(workloads, a.target, raw_dir, a.trials, a.time_budget, seed_dir, a.seed_top)
-    if a.only and out.exists():
+    if (a.only or a.network) and out.exists():
         # NOTE: only the selected workloads' records change: the others (re-ranked ones
         # among them) stay as shipped
         n = merge(raw_dir, out, workloads)
-        print(f"put {n} {a.only} records into {out}")
+        print(f"put {n} {a.only or a.network} records into {out}")
     else:
         n = distill(raw_dir, out, workloads)
         print(f"wrote {n} records to {out}")

@@ -250,3 +250,16 @@ def test_multithread_records_cover_every_implementation_of_their_layer(family):
             if have & set(layer):
                 assert set(layer) <= have, f"{log.name}: {n}-thread records of {layer}"
         assert have <= {w for layer in layers for w in layer}
+
+
+def test_select_by_template_and_network():
+    ws = [reference_logs.Workload("dense", (1, 2, 3), "vit-b16; avx2"),
+          reference_logs.Workload("dense", (1, 2, 4), "resnet-18 mobilenet"),
+          reference_logs.Workload("batch_matmul", (1, 2, 3, 4), "vit-b16"),
+          reference_logs.Workload("dense", (1, 2, 5), "resnet-18; vit-b16")]
+    assert reference_logs.select(ws, None, None) == ws
+    assert reference_logs.select(ws, "dense", None) == [ws[0], ws[1], ws[3]]
+    assert reference_logs.select(ws, None, "vit-b16") == [ws[0], ws[2]]  # not a family name
+    assert reference_logs.select(ws, "dense", "mobilenet") == [ws[1]]
+    listed = reference_logs.select(reference_logs.read_workloads(), "batch_matmul", "vit-b16")
+    assert {w.args for w in listed} >= {(12, 577, 577, 64), (12, 577, 64, 577, 0, 0)}
