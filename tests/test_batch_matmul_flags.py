@@ -1,6 +1,7 @@
 """``nn.batch_matmul``'s ``transpose_a`` / ``transpose_b`` flags: the topi compute, the network
-op, the x86 template (every flag pair, seeded configs) and the CUDA default schedule against
-numpy, and ``SimplifyExpr`` folding a transpose of the last two axes into a flag."""
+op, networks built on the x86 template and on the CUDA default schedule against numpy, and
+``SimplifyExpr`` folding a transpose of the last two axes into a flag (the template's configs
+under each flag pair: ``test_templates_x86_batch_matmul.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from hypothesis import strategies as st
 import templtune
 from templtune import autotvm, graph, relay, te, topi, transform
 from templtune.autotvm import strategy
-from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.errors import ExprError
 from templtune.graph import nn
 from templtune.graph.ir import Call, Expr, Function
@@ -78,32 +78,6 @@ def test_network_op_types_flags_and_stores_only_non_defaults() -> None:
         relay.nn.batch_matmul(x, relay.var("y", (2, 5, 4)), transpose_a=True)
     with pytest.raises(relay.GraphError, match=r"\[B, K, N\]"):
         relay.nn.batch_matmul(x, relay.var("y", (4, 5)), transpose_b=False)
-
-
-# (B, M, N, K): register tiles, a prime N (padded columns) and a single row
-_TEMPLATE_CASES = [(2, 16, 32, 24), (2, 7, 20, 9), (1, 1, 48, 16)]
-
-
-@pytest.mark.parametrize("ta,tb", FLAGS[1:], ids=FLAG_IDS[1:])
-@pytest.mark.parametrize("args", _TEMPLATE_CASES, ids=lambda a: ",".join(map(str, a)))
-def test_template_configs_match_numpy(ta: bool, tb: bool, args: tuple[int, ...]) -> None:
-    bsz, m, n, k = args
-    xs, ys = _shapes((bsz, bsz), m, n, k, ta, tb)
-    rng = np.random.default_rng(7)
-    x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
-    expected = _product(x, y, ta, tb)
-    task = autotvm.task.create("batch_matmul", (*args, int(ta), int(tb)), "llvm")
-    assert task.flop == 2.0 * bsz * m * n * k
-    space = task.config_space
-    idx = space.sample_ints(min(6, len(space)), rng=np.random.default_rng(0))
-    for i in [None, *idx]:
-        cfg = FallbackConfigEntity() if i is None else space.get(int(i))
-        with autotvm.ApplyConfig(cfg):
-            s, bufs = task.func(*task.args)
-        mod = templtune.build(s, bufs, target="llvm")
-        out = np.zeros(expected.shape, np.float32)
-        mod(x, y, out)
-        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
 @pytest.mark.parametrize("ta,tb", FLAGS, ids=FLAG_IDS)

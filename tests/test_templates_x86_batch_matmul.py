@@ -16,20 +16,26 @@ from templtune.topi import testing as ref
 strategy.load_templates()
 N_CONFIGS = 20
 
-WORKLOADS = [  # (B, M, N, K), configs sampled
+WORKLOADS = [  # (B, M, N, K[, transpose_a, transpose_b]), configs sampled
     ((2, 16, 32, 24), N_CONFIGS),
     ((3, 7, 20, 9), 6),
     ((1, 1, 48, 16), 6),
+    ((2, 16, 32, 24, 0, 0), 6),  # y [B, K, N]
+    ((2, 7, 20, 9, 0, 0), 6),  # ... with padded columns
+    ((2, 16, 32, 24, 1, 1), 6),  # x [B, K, M]
+    ((2, 7, 20, 9, 1, 0), 6),
+    ((1, 1, 48, 16, 1, 0), 6),
 ]
 
 
 @pytest.mark.parametrize("args,count", WORKLOADS, ids=[",".join(map(str, a)) for a, _ in WORKLOADS])
 def test_seeded_configs_match_numpy(args: tuple, count: int) -> None:
     rng = np.random.default_rng(7)
-    b, m, n, k = args
-    x = rng.standard_normal((b, m, k)).astype(np.float32)
-    y = rng.standard_normal((b, n, k)).astype(np.float32)
-    expected = ref.batch_matmul_python(x, y)
+    b, m, n, k, *flags = args
+    ta, tb = (bool(flags[0]), bool(flags[1])) if flags else (False, True)
+    x = rng.standard_normal((b, k, m) if ta else (b, m, k)).astype(np.float32)
+    y = rng.standard_normal((b, n, k) if tb else (b, k, n)).astype(np.float32)
+    expected = ref.batch_matmul_python(x, y, ta, tb)
     task = autotvm.task.create("batch_matmul", args, "llvm")
     space = task.config_space
     assert len(space) > 1 and task.flop == 2.0 * b * m * n * k

@@ -183,5 +183,5 @@ strategy.register("nn.batch_matmul", KEYS, "batch_matmul", plevel=10,
                   workloads=_workloads)
 strategy.catalog(TemplateInfo(
     "batch_matmul", "x86", ("B", "M", "N", "K", "transpose_a", "transpose_b"),
-    (8, 128, 128, 64), "out[b] = x[b] @ y[b].T, x [B, M, K], y [B, N, K] (transpose_b=0: "
-    "y [B, K, N]), register-blocked tiles", n_required=4))
+    (8, 128, 128, 64), "out[b] = x[b] @ y[b].T, x [B, M, K] (transpose_a=1: [B, K, M]), "
+    "y [B, N, K] (transpose_b=0: [B, K, N]), register-blocked tiles", n_required=4))
