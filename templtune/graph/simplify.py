@@ -33,6 +33,8 @@ import math
 
 from .ir import Call, Expr, Function
 from .op import make_call
+from .ops.batch_matmul import batch_matmul
+from .ops.batch_matmul import flags as batch_matmul_flags
 from .ops.elemwise import BINARY, UNARY
 from .transform import PassContext
 
@@ -130,7 +132,7 @@ def _moves_last(e: Expr) -> bool:
     while isinstance(e, Call):
         if e.op == "transpose":
             axes = e.attr("axes")
-            return bool(axes) and axes[-1] != len(axes) - 1
+            return axes[-1] != len(axes) - 1
         if e.op == "reshape" and e.shape[-1:] == e.args[0].shape[-1:]:
             e = e.args[0]
         elif e.op == "strided_slice":
@@ -148,18 +150,14 @@ def _moves_last(e: Expr) -> bool:
 def _fold_transposes(c: Call, args: tuple[Expr, ...], only_reader: set[int]) -> Call | None:
     """``c`` (an ``nn.batch_matmul``) reading the inputs of the transposes it alone reads,
     with its flags flipped, or None."""
-    new, attrs = list(args), dict(c.attrs)
-    for k, key, default in ((0, "transpose_a", False), (1, "transpose_b", True)):
-        t = args[k]
+    new, flip = list(args), list(batch_matmul_flags(dict(c.attrs)))
+    for k, t in enumerate(args):
         if (isinstance(t, Call) and t.op == "transpose" and tuple(t.attr("axes")) == (0, 2, 1)
                 and id(c.args[k]) in only_reader and not _moves_last(t.args[0])):
-            new[k] = t.args[0]
-            attrs[key] = not attrs.get(key, default)
-            if attrs[key] == default:  # defaults are not stored (see ops/batch_matmul.py)
-                del attrs[key]
+            new[k], flip[k] = t.args[0], not flip[k]
     if all(n is o for n, o in zip(new, args)):
         return None
-    return make_call(c.op, new, **attrs)
+    return batch_matmul(new[0], new[1], transpose_a=flip[0], transpose_b=flip[1])
 
 
 def _sink(c: Call, args: tuple[Expr, ...], sinkable: set[int], memo: _Memo) -> Call | None:
