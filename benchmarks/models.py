@@ -98,7 +98,9 @@ def network_flops(net: graph.Function) -> float:
             # NCHW output, OIHW weight (I: input channels per group, so grouped convs too)
             w = c.args[1].shape
             total += 2.0 * np.prod(c.shape) * w[1] * w[2] * w[3]
-        elif c.op in ("nn.dense", "nn.batch_matmul"):
-            # dense: N-D data [..., K]; batch_matmul: [B, M, K] x [B, N, K] -> [B, M, N]
+        elif c.op == "nn.dense":  # N-D data [..., K]
             total += 2.0 * np.prod(c.shape) * c.args[0].shape[-1]
+        elif c.op == "nn.batch_matmul":  # x [B, M, K], or [B, K, M] with transpose_a
+            total += 2.0 * np.prod(c.shape) * c.args[0].shape[
+                -2 if c.attr("transpose_a", False) else -1]
     return total

@@ -95,6 +95,15 @@ def test_network_flops_counts_multiply_adds():
     assert inference.network_flops(tiny) == expected
 
 
+@pytest.mark.parametrize("ta,tb", [(False, True), (True, False), (True, True)])
+def test_network_flops_of_batch_matmul_under_its_flags(ta, tb):
+    # [2, M=3, K=5] x [2, N=4, K=5] in whichever layout the flags say
+    x = nn.var("x", (2, 5, 3) if ta else (2, 3, 5))
+    y = nn.var("y", (2, 4, 5) if tb else (2, 5, 4))
+    net = Function((x, y), nn.batch_matmul(x, y, transpose_a=ta, transpose_b=tb))
+    assert inference.network_flops(net) == 2 * 2 * 3 * 4 * 5
+
+
 def test_isolated_engines_agree_and_time_themselves(tmp_path):
     """``--isolate``: each engine built and timed in a process of its own; the outputs still
     cross-checked against numpy and the timings reported (the seed layer, one thread)."""
