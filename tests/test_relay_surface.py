@@ -52,6 +52,7 @@ def test_pass_context_trace_sees_fuse_ops() -> None:
     with transform.PassContext(opt_level=3, trace=trace):
         relay.build(net, target="llvm", params=params)
     assert seen == [("SimplifyExpr", 0, True, True), ("SimplifyExpr", 0, False, True),
+                    ("FuseAttention", 0, True, True), ("FuseAttention", 0, False, True),
                     ("FuseOps", 0, True, True), ("FuseOps", 0, False, True)]
 
 

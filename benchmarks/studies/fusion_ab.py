@@ -8,7 +8,8 @@ groups as views, ``build._Compiler.view``), ``transposes`` (transposes of unit a
 reshapes, ``simplify._as_reshape``), ``operands`` (a full-shape operand reshaped so a reshape
 sinks, ``simplify._full_operand``), ``rows`` (row-wise default groups computed per row,
 ``default_schedules._row_rank``), ``flags`` (transposes folded into ``nn.batch_matmul``'s
-flags, ``simplify._fold_transposes``). The first-operand rule for residual adds stays on.
+flags, ``simplify._fold_transposes``), ``attention`` (``batch_matmul -> softmax ->
+batch_matmul`` as one ``nn.batch_attention`` kernel, ``build.fuse_attention_for``). The first-operand rule for residual adds stays on.
 Outputs are cross-checked. Run::
 
     python3 benchmarks/vit_onnx.py --out /tmp/vit.onnx
@@ -46,7 +47,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--number", type=int, default=3, help="runs per build per round")
     ap.add_argument("--off", default="diamonds,simplify", help="comma-separated: "
-                    "diamonds, simplify, views, transposes, operands, rows, flags")
+                    "diamonds, simplify, views, transposes, operands, rows, flags, attention")
     a = ap.parse_args()
     threads = int(os.environ.get("TEMPLTUNE_NUM_THREADS", "2"))
     net, params = load_model(str(Path(a.model).resolve()))
@@ -68,7 +69,8 @@ def main() -> None:
                "transposes": (simplify, "_as_reshape", lambda c, arg: None),
                "operands": (simplify, "_full_operand", lambda o, r, memo: None),
                "rows": (default_schedules, "_row_rank", lambda stages, out: 0),
-               "flags": (simplify, "_fold_transposes", lambda c, args, only: None)}
+               "flags": (simplify, "_fold_transposes", lambda c, args, only: None),
+               "attention": (build_mod, "fuse_attention_for", lambda f, pc, tgt: f)}
     off = [patches[k] for k in a.off.split(",")]
     saved = [getattr(obj, name) for obj, name, _ in off]
     for obj, name, fn in off:

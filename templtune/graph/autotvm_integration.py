@@ -147,13 +147,15 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
 
     def run() -> None:
         from .alter_layout import blockable_convs, nchwc_implementation
+        from .attention import fuse_attention_for
         from .simplify import simplify_for_fusion
         from .transform import PassContext
 
         seen: set[tuple[Any, ...]] = set()
         names = bound if bound is not None else {v.name for v in mod.params}
         # NOTE: the anchors build partitions: SimplifyExpr may change them (batch_matmul flags)
-        net = simplify_for_fusion(mod, PassContext.current())
+        pc = PassContext.current()
+        net = fuse_attention_for(simplify_for_fusion(mod, pc), pc, tgt)
         # NOTE: at opt_level 3 relay.build gives these convolutions NCHW[x]c layouts: their
         # tasks are conv2d_NCHWc's (whose configs choose the blocks); extraction assumes
         # opt_level 3, as TVM's does

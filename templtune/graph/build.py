@@ -16,7 +16,9 @@ Per fused group, in order of preference:
    target's lanes; on a GPU every stage's outputs spread over blocks of threads.
 
 Equal groups share their kernels. At ``opt_level >= 3`` the ``AlterOpLayout`` pass
-(:mod:`templtune.graph.alter_layout`) first gives the convolutions NCHW[x]c layouts.
+(:mod:`templtune.graph.alter_layout`) first gives the convolutions NCHW[x]c layouts; before
+partitioning, ``SimplifyExpr`` (:mod:`templtune.graph.simplify`) and ``FuseAttention``
+(:mod:`templtune.graph.attention`) rewrite the network.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from templtune.autotvm.dispatcher import DispatchContext
 from templtune.errors import TempltuneError
 from templtune.target import Target
 
+from .attention import fuse_attention_for
 from .autotvm_integration import (
     Candidate,
     FusedTail,
@@ -348,7 +351,7 @@ def build(mod: Function, target: Any = None, params: dict[str, Any] | None = Non
         mod, bound = pc.run_pass("AlterOpLayout", 3, mod,
                                  lambda: alter_op_layout(mod, bound, tgt), ("InferType",))
     compiler = _Compiler(tgt, bound, pc)
-    mod = simplify_for_fusion(mod, pc)
+    mod = fuse_attention_for(simplify_for_fusion(mod, pc), pc, tgt)
     groups = pc.run_pass("FuseOps", 0, mod, lambda: partition(mod, pc.fuse, pc.max_fuse_depth),
                          ("InferType",))
     compiled = [compiler.compile(g) for g in groups]
