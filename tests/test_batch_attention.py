@@ -215,3 +215,21 @@ def test_pass_runs_only_where_the_build_would_use_it(ctx: dict, target: str) -> 
     assert fuse_attention_for(func, transform.PassContext(**ctx), Target(target)) is func
     assert "nn.batch_attention" in _ops(
         fuse_attention_for(func, transform.PassContext(opt_level=3), Target("llvm")))
+
+
+def test_a_reshape_that_moves_the_scores_axis_ends_the_match() -> None:
+    """One query row: ``[B, 1, N]`` probabilities reshaped to ``[B, N, 1]`` keep their non-unit
+    dims, but the product then reduces over a unit axis: not attention."""
+    q, k, v = nn.var("q", (B, 1, D)), nn.var("k", (B, T, D)), nn.var("v", (B, 1, D))
+    p = make_call("reshape", [nn.softmax(nn.batch_matmul(q, k))], newshape=(B, T, 1))
+    func = Function((q, k, v), nn.batch_matmul(p, v, transpose_b=False))
+    assert fuse_attention(func) is func
+    rng = np.random.default_rng(4)
+    data = {x.name: rng.standard_normal(x.shape).astype(np.float32) for x in func.params}
+    lib = relay.build(func, "llvm")
+    m = relay.GraphModule(lib)
+    for name, a in data.items():
+        m.set_input(name, a)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), graph.evaluate(func, {}, **data),
+                               rtol=1e-4, atol=1e-5)

@@ -59,7 +59,9 @@ def _match(c: Call, sole: set[int]) -> Call | None:
         return None
     ta1, tb = batch_matmul_flags(dict(s.attrs))
     q, k, v = s.args[0], s.args[1], c.args[1]
-    if ta1 or not q.shape[0] == k.shape[0] == v.shape[0] or s.shape[-1] != p.shape[-1]:
+    # NOTE: the softmax runs along the scores' last axis, and P @ V reads the scores' shape
+    if (ta1 or not q.shape[0] == k.shape[0] == v.shape[0] or s.shape[-1] != p.shape[-1]
+            or c.args[0].shape != s.shape):
         return None
     return batch_attention(q, k, v, transpose_b=tb, transpose_v=tv)
 
