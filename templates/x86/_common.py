@@ -249,3 +249,31 @@ def best_block(co: int, oh: int, ow: int, ow_cap: int = 32, oh_cap: int = 4,
     if not bn:  # no block fits: the narrowest channel block, one output per block
         return bns[0], 1, 1
     return bn, oh_bn, ow_bn
+
+
+def register_block(s: Any, acc: Any, parent: Any, loop: Any, unroll: int) -> None:
+    """Compute ``acc`` (a product whose last two axes are a block's rows and vector columns,
+    summed over one reduction axis) at ``loop`` of stage ``parent`` as a register block: the
+    reduction split by ``unroll`` outside the block, the inner step and the rows unrolled,
+    the columns vectorized, so every accumulator stays in a register."""
+    st = s[acc]
+    st.compute_at(parent, loop)
+    rows, cols = st.op.axis[-2:]
+    (red,) = st.op.reduce_axis
+    ro, ri = st.split(red, factor=unroll)
+    st.reorder(ro, ri, rows, cols)
+    st.unroll(ri)
+    st.unroll(rows)
+    st.vectorize(cols)
+
+
+def schedule_pack(stage: Any, rows_inner: bool, vectorize: bool) -> None:
+    """Schedule a ``[B, N / bn, K, bn]`` column pack: with ``rows_inner`` (the source is
+    ``[B, N, K]``) the copy walks each source row (``k`` innermost), else whole ``bn``-wide rows
+    (vectorized when ``vectorize``: no padding guard); parallel over (batch, block)."""
+    pb, po, pr, pw = stage.op.axis
+    if rows_inner:
+        stage.reorder(pb, po, pw, pr)
+    elif vectorize:
+        stage.vectorize(pw)
+    stage.parallel(stage.fuse(pb, po))

@@ -36,7 +36,9 @@ from ._common import (
     block_registers,
     check_positive,
     host_vector,
+    register_block,
     register_file,
+    schedule_pack,
     target_vector,
     vec_regs,
 )
@@ -138,14 +140,7 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     s[out].parallel(tile)
     s[out].vectorize(di)
     # the output block: rb_out rows x dvb columns in registers over N
-    s[acc].compute_at(s[out], do)
-    _, ai, ad = s[acc].op.axis
-    (aj,) = s[acc].op.reduce_axis
-    ajo, aji = s[acc].split(aj, factor=UNROLL)
-    s[acc].reorder(ajo, aji, ai, ad)
-    s[acc].unroll(aji)
-    s[acc].unroll(ai)
-    s[acc].vectorize(ad)
+    register_block(s, acc, s[out], do, UNROLL)
     # the tile's scores: rb x bn blocks accumulated in registers over D
     s[scores].compute_at(s[out], tile)
     sacc = s.cache_write(scores, "global")
@@ -154,14 +149,7 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     sio, sii = s[scores].split(si, factor=rb)
     s[scores].reorder(sio, sjo, sii, sji)
     s[scores].vectorize(sji)
-    s[sacc].compute_at(s[scores], sjo)
-    _, ci, cj = s[sacc].op.axis
-    (cr,) = s[sacc].op.reduce_axis
-    cro, cri = s[sacc].split(cr, factor=UNROLL)
-    s[sacc].reorder(cro, cri, ci, cj)
-    s[sacc].unroll(cri)
-    s[sacc].unroll(ci)
-    s[sacc].vectorize(cj)
+    register_block(s, sacc, s[scores], sjo, UNROLL)
     # the softmax of the tile's rows, lane-wide
     for red in (rmax, rsum):
         s[red].compute_at(s[out], tile)
@@ -174,12 +162,7 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
         s[rf].vectorize(raxes[-1])
     s[ex].compute_at(s[out], tile)
     s[ex].vectorize(s[ex].split(s[ex].op.axis[-1], factor=lanes)[1])
-    pb, po, pr, pw = s[kp].op.axis
-    if tb:
-        s[kp].reorder(pb, po, pw, pr)
-    elif cols == N:
-        s[kp].vectorize(pw)
-    s[kp].parallel(s[kp].fuse(pb, po))
+    schedule_pack(s[kp], tb, cols == N)
     return s, [q, k, v, out]
 
 

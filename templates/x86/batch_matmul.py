@@ -39,6 +39,7 @@ from ._common import (
     max_inner,
     padded_widths,
     register_file,
+    schedule_pack,
     target_vector,
     vec_regs,
     vector_divisor,
@@ -153,12 +154,7 @@ def _batch_matmul(B: int, M: int, N: int, K: int, transpose_a: int = 0,  # noqa:
     s[acc].vectorize(aj)
     # NOTE: read y's rows contiguously: v outside r from [B, N, K] (as dense packs its
     # weight), whole vectors of a row from [B, K, N]
-    pb, po, pr, pv = s[packed].op.axis
-    if tb:
-        s[packed].reorder(pb, po, pv, pr)
-    elif cols == N:
-        s[packed].vectorize(pv)
-    s[packed].parallel(s[packed].fuse(pb, po))
+    schedule_pack(s[packed], tb, cols == N)
     return s, [x, y, out]
 
 

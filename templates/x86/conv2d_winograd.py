@@ -44,6 +44,7 @@ from ._common import (
     lane_filter,
     max_inner,
     pad_tuple,
+    register_block,
     stride_pair,
     target_vector,
     vec_regs,
@@ -250,14 +251,7 @@ def _conv2d_winograd(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
     s[bgemm].reorder(e, u, ko, po, pi, ki)
     s[bgemm].parallel(s[bgemm].fuse(e, u, ko))
     s[bgemm].vectorize(ki)
-    s[acc].compute_at(s[bgemm], po)
-    _, _, ap, ak = s[acc].op.axis
-    (arc,) = s[acc].op.reduce_axis
-    rco, rci = s[acc].split(arc, factor=c_i)
-    s[acc].reorder(rco, rci, ap, ak)
-    s[acc].unroll(rci)
-    s[acc].unroll(ap)
-    s[acc].vectorize(ak)
+    register_block(s, acc, s[bgemm], po, c_i)
 
     p, vh, vw, k = s[inverse].op.axis
     _transform_pass(s[inverse], p, vh, vw, k, bn)
