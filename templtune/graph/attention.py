@@ -28,6 +28,7 @@ from typing import Any
 
 from templtune.autotvm import strategy
 
+from .autotvm_integration import op_call
 from .ir import Call, Expr, Function
 from .ops.batch_attention import batch_attention
 from .ops.batch_matmul import flags as batch_matmul_flags
@@ -91,18 +92,15 @@ def fuse_attention(func: Function, accept: Any = None) -> Function:
     sole = {id(c) for c in calls if readers.get(id(c), 0) == 1 and c is not func.body}
     swap: dict[int, Expr] = {}
     for c in calls:
-        new: Expr | None = None
+        new = c
         if c.op == "nn.batch_matmul":
             fused = _match(c, sole)
             if fused is not None and (accept is None or accept(fused)):
                 new = fused
-        args = tuple(swap.get(id(a), a) for a in (new.args if isinstance(new, Call)
-                                                    else c.args))
-        if new is None and any(n is not o for n, o in zip(args, c.args)):
-            new = dataclasses.replace(c, args=args)
-        elif isinstance(new, Call) and any(n is not o for n, o in zip(args, new.args)):
+        args = tuple(swap.get(id(a), a) for a in new.args)
+        if any(n is not o for n, o in zip(args, new.args)):
             new = dataclasses.replace(new, args=args)
-        if new is not None:
+        if new is not c:
             swap[id(c)] = new
     body = swap.get(id(func.body), func.body)
     if body is func.body or not isinstance(body, Call):
@@ -113,16 +111,12 @@ def fuse_attention(func: Function, accept: Any = None) -> Function:
 def fuse_attention_for(func: Function, pc: PassContext, target: Any) -> Function:
     """``func`` as ``relay.build`` partitions it for ``target`` under ``pc``: attention fused
     where a template strategy on ``target`` takes the fused call (see the module doc)."""
-    from templtune.auto_scheduler.dispatcher import ApplyHistoryBest
-
     if (not pc.fuse or not pc.use_templates or PASS_NAME in pc.disabled_pass
-            or not strategy.strategies("nn.batch_attention", target)
-            or (pc.use_auto_scheduler and ApplyHistoryBest.current() is not None)):
+            or pc.auto_scheduler_records
+            or not strategy.strategies("nn.batch_attention", target)):
         return func
 
     def accept(call: Call) -> bool:
-        from .autotvm_integration import op_call
-
         return bool(strategy.implementations(op_call(call), target))
 
     return pc.run_pass(PASS_NAME, 0, func, lambda: fuse_attention(func, accept))

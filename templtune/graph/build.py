@@ -315,7 +315,7 @@ def _alter_layout(mod: Function, pc: PassContext, tgt: Target) -> bool:
     if tgt.capabilities.is_gpu or not pc.alter_layout or \
             not any(c.op == "nn.conv2d" for c in mod.calls()):
         return False
-    return not (pc.use_auto_scheduler and ApplyHistoryBest.current() is not None)
+    return not pc.auto_scheduler_records
 
 
 def build(mod: Function, target: Any = None, params: dict[str, Any] | None = None,

@@ -129,6 +129,15 @@ class PassContext:
     def use_auto_scheduler(self) -> bool:
         return bool(self.config.get("relay.backend.use_auto_scheduler", True))
 
+    @property
+    def auto_scheduler_records(self) -> bool:
+        """Whether ``relay.build`` takes auto-scheduler records here: they are on and an
+        ``auto_scheduler.ApplyHistoryBest`` is active. Rewrites of the network that would change
+        the groups those records were tuned on (AlterOpLayout, FuseAttention) then stay off."""
+        from templtune.auto_scheduler.dispatcher import ApplyHistoryBest
+
+        return self.use_auto_scheduler and ApplyHistoryBest.current() is not None
+
     def __enter__(self) -> PassContext:
         self._token = _CURRENT.set(self)
         return self
