@@ -233,3 +233,15 @@ def test_a_reshape_that_moves_the_scores_axis_ends_the_match() -> None:
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), graph.evaluate(func, {}, **data),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_pass_stays_off_under_auto_scheduler_records() -> None:
+    """Auto-scheduler records were tuned on the unfused groups: build keeps them."""
+    from templtune import auto_scheduler
+
+    func = _chain()
+    with auto_scheduler.ApplyHistoryBest([]):
+        assert fuse_attention_for(func, transform.PassContext(opt_level=3), Target("llvm")) is func
+        off = {"relay.backend.use_auto_scheduler": False}
+        assert "nn.batch_attention" in _ops(fuse_attention_for(
+            func, transform.PassContext(opt_level=3, config=off), Target("llvm")))
