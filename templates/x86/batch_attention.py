@@ -1,6 +1,8 @@
 """x86 ``batch_attention`` template: ``out[b] = softmax(q[b] @ k[b].T) @ v[b]`` (softmax over
 the last axis) in one kernel, ``q`` ``[B, M, D]``, ``k`` ``[B, N, D]`` (``transpose_b=0``:
-``[B, D, N]``), ``v`` ``[B, N, DV]``.
+``[B, D, N]``), ``v`` ``[B, N, DV]``; with ``scale`` 1 (2) a ``[1]`` operand multiplies
+(divides) the scores, and with ``bias_groups=G`` a ``[G, N]`` operand is added to them (batch
+``b`` reads row ``b // (B / G)``), as a transformer's ``/ sqrt(D)`` and padding mask do.
 
 The three steps a network runs as ``batch_matmul``, ``softmax``, ``batch_matmul`` meet in one
 parallel loop over (batch, tile of ``mb`` query rows): the tile's scores (``mb x N``) are
@@ -47,6 +49,8 @@ from ._common import (
 ROWS, TILES = (1, 2, 3, 4, 6, 8), (4, 8, 12, 16, 24, 32, 48, 64)
 #: reduction steps unrolled in the two products' inner loops
 UNROLL = 4
+#: the workload's code for the op's ``scale`` attribute
+SCALE_CODES = {"": 0, "multiply": 1, "divide": 2}
 
 
 def _widths(n: int, lanes: int) -> list[int]:
@@ -91,9 +95,15 @@ def _define(cfg: Any, m: int, n: int, dv: int) -> None:
 
 
 def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
-                     transpose_b: int = 1) -> tuple[Any, list[Any]]:
-    """The template body: ``(schedule, [q, k, v, out])`` for the current config."""
+                     transpose_b: int = 1, scale: int = 0, bias_groups: int = 0
+                     ) -> tuple[Any, list[Any]]:
+    """The template body: ``(schedule, [q, k, v, (scale,) (bias,) out])`` for the current
+    config."""
     check_positive(B=B, M=M, N=N, D=D, DV=DV)
+    if scale not in (0, 1, 2):
+        raise ValueError(f"scale must be 0 (none), 1 (multiply) or 2 (divide), got {scale!r}")
+    if bias_groups < 0 or (bias_groups and B % bias_groups):
+        raise ValueError(f"bias_groups must divide the batch {B}, got {bias_groups}")
     tb = bool(transpose_b)
     cfg = autotvm.get_config()
     _define(cfg, M, N, DV)
@@ -107,6 +117,11 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     q = te.placeholder((B, M, D), name="q")
     k = te.placeholder((B, N, D) if tb else (B, D, N), name="k")
     v = te.placeholder((B, N, DV), name="v")
+    extra = []
+    if scale:
+        extra.append(te.placeholder((1,), name="scale"))
+    if bias_groups:
+        extra.append(te.placeholder((bias_groups, N), name="bias"))
 
     def pack(b: Any, o: Any, r: Any, w: Any) -> Any:
         col = o * bn + w
@@ -118,9 +133,18 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     # NOTE: padding rows read the last query row (a valid address); their results are dropped
     scores = te.compute((B, rows, cols), lambda b, i, j: te.sum(
         q[b, te.min(i, M - 1), r] * kp[b, j // bn, r, j % bn], axis=r), name="scores")
+    # NOTE: the scale and bias apply where the softmax reads a score (twice per score, a
+    # multiply-add each: noise beside its D multiply-adds); 1 / c is hoisted out of the loops
+    c = None if not scale else (extra[0][0] if scale == 1 else 1.0 / extra[0][0])
+    per = B // bias_groups if bias_groups else 0
+
+    def logit(b: Any, i: Any, j: Any) -> Any:
+        x = scores[b, i, j] if c is None else scores[b, i, j] * c
+        return x if not per else x + extra[-1][b // per, j]
+
     j1 = te.reduce_axis((0, N), name="j1")
-    rmax = te.compute((B, rows), lambda b, i: te.max(scores[b, i, j1], axis=j1), name="row_max")
-    ex = te.compute((B, rows, N), lambda b, i, j: te.exp(scores[b, i, j] - rmax[b, i]),
+    rmax = te.compute((B, rows), lambda b, i: te.max(logit(b, i, j1), axis=j1), name="row_max")
+    ex = te.compute((B, rows, N), lambda b, i, j: te.exp(logit(b, i, j) - rmax[b, i]),
                     name="exp")
     j2 = te.reduce_axis((0, N), name="j2")
     rsum = te.compute((B, rows), lambda b, i: te.sum(ex[b, i, j2], axis=j2), name="row_sum")
@@ -163,7 +187,7 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     s[ex].compute_at(s[out], tile)
     s[ex].vectorize(s[ex].split(s[ex].op.axis[-1], factor=lanes)[1])
     schedule_pack(s[kp], tb, cols == N)
-    return s, [q, k, v, out]
+    return s, [q, k, v, *extra, out]
 
 
 #: the registered templates (call under a dispatch context, e.g. apply_history_best)
@@ -177,8 +201,11 @@ def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
     tb = bool(call.attr("transpose_b", True))
     d = call.inputs[0][2]
     n = call.inputs[1][1 if tb else 2]
-    # NOTE: the flag joins the workload only off its default, as batch_matmul's do
-    return [(b, m, n, d, dv) if tb else (b, m, n, d, dv, 0)]
+    scale = SCALE_CODES[str(call.attr("scale", ""))]
+    groups = call.inputs[-1][0] if call.attr("bias", False) else 0
+    # NOTE: the flags join the workload only off their defaults, as batch_matmul's do
+    full = (b, m, n, d, dv, int(tb), scale, groups)
+    return [full[:8 if scale or groups else 5 if tb else 6]]
 
 
 strategy.register("nn.batch_attention", KEYS, "batch_attention", plevel=10,
@@ -186,7 +213,9 @@ strategy.register("nn.batch_attention", KEYS, "batch_attention", plevel=10,
                   and not call.attr("transpose_v", False),
                   workloads=_workloads)
 strategy.catalog(TemplateInfo(
-    "batch_attention", "x86", ("B", "M", "N", "D", "DV", "transpose_b"),
-    (4, 33, 37, 16, 16), "out[b] = softmax(q[b] @ k[b].T) @ v[b], q [B, M, D], k [B, N, D] "
-    "(transpose_b=0: [B, D, N]), v [B, N, DV]; one pass per tile of query rows",
+    "batch_attention", "x86", ("B", "M", "N", "D", "DV", "transpose_b", "scale", "bias_groups"),
+    (4, 33, 37, 16, 16), "out[b] = softmax(c * q[b] @ k[b].T + bias[b // (B / G)]) @ v[b], "
+    "q [B, M, D], k [B, N, D] (transpose_b=0: [B, D, N]), v [B, N, DV], scale c [1] "
+    "(scale 1: multiply, 2: divide), bias [G, N] (bias_groups G); one pass per tile of "
+    "query rows",
     n_required=5))
