@@ -9,7 +9,9 @@ reshapes, ``simplify._as_reshape``), ``operands`` (a full-shape operand reshaped
 sinks, ``simplify._full_operand``), ``rows`` (row-wise default groups computed per row,
 ``default_schedules._row_rank``), ``flags`` (transposes folded into ``nn.batch_matmul``'s
 flags, ``simplify._fold_transposes``), ``attention`` (``batch_matmul -> softmax ->
-batch_matmul`` as one ``nn.batch_attention`` kernel, ``build.fuse_attention_for``). The first-operand rule for residual adds stays on.
+batch_matmul`` as one ``nn.batch_attention`` kernel, ``build.fuse_attention_for``),
+``records`` (the packaged reference logs: fallback configs where they have the workload,
+``env.reference_logs_enabled``). The first-operand rule for residual adds stays on.
 Outputs are cross-checked. Run::
 
     python3 benchmarks/vit_onnx.py --out /tmp/vit.onnx
@@ -35,6 +37,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from models import load_model  # noqa: E402
 
 from templtune import graph  # noqa: E402
+from templtune.autotvm import env  # noqa: E402
 from templtune.graph import default_schedules, fuse, simplify  # noqa: E402
 from templtune.graph.transform import PassContext  # noqa: E402
 
@@ -47,7 +50,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--number", type=int, default=3, help="runs per build per round")
     ap.add_argument("--off", default="diamonds,simplify", help="comma-separated: "
-                    "diamonds, simplify, views, transposes, operands, rows, flags, attention")
+                    "diamonds, simplify, views, transposes, operands, rows, flags, attention, records")
     a = ap.parse_args()
     threads = int(os.environ.get("TEMPLTUNE_NUM_THREADS", "2"))
     net, params = load_model(str(Path(a.model).resolve()))
@@ -70,7 +73,8 @@ def main() -> None:
                "operands": (simplify, "_full_operand", lambda o, r, memo: None),
                "rows": (default_schedules, "_row_rank", lambda stages, out: 0),
                "flags": (simplify, "_fold_transposes", lambda c, args, only: None),
-               "attention": (build_mod, "fuse_attention_for", lambda f, pc, tgt: f)}
+               "attention": (build_mod, "fuse_attention_for", lambda f, pc, tgt: f),
+               "records": (env, "reference_logs_enabled", lambda: False)}
     off = [patches[k] for k in a.off.split(",")]
     saved = [getattr(obj, name) for obj, name, _ in off]
     for obj, name, fn in off:
