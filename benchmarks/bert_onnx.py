@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -101,17 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("need --layers >= 1, --tokens >= 1 and 0 <= --pad < --tokens")
 
     import torch
+    from models import export_onnx
 
     torch.manual_seed(0)
     model = build(a.tokens, a.pad, a.layers)
     out = Path(a.out or f"/tmp/bert_base_{a.tokens}.onnx")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    x = torch.randn(1, a.tokens, HIDDEN)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter, on purpose
-        torch.onnx.export(model, (x,), str(out), input_names=["x"], output_names=["pooled"],
-                          opset_version=17, dynamo=False)
-    n = sum(p.numel() for p in model.parameters())
+    n = export_onnx(model, torch.randn(1, a.tokens, HIDDEN), out, "pooled")
     print(f"BERT-base, {a.layers} layers, {a.tokens} tokens ({a.pad} padding), "
           f"{n / 1e6:.1f} M parameters: written to {out}")
     return 0

@@ -104,3 +104,19 @@ def network_flops(net: graph.Function) -> float:
             total += 2.0 * np.prod(c.shape) * c.args[0].shape[
                 -2 if c.attr("transpose_a", False) else -1]
     return total
+
+
+def export_onnx(model: Any, x: Any, out: Path, output_name: str) -> int:
+    """Write torch ``model`` (called on ``x``, input ``"x"``) to ``out`` with the
+    TorchScript-based exporter at opset 17, as the benchmark models are; returns its
+    parameter count."""
+    import warnings
+
+    import torch
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter, on purpose
+        torch.onnx.export(model, (x,), str(out), input_names=["x"], output_names=[output_name],
+                          opset_version=17, dynamo=False)
+    return int(sum(p.numel() for p in model.parameters()))

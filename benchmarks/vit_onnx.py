@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -110,20 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--layers must be at least 1")
 
     import torch
+    from models import export_onnx
 
     torch.manual_seed(0)
     model = build(a.image, a.layers)
     out = Path(a.out or f"/tmp/vit_b16_{a.image}.onnx")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    x = torch.rand(1, 3, a.image, a.image)
     # NOTE: MultiheadAttention's eval-mode fast path is one fused aten op that the exporter
     # cannot write; with it off, the export has the plain MatMul/Softmax graph
     torch.backends.mha.set_fastpath_enabled(False)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # the legacy exporter, on purpose
-        torch.onnx.export(model, (x,), str(out), input_names=["x"], output_names=["logits"],
-                          opset_version=17, dynamo=False)
-    n = sum(p.numel() for p in model.parameters())
+    n = export_onnx(model, torch.rand(1, 3, a.image, a.image), out, "logits")
     print(f"ViT-B/16, {a.layers} layers, {a.image}x{a.image} ({(a.image // PATCH) ** 2 + 1} "
           f"tokens), {n / 1e6:.1f} M parameters: written to {out}")
     return 0

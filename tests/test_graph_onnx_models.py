@@ -239,6 +239,41 @@ def test_torch_module_with_attention_resize_concat_layernorm() -> None:
     _against_torch(Net(), (1, 3, 8, 8))
 
 
+def test_torch_masked_attention_runs_as_one_kernel_and_matches_pytorch() -> None:
+    """A BERT-style export: ``q @ k^T / sqrt(d) + mask`` with a padding mask per sequence,
+    batch 2 (the scores regrouped as [batch, heads, T, T]): one ``nn.batch_attention``."""
+    torch = pytest.importorskip("torch")
+    nnt = torch.nn
+    from templtune import transform
+
+    class Attention(nnt.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nnt.ModuleList(nnt.Linear(32, 32) for _ in range(3))
+            keep = torch.ones(2, 10)
+            keep[0, 7:] = keep[1, 4:] = 0.0
+            self.register_buffer("mask", ((1.0 - keep) * -10000.0)[:, None, None, :])
+
+        def forward(self, x):
+            q, k, v = (m(x).view(2, 10, 4, 8).permute(0, 2, 1, 3) for m in self.qkv)
+            s = torch.matmul(q, k.transpose(-1, -2)) / 8 ** 0.5 + self.mask
+            return torch.matmul(torch.softmax(s, dim=-1), v).permute(0, 2, 1, 3).reshape(2, 10, 32)
+
+    torch.manual_seed(0)
+    model = Attention().eval()
+    x = torch.randn(2, 10, 32)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    mod, params = relay.frontend.from_onnx(_export(model, x))
+    with transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm", params)
+    assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
+    m = graph.GraphModule(lib)
+    m.set_input("data", x.numpy())
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
 _VISION = {
     "resnet50": (lambda tv: tv.models.resnet50(weights=None), 64),
     "mobilenet_v2": (lambda tv: tv.models.mobilenet_v2(weights=None), 64),
