@@ -94,6 +94,26 @@ def _define(cfg: Any, m: int, n: int, dv: int) -> None:
             cfg[knob] = OtherOptionEntity(val)
 
 
+def _fixed_stages(extra: list[Any], scale: int, groups: int, B: int, N: int,  # noqa: N803
+                  cols: int) -> tuple[Any, Any] | None:
+    """``(c, bias)``, the tensors the scores' copy-out reads (None: no scale or no bias; the
+    whole pair None: neither): ``c`` is ``[1]``, the scale or its reciprocal (computed once,
+    not a division per score), ``bias`` ``[G, cols]``, zero-padded to whole column blocks."""
+    if not scale and not groups:
+        return None
+    c = bias = None
+    if scale:
+        sc = extra[0]
+        c = sc if scale == 1 else te.compute((1,), lambda z: 1.0 / sc[z], name="scale_inv")
+    if groups:
+        g = extra[-1]
+        bias = g if cols == N else te.compute(
+            (groups, cols), lambda r, j: te.if_then_else(j < N, g[r, te.min(j, N - 1)],
+                                                         te.const(0.0, "float32")),
+            name="bias_pad")
+    return c, bias
+
+
 def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
                      transpose_b: int = 1, scale: int = 0, bias_groups: int = 0
                      ) -> tuple[Any, list[Any]]:
@@ -133,18 +153,18 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     # NOTE: padding rows read the last query row (a valid address); their results are dropped
     scores = te.compute((B, rows, cols), lambda b, i, j: te.sum(
         q[b, te.min(i, M - 1), r] * kp[b, j // bn, r, j % bn], axis=r), name="scores")
-    # NOTE: the scale and bias apply where the softmax reads a score (twice per score, a
-    # multiply-add each: noise beside its D multiply-adds); 1 / c is hoisted out of the loops
-    c = None if not scale else (extra[0][0] if scale == 1 else 1.0 / extra[0][0])
-    per = B // bias_groups if bias_groups else 0
-
-    def logit(b: Any, i: Any, j: Any) -> Any:
-        x = scores[b, i, j] if c is None else scores[b, i, j] * c
-        return x if not per else x + extra[-1][b // per, j]
-
+    raw, fixed = scores, _fixed_stages(extra, scale, bias_groups, B, N, cols)
+    if fixed:
+        # NOTE: the scale and bias apply as a block of scores leaves its registers (a
+        # multiply-add per vector); the softmax reads finished scores
+        c, bias = fixed
+        per = B // bias_groups if bias_groups else 1
+        scores = te.compute((B, rows, cols), lambda b, i, j: (
+            raw[b, i, j] * c[0] if c is not None else raw[b, i, j]) + (
+            bias[b // per, j] if bias is not None else zero), name="logits")
     j1 = te.reduce_axis((0, N), name="j1")
-    rmax = te.compute((B, rows), lambda b, i: te.max(logit(b, i, j1), axis=j1), name="row_max")
-    ex = te.compute((B, rows, N), lambda b, i, j: te.exp(logit(b, i, j) - rmax[b, i]),
+    rmax = te.compute((B, rows), lambda b, i: te.max(scores[b, i, j1], axis=j1), name="row_max")
+    ex = te.compute((B, rows, N), lambda b, i, j: te.exp(scores[b, i, j] - rmax[b, i]),
                     name="exp")
     j2 = te.reduce_axis((0, N), name="j2")
     rsum = te.compute((B, rows), lambda b, i: te.sum(ex[b, i, j2], axis=j2), name="row_sum")
@@ -167,7 +187,8 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     register_block(s, acc, s[out], do, UNROLL)
     # the tile's scores: rb x bn blocks accumulated in registers over D
     s[scores].compute_at(s[out], tile)
-    sacc = s.cache_write(scores, "global")
+    # NOTE: the reciprocal and the padded bias stay at the root: computed once per call
+    sacc = raw if fixed else s.cache_write(scores, "global")
     _, si, sj = s[scores].op.axis
     sjo, sji = s[scores].split(sj, factor=bn)
     sio, sii = s[scores].split(si, factor=rb)
