@@ -130,9 +130,8 @@ def get_per_store_features_from_states(states: Sequence[Any], task: Any,
         key = (gpu, lr, n_bufs, state_key(s))
         x = cache.get(key)
         if x is None:
-            # NOTE: a fork pool was measured slower here (0.8x on the shared 2-core machine:
-            # the lowering is pure Python and the cores are busy); states are extracted
-            # in-process.
+            # NOTE: a fork pool measured slower here (the lowering is pure Python and the
+            # cores are busy measuring); states are extracted in-process.
             x = cache[key] = features_of_state(dag, s, gpu, n_bufs, lr)
         out.append(x)
     total = sum(len(c) for c in _CACHES.values())

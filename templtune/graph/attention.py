@@ -110,10 +110,12 @@ class _Operands:
         bias = _step(e, sole, ("add", "nn.bias_add"))
         if bias is not None:
             call, data, mask = bias
-            g = (1 if len(mask.shape) == 1 and mask.shape[0] == call.shape[-1] else None
-                 ) if call.op == "nn.bias_add" else _groups(mask.shape, call.shape)
-            if (call.op == "nn.bias_add" and call.attr("axis") % len(call.shape)
-                    != len(call.shape) - 1) or g is None or mask.dtype != call.dtype:
+            # NOTE: a bias_add on the last axis broadcasts its [N] mask as an add would
+            if call.op == "nn.bias_add" and (call.attr("axis") % len(call.shape)
+                                             != len(call.shape) - 1):
+                return None
+            g = _groups(mask.shape, call.shape)
+            if g is None or mask.dtype != call.dtype:
                 return None
             kw["bias"] = self.shaped(mask, (g, call.shape[-1]))
             e = _through_reshapes(data, sole)
@@ -148,6 +150,8 @@ def _match(c: Call, sole: set[int], operands: _Operands) -> Call | None:
     if (ta1 or not q.shape[0] == k.shape[0] == v.shape[0] or s.shape[-1] != p.shape[-1]
             or c.args[0].shape != s.shape):
         return None
+    # NOTE: the mask is constant over runs of B * M / G flat rows; where G divides B a run
+    # is whole batches (else a unit reshape moved the rows into the mask's groups)
     if "bias" in kw and s.shape[0] % kw["bias"].shape[0]:
         return None
     return batch_attention(q, k, v, transpose_b=tb, transpose_v=tv, **kw)

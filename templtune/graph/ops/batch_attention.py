@@ -76,18 +76,16 @@ def _compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     scale, bias = extras(a)
     scores = topi.nn.batch_matmul(x[0], x[1], transpose_b=tb)
     if scale or bias:
-        s0 = scores
-        c = x[3] if scale else None
-        g = x[-1] if bias else None
-        per = s0.shape[0] // (g.shape[0] if g is not None else 1)
+        raw = scores
+        per = raw.shape[0] // (x[-1].shape[0] if bias else 1)
 
-        def pre(b: Any, i: Any, j: Any) -> Any:
-            v = s0[b, i, j]
-            if c is not None:
-                v = v * c[0] if scale == "multiply" else v / c[0]
-            return v if g is None else v + g[b // per, j]
+        def logit(b: Any, i: Any, j: Any) -> Any:
+            v = raw[b, i, j]
+            if scale:
+                v = v * x[3][0] if scale == "multiply" else v / x[3][0]
+            return v + x[-1][b // per, j] if bias else v
 
-        scores = te.compute(s0.shape, pre, name="attention_scores")
+        scores = te.compute(raw.shape, logit, name="attention_scores")
     return topi.nn.batch_matmul(topi.nn.softmax(scores, axis=-1), x[2], transpose_b=tv)
 
 
