@@ -4,7 +4,15 @@
 A ``layout_transform``, ``reshape`` or ``transpose`` whose inputs are all bound parameters
 is computed once with its numpy reference; the call is replaced by a parameter holding the
 result, so the kernels read weights already laid out as they need and no kernel re-lays them
-per run. A network without such calls is returned as it is (same object).
+per run.
+
+A ``where`` whose condition is a bound parameter and whose one branch is a bound element of
+magnitude at least 2**64 (or infinite), the other a run-time value ``x``, becomes ``x + bias``
+with the bias (0 where ``x`` is kept, the element elsewhere) bound once: a transformer's
+causal mask (``where(causal, scores, finfo.min)``) in the additive form the attention fusion
+takes. The two agree exactly for ``|x| < 2**39`` (``x`` rounds away beside the element).
+
+A network without such calls is returned as it is (same object).
 """
 
 from __future__ import annotations
@@ -14,9 +22,11 @@ import dataclasses
 import numpy as np
 
 from .ir import Call, Expr, Function, TensorType, Var, topo_order
-from .op import get_op
+from .op import get_op, make_call
 
 FOLDABLE = frozenset({"layout_transform", "reshape", "transpose"})
+#: the least magnitude of a ``where`` branch that absorbs the other branch in an add
+HUGE = 2.0 ** 64
 
 
 def _suffix(c: Call) -> str:
@@ -41,7 +51,7 @@ def fold_constants(mod: Function, params: dict[str, np.ndarray]
         are dropped.
     """
     calls = mod.calls()
-    if not any(c.op in FOLDABLE for c in calls):
+    if not any(c.op in FOLDABLE or c.op == "where" for c in calls):
         return mod, params
     const = {id(v): params[v.name] for v in mod.params if v.name in params}
     names = {v.name for v in mod.params}
@@ -63,6 +73,16 @@ def fold_constants(mod: Function, params: dict[str, np.ndarray]
             const[id(v)], new_params[name] = value, value
             folded.append(v)
             swap[id(c)] = v
+        elif c.op == "where" and (masked := _where_as_add(c, args, const)) is not None:
+            x, value = masked
+            name = f"{args[0].name}_bias" if isinstance(args[0], Var) else "where_bias"
+            while name in names:
+                name += "_"
+            names.add(name)
+            v = Var(name, TensorType(tuple(value.shape), c.dtype))
+            const[id(v)], new_params[name] = value, value
+            folded.append(v)
+            swap[id(c)] = make_call("add", [x, v])
         elif any(n is not o for n, o in zip(args, c.args)):
             swap[id(c)] = dataclasses.replace(c, args=args)
     if not folded:
@@ -76,3 +96,23 @@ def fold_constants(mod: Function, params: dict[str, np.ndarray]
     return (Function(tuple(keep), body, mod.name),
             {v.name: new_params[v.name] for v in keep if v.name in new_params})
 
+
+
+def _where_as_add(c: Call, args: tuple[Expr, ...], const: dict[int, np.ndarray]
+                  ) -> tuple[Expr, np.ndarray] | None:
+    """``(x, bias)`` with ``x + bias`` equal to the ``where`` call ``c`` (see the module doc),
+    or None."""
+    cond, *branches = args
+    if id(cond) not in const:
+        return None
+    for k in (0, 1):
+        fill, x = branches[k], branches[1 - k]
+        if id(fill) not in const or id(x) in const or x.shape != c.shape:
+            continue
+        value = const[id(fill)]
+        if value.size != 1 or not (np.isinf(value).all() or np.abs(value).min() >= HUGE):
+            continue
+        keep = (const[id(cond)] != 0) == (k == 1)
+        bias = np.where(keep, np.zeros((), c.dtype), value.reshape(()).astype(c.dtype))
+        return x, np.ascontiguousarray(bias, dtype=c.dtype)
+    return None

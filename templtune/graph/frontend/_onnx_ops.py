@@ -10,7 +10,7 @@ import numpy as np
 from .. import nn
 from ..ir import Call, Expr, Var
 from ..op import GraphError, make_call
-from ..ops.elemwise import binary, unary
+from ..ops.elemwise import binary, unary, where
 
 
 def _same_pads(a: dict[str, Any], size: tuple[int, ...], k: tuple[int, ...],
@@ -243,10 +243,18 @@ class OnnxOps:
 
     def op_Pow(self, node: Any, a: dict[str, Any]) -> Expr:
         e = self.consts.get(node.input[1])
-        if e is not None and e.size == 1 and float(e) == 2.0:  # exact, and no pow call
+        # NOTE: small integer powers as products: a pow call per element does not vectorize
+        # (x*x is exact; x*x*x, GPT-2's tanh GELU, is within 2 ulp of pow)
+        if e is not None and e.size == 1 and float(e) in (2.0, 3.0):
             xv = self.x(node)
-            return binary("multiply", xv, xv)
+            sq = binary("multiply", xv, xv)
+            return sq if float(e) == 2.0 else binary("multiply", sq, xv)
         return binary("power", self.x(node, 0), self.x(node, 1))
+
+    def op_Where(self, node: Any, a: dict[str, Any]) -> Expr:
+        # NOTE: a boolean constant condition (a causal mask) becomes a parameter of the
+        # network's dtype, 1 where true: the graph's where reads nonzero as true
+        return where(self.x(node, 0), self.x(node, 1), self.x(node, 2))
 
     def op_Identity(self, node: Any, a: dict[str, Any]) -> Expr:
         return self.x(node)

@@ -1,6 +1,6 @@
-"""Element-wise network operators: unary math (``sigmoid``, ``erf``, ``nn.hard_swish`` ...)
-and numpy-broadcasting binaries (``subtract``, ``multiply``, ``divide``, ``power``,
-``maximum``, ``minimum``), as ONNX models and Relay use them."""
+"""Element-wise network operators: unary math (``sigmoid``, ``erf``, ``nn.hard_swish`` ...),
+numpy-broadcasting binaries (``subtract``, ``multiply``, ``divide``, ``power``, ``maximum``,
+``minimum``) and ``where``, as ONNX models and Relay use them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from templtune.te.expr import PrimExpr
 from ..ir import Call, Expr
 from ..op import INJECTIVE, broadcast_infer, make_call, register_op
 
-__all__ = ["unary", "binary", "UNARY", "BINARY"]
+__all__ = ["unary", "binary", "where", "UNARY", "BINARY"]
 
 def _hard_sigmoid(x: PrimExpr, alpha: float, beta: float) -> PrimExpr:
     v = x * te.const(alpha, x.dtype) + te.const(beta, x.dtype)
@@ -70,16 +70,17 @@ def unary(op: str, data: Expr, **attrs: Any) -> Call:
     return make_call(op, [data], **attrs)
 
 
+def _at(t: te.Tensor, shape: tuple[int, ...], i: tuple[Any, ...]) -> PrimExpr:
+    """The element of ``t`` that index ``i`` of the numpy broadcast ``shape`` reads."""
+    off = len(shape) - len(t.shape)
+    return t[tuple(0 if int(d) == 1 and shape[off + k] != 1 else i[off + k]
+                   for k, d in enumerate(t.shape))]
+
+
 def _power(x: te.Tensor, y: te.Tensor) -> te.Tensor:
     shape = tuple(int(d) for d in topi.broadcast.broadcast_shape(x.shape, y.shape))
-
-    def at(t: te.Tensor, i: tuple[Any, ...]) -> PrimExpr:
-        off = len(shape) - len(t.shape)
-        return t[tuple(0 if int(d) == 1 and shape[off + k] != 1 else i[off + k]
-                       for k, d in enumerate(t.shape))]
-
-    return te.compute(shape, lambda *i: te.power(at(x, i), at(y, i)), name="T_power",
-                      tag="broadcast")
+    return te.compute(shape, lambda *i: te.power(_at(x, shape, i), _at(y, shape, i)),
+                      name="T_power", tag="broadcast")
 
 
 #: op name -> (te broadcast compute, numpy reference)
@@ -106,3 +107,33 @@ for _name, (_te, _np) in BINARY.items():
     register_op(_name, INJECTIVE, broadcast_infer,
                 (lambda f: lambda x, a: f(x[0], x[1]))(_te),
                 (lambda f: lambda x, a: f(x[0], x[1]))(_np))
+
+
+def _where_infer(t: list[Any], a: dict[str, Any]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*(x.shape for x in t)))
+    except ValueError:
+        raise ValueError("condition, x and y do not broadcast: "
+                         f"{', '.join(str(x.shape) for x in t)}") from None
+
+
+def _where_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
+    shape = tuple(int(d) for d in np.broadcast_shapes(*(tuple(int(d) for d in t.shape)
+                                                        for t in x)))
+    zero = te.const(0.0, x[0].dtype)
+    return te.compute(shape, lambda *i: te.select(_at(x[0], shape, i) != zero,
+                                                  _at(x[1], shape, i), _at(x[2], shape, i)),
+                      name="T_where", tag="broadcast")
+
+
+def where(condition: Expr, x: Expr, y: Expr) -> Call:
+    """``x`` where ``condition`` is nonzero, else ``y``, numpy-broadcast.
+
+    Relay's ``where`` takes a boolean condition; a network here holds one dtype, so the
+    condition is a tensor of that dtype, true where nonzero (NaN included, as numpy's).
+    """
+    return make_call("where", [condition, x, y])
+
+
+register_op("where", INJECTIVE, _where_infer, _where_compute,
+            lambda x, a: np.where(x[0] != 0, x[1], x[2]), builder=where)
