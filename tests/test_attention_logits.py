@@ -25,27 +25,33 @@ SCALE = 0.37
 def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: int = 0,
                bias: np.ndarray | None = None, tb: bool = True) -> np.ndarray:
     """numpy's attention with the scores multiplied (1) or divided (2) by ``SCALE`` and a
-    ``[G, N]`` bias added, its row ``b // (B / G)`` to batch ``b``."""
+    ``[G, N]`` (or ``[G, M, N]``) bias added, its entry ``b // (B / G)`` to batch ``b``."""
     s = np.matmul(q.astype(np.float64), (k.transpose(0, 2, 1) if tb else k).astype(np.float64))
     s = s * SCALE if scale == 1 else s / SCALE if scale == 2 else s
     if bias is not None:
-        s = s + bias.astype(np.float64)[np.arange(s.shape[0]) // (s.shape[0] // len(bias))
-                                        ][:, None, :]
+        g = bias.astype(np.float64)[np.arange(s.shape[0]) // (s.shape[0] // len(bias))]
+        s = s + (g if g.ndim == 3 else g[:, None, :])
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return np.matmul(p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
 
 
 def _operands(args: tuple[int, ...], seed: int) -> list[np.ndarray]:
-    b, m, n, d, dv, tb, scale, groups = args
+    b, m, n, d, dv, tb, scale, groups = args[:8]
+    rows = args[8] if len(args) > 8 else 0
     rng = np.random.default_rng(seed)
     out = [(rng.standard_normal(s) * 0.5).astype(np.float32)
            for s in ((b, m, d), (b, n, d) if tb else (b, d, n), (b, n, dv))]
     if scale:
         out.append(np.array([SCALE], np.float32))
     if groups:
-        # NOTE: a padding mask: -10000 on some columns, small values elsewhere
-        mask = (rng.standard_normal((groups, n)) * 0.5).astype(np.float32)
-        mask[rng.random((groups, n)) < 0.3] = -10000.0
+        # NOTE: a padding mask: -10000 on some columns, small values elsewhere; with rows,
+        # a causal one too (finfo.min above the diagonal, every row keeping its first column)
+        shape = (groups, m, n) if rows else (groups, n)
+        mask = (rng.standard_normal(shape) * 0.5).astype(np.float32)
+        mask[rng.random(shape) < 0.3] = -10000.0
+        if rows:
+            mask[:, np.triu(np.ones((m, n), bool), 1)] = np.finfo(np.float32).min
+            mask[:, :, 0] = 0.0
         out.append(mask)
     return out
 
@@ -66,11 +72,13 @@ def _run(args: tuple[int, ...], cfg: object, arrays: list[np.ndarray]) -> np.nda
     return out
 
 
-WORKLOADS = [  # (B, M, N, D, DV, transpose_b, scale, bias_groups)
+WORKLOADS = [  # (B, M, N, D, DV, transpose_b, scale, bias_groups[, bias_rows])
     (4, 33, 37, 16, 16, 1, 2, 2),  # divided, one mask row per two heads
     (3, 7, 20, 9, 5, 1, 1, 0),  # multiplied, no mask; sizes off every block
     (2, 9, 13, 8, 24, 0, 0, 2),  # a mask row per batch, k [B, D, N]
     (6, 16, 64, 16, 16, 1, 2, 1),  # one mask for all
+    (4, 19, 19, 16, 16, 1, 2, 1, 1),  # causal: a mask per query row, shared by all
+    (4, 5, 21, 8, 8, 0, 1, 2, 1),  # a mask per row and sequence; columns off the blocks
 ]
 
 
@@ -88,10 +96,11 @@ def test_seeded_configs_match_numpy(args: tuple[int, ...]) -> None:
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(heads=st.integers(1, 3), groups=st.integers(0, 2), m=st.integers(1, 30),
        n=st.integers(1, 30), d=st.integers(1, 12), scale=st.integers(0, 2),
-       tb=st.integers(0, 1), pick=st.integers(0, 10**6))
+       tb=st.integers(0, 1), rows=st.integers(0, 1), pick=st.integers(0, 10**6))
 def test_random_legal_configs_match_numpy(heads: int, groups: int, m: int, n: int, d: int,
-                                          scale: int, tb: int, pick: int) -> None:
-    args = (heads * max(groups, 1), m, n, d, 8, tb, scale, groups)
+                                          scale: int, tb: int, rows: int, pick: int) -> None:
+    args = (heads * max(groups, 1), m, n, d, 8, tb, scale, groups) + ((1,) if rows and groups
+                                                                      else ())
     arrays = _operands(args, pick)
     space = autotvm.task.create("batch_attention", args, "llvm").config_space
     cfg = space.get(int(space.sample_ints(1, rng=np.random.default_rng(pick))[0]))
@@ -104,6 +113,8 @@ def test_template_rejects_bad_extras() -> None:
         autotvm.task.create("batch_attention", (2, 4, 4, 4, 4, 1, 3, 0), "llvm")
     with pytest.raises(ValueError, match="bias_groups must divide"):
         autotvm.task.create("batch_attention", (6, 4, 4, 4, 4, 1, 0, 4), "llvm")
+    with pytest.raises(ValueError, match="bias_rows must be"):
+        autotvm.task.create("batch_attention", (6, 4, 4, 4, 4, 1, 0, 0, 1), "llvm")
 
 
 # ---- the network op ----------------------------------------------------------------------
@@ -113,8 +124,10 @@ def test_builder_types_attrs_and_rejects_bad_extras() -> None:
     call = relay.nn.batch_attention(q, k, v, scale=c, bias=mask, scale_divides=True)
     assert call.shape == (4, 5, 3) and dict(call.attrs) == {"scale": "divide", "bias": True}
     assert dict(relay.nn.batch_attention(q, k, v, scale=c).attrs) == {"scale": "multiply"}
+    assert relay.nn.batch_attention(q, k, v, bias=relay.var("rows", (1, 5, 5))).shape == (4, 5, 3)
     for bad, match in (({"bias": relay.var("m3", (3, 5))}, "G dividing the batch 4"),
                        ({"bias": relay.var("m4", (1, 6))}, r"\[G, 5\]"),
+                       ({"bias": relay.var("m5", (1, 4, 5))}, r"\[G, 5, 5\]"),
                        ({"scale": relay.var("c2", (2,))}, "shape \\(1,\\)")):
         with pytest.raises(GraphError, match=match):
             relay.nn.batch_attention(q, k, v, **bad)
@@ -183,17 +196,20 @@ def _fused(func: Function) -> list[Call]:
     return [c for c in fuse_attention(func).calls() if c.op == "nn.batch_attention"]
 
 
-@pytest.mark.parametrize("mask_shape,batch,groups", [
-    ((BATCH, 1, 1, T), BATCH, BATCH), ((1, 1, 1, T), BATCH, 1), ((T,), BATCH, 1),
-    ((1, T), 1, 1)], ids=["per-sequence", "shared", "bias_add", "unit-batch"])
+@pytest.mark.parametrize("mask_shape,batch,bias_shape", [
+    ((BATCH, 1, 1, T), BATCH, (BATCH, T)), ((1, 1, 1, T), BATCH, (1, T)), ((T,), BATCH, (1, T)),
+    ((1, T), 1, (1, T)), ((1, 1, T, T), BATCH, (1, T, T)), ((BATCH, 1, T, T), BATCH, (BATCH, T, T)),
+    ((T, T), 1, (1, T, T))],
+    ids=["per-sequence", "shared", "bias_add", "unit-batch", "causal", "causal-per-sequence",
+         "causal-2d"])
 def test_masked_chain_builds_as_one_kernel_and_computes_the_same(
-        mask_shape: tuple[int, ...], batch: int, groups: int) -> None:
+        mask_shape: tuple[int, ...], batch: int, bias_shape: tuple[int, ...]) -> None:
     func = _bert(mask_shape, batch=batch)
     (call,) = _fused(func)
     assert dict(call.attrs) == {"scale": "divide", "bias": True}
-    assert call.args[4].shape == (groups, T)
+    assert call.args[4].shape == bias_shape
     data = _feeds(func)
-    mask = data["mask"].reshape(groups, T)
+    mask = data["mask"].reshape(bias_shape)
     expected = _attention(data["q"], data["k"], data["v"], 2, mask)
     np.testing.assert_allclose(graph.evaluate(func, {}, **data), expected, rtol=1e-5, atol=1e-6)
     params = {n: data[n] for n in ("k", "c", "mask")}
@@ -206,8 +222,9 @@ def test_masked_chain_builds_as_one_kernel_and_computes_the_same(
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
     (task,) = autotvm.task.extract_from_program(func, params, "llvm")
+    rows = (1,) if len(bias_shape) == 3 else ()
     assert (task.name, task.args) == ("batch_attention",
-                                      (batch * HEADS, T, T, D, D, 1, 2, groups))
+                                      (batch * HEADS, T, T, D, D, 1, 2, bias_shape[0], *rows))
 
 
 def test_layers_share_one_reshape_of_their_mask() -> None:
@@ -217,10 +234,10 @@ def test_layers_share_one_reshape_of_their_mask() -> None:
 
 
 @pytest.mark.parametrize("kw", [
-    {"mask_shape": (1, 1, T, T)},  # varies over the query rows (causal)
     {"mask_shape": (1, HEADS, 1, T)},  # per head, shared by the sequences
+    {"mask_shape": (1, HEADS, T, T)},  # per head and query row
     {"mask_first": True},  # a scale after the mask would scale it too
-], ids=["causal", "per-head", "scale-after-mask"])
+], ids=["per-head", "per-head-rows", "scale-after-mask"])
 def test_chains_the_kernel_cannot_take_stay(kw: dict) -> None:
     func = _bert(**kw)
     assert fuse_attention(func) is func

@@ -274,6 +274,46 @@ def test_torch_masked_attention_runs_as_one_kernel_and_matches_pytorch() -> None
     np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_torch_causal_decoder_block_runs_attention_as_one_kernel() -> None:
+    """A GPT-2-style export: one projection split into q, k, v, the causal mask as
+    ``where(causal, scores, finfo.min)``, and the tanh GELU with ``pow(x, 3)``: the mask
+    folds into an additive one, attention runs as one ``nn.batch_attention`` with a bias per
+    query row, and the output matches PyTorch."""
+    torch = pytest.importorskip("torch")
+    nnt = torch.nn
+    from templtune import transform
+
+    class Block(nnt.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln = nnt.LayerNorm(32)
+            self.c_attn, self.c_fc = nnt.Linear(32, 96), nnt.Linear(32, 64)
+            self.register_buffer("causal", torch.tril(torch.ones(9, 9, dtype=torch.bool)))
+
+        def forward(self, x):
+            q, k, v = (t.view(1, 9, 4, 8).permute(0, 2, 1, 3)
+                       for t in self.c_attn(self.ln(x)).split(32, dim=2))
+            s = torch.matmul(q, k.transpose(-1, -2)) / 8 ** 0.5
+            s = torch.where(self.causal, s, torch.finfo(torch.float32).min)
+            a = torch.matmul(torch.softmax(s, dim=-1), v).permute(0, 2, 1, 3).reshape(1, 9, 32)
+            u = self.c_fc(x + a)
+            return 0.5 * u * (1.0 + torch.tanh(0.8 * (u + 0.044715 * torch.pow(u, 3.0))))
+
+    torch.manual_seed(0)
+    model = Block().eval()
+    x = torch.randn(1, 9, 32)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    mod, params = relay.frontend.from_onnx(_export(model, x))
+    with transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm", params)
+    assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
+    m = graph.GraphModule(lib)
+    m.set_input("data", x.numpy())
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
 _VISION = {
     "resnet50": (lambda tv: tv.models.resnet50(weights=None), 64),
     "mobilenet_v2": (lambda tv: tv.models.mobilenet_v2(weights=None), 64),

@@ -1,8 +1,9 @@
 """x86 ``batch_attention`` template: ``out[b] = softmax(q[b] @ k[b].T) @ v[b]`` (softmax over
 the last axis) in one kernel, ``q`` ``[B, M, D]``, ``k`` ``[B, N, D]`` (``transpose_b=0``:
 ``[B, D, N]``), ``v`` ``[B, N, DV]``; with ``scale`` 1 (2) a ``[1]`` operand multiplies
-(divides) the scores, and with ``bias_groups=G`` a ``[G, N]`` operand is added to them (batch
-``b`` reads row ``b // (B / G)``), as a transformer's ``/ sqrt(D)`` and padding mask do.
+(divides) the scores, and with ``bias_groups=G`` a ``[G, N]`` operand (``bias_rows=1``:
+``[G, M, N]``) is added to them, batch ``b`` reading ``bias[b // (B / G)]``, as a
+transformer's ``/ sqrt(D)`` and padding (causal) mask do.
 
 The three steps a network runs as ``batch_matmul``, ``softmax``, ``batch_matmul`` meet in one
 parallel loop over (batch, tile of ``mb`` query rows): the tile's scores (``mb x N``) are
@@ -94,11 +95,12 @@ def _define(cfg: Any, m: int, n: int, dv: int) -> None:
             cfg[knob] = OtherOptionEntity(val)
 
 
-def _fixed_stages(extra: list[Any], scale: int, groups: int, B: int, N: int,  # noqa: N803
+def _fixed_stages(extra: list[Any], scale: int, groups: int, N: int,  # noqa: N803
                   cols: int) -> tuple[Any, Any] | None:
     """``(c, bias)``, the tensors the scores' copy-out reads (None: no scale or no bias; the
     whole pair None: neither): ``c`` is ``[1]``, the scale or its reciprocal (computed once,
-    not a division per score), ``bias`` ``[G, cols]``, zero-padded to whole column blocks."""
+    not a division per score), ``bias`` ``[G, (M,) cols]``, zero-padded to whole column
+    blocks."""
     if not scale and not groups:
         return None
     c = bias = None
@@ -107,16 +109,17 @@ def _fixed_stages(extra: list[Any], scale: int, groups: int, B: int, N: int,  # 
         c = sc if scale == 1 else te.compute((1,), lambda z: 1.0 / sc[z], name="scale_inv")
     if groups:
         g = extra[-1]
+        lead = tuple(int(d) for d in g.shape[:-1])
         bias = g if cols == N else te.compute(
-            (groups, cols), lambda r, j: te.if_then_else(j < N, g[r, te.min(j, N - 1)],
-                                                         te.const(0.0, "float32")),
+            (*lead, cols), lambda *i: te.if_then_else(
+                i[-1] < N, g[(*i[:-1], te.min(i[-1], N - 1))], te.const(0.0, "float32")),
             name="bias_pad")
     return c, bias
 
 
 def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
-                     transpose_b: int = 1, scale: int = 0, bias_groups: int = 0
-                     ) -> tuple[Any, list[Any]]:
+                     transpose_b: int = 1, scale: int = 0, bias_groups: int = 0,
+                     bias_rows: int = 0) -> tuple[Any, list[Any]]:
     """The template body: ``(schedule, [q, k, v, (scale,) (bias,) out])`` for the current
     config."""
     check_positive(B=B, M=M, N=N, D=D, DV=DV)
@@ -124,6 +127,9 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
         raise ValueError(f"scale must be 0 (none), 1 (multiply) or 2 (divide), got {scale!r}")
     if bias_groups < 0 or (bias_groups and B % bias_groups):
         raise ValueError(f"bias_groups must divide the batch {B}, got {bias_groups}")
+    if bias_rows not in (0, 1) or (bias_rows and not bias_groups):
+        raise ValueError(f"bias_rows must be 0 or 1, and 1 only with bias_groups, got "
+                         f"{bias_rows!r}")
     tb = bool(transpose_b)
     cfg = autotvm.get_config()
     _define(cfg, M, N, DV)
@@ -141,7 +147,7 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     if scale:
         extra.append(te.placeholder((1,), name="scale"))
     if bias_groups:
-        extra.append(te.placeholder((bias_groups, N), name="bias"))
+        extra.append(te.placeholder((bias_groups, *(M,) * bias_rows, N), name="bias"))
 
     def pack(b: Any, o: Any, r: Any, w: Any) -> Any:
         col = o * bn + w
@@ -153,15 +159,22 @@ def _batch_attention(B: int, M: int, N: int, D: int, DV: int,  # noqa: N803
     # NOTE: padding rows read the last query row (a valid address); their results are dropped
     scores = te.compute((B, rows, cols), lambda b, i, j: te.sum(
         q[b, te.min(i, M - 1), r] * kp[b, j // bn, r, j % bn], axis=r), name="scores")
-    raw, fixed = scores, _fixed_stages(extra, scale, bias_groups, B, N, cols)
+    raw, fixed = scores, _fixed_stages(extra, scale, bias_groups, N, cols)
     if fixed:
         # NOTE: the scale and bias apply as a block of scores leaves its registers (a
         # multiply-add per vector); the softmax reads finished scores
         c, bias = fixed
         per = B // bias_groups if bias_groups else 1
+
+        def add(b: Any, i: Any, j: Any) -> Any:
+            if bias is None:
+                return zero
+            # NOTE: padding rows read the last row's mask, as they read the last query row
+            return bias[b // per, te.min(i, M - 1), j] if bias_rows else bias[b // per, j]
+
         scores = te.compute((B, rows, cols), lambda b, i, j: (
-            raw[b, i, j] * c[0] if c is not None else raw[b, i, j]) + (
-            bias[b // per, j] if bias is not None else zero), name="logits")
+            raw[b, i, j] * c[0] if c is not None else raw[b, i, j]) + add(b, i, j),
+            name="logits")
     j1 = te.reduce_axis((0, N), name="j1")
     rmax = te.compute((B, rows), lambda b, i: te.max(scores[b, i, j1], axis=j1), name="row_max")
     ex = te.compute((B, rows, N), lambda b, i, j: te.exp(scores[b, i, j] - rmax[b, i]),
@@ -223,10 +236,11 @@ def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
     d = call.inputs[0][2]
     n = call.inputs[1][1 if tb else 2]
     scale = SCALE_CODES[str(call.attr("scale", ""))]
-    groups = call.inputs[-1][0] if call.attr("bias", False) else 0
+    bias = call.inputs[-1] if call.attr("bias", False) else ()
+    groups, rows = (bias[0], int(len(bias) == 3)) if bias else (0, 0)
     # NOTE: the flags join the workload only off their defaults, as batch_matmul's do
-    full = (b, m, n, d, dv, int(tb), scale, groups)
-    return [full[:8 if scale or groups else 5 if tb else 6]]
+    full = (b, m, n, d, dv, int(tb), scale, groups, rows)
+    return [full[:9 if rows else 8 if scale or groups else 5 if tb else 6]]
 
 
 strategy.register("nn.batch_attention", KEYS, "batch_attention", plevel=10,
@@ -234,9 +248,10 @@ strategy.register("nn.batch_attention", KEYS, "batch_attention", plevel=10,
                   and not call.attr("transpose_v", False),
                   workloads=_workloads)
 strategy.catalog(TemplateInfo(
-    "batch_attention", "x86", ("B", "M", "N", "D", "DV", "transpose_b", "scale", "bias_groups"),
+    "batch_attention", "x86", ("B", "M", "N", "D", "DV", "transpose_b", "scale", "bias_groups",
+                               "bias_rows"),
     (4, 33, 37, 16, 16), "out[b] = softmax(c * q[b] @ k[b].T + bias[b // (B / G)]) @ v[b], "
     "q [B, M, D], k [B, N, D] (transpose_b=0: [B, D, N]), v [B, N, DV], scale c [1] "
-    "(scale 1: multiply, 2: divide), bias [G, N] (bias_groups G); one pass per tile of "
-    "query rows",
+    "(scale 1: multiply, 2: divide), bias [G, N] (bias_groups G; bias_rows 1: [G, M, N]); "
+    "one pass per tile of query rows",
     n_required=5))

@@ -6,7 +6,7 @@ attention::
 
     s = nn.batch_matmul(q, k, transpose_b=tb)        # [B, M, N]; transpose_a off
     t = divide(s', c) or multiply(s', c)             # optional: c of one element
-    u = add(t', mask) or nn.bias_add(t', mask, -1)   # optional: mask broadcast over rows
+    u = add(t', mask) or nn.bias_add(t', mask, -1)   # optional: an additive mask
     p = nn.softmax(u', axis=-1)
     o = nn.batch_matmul(p', v, transpose_b=tv)
 
@@ -14,8 +14,9 @@ where ``x'`` is ``x`` or ``x`` reshaped with only unit dimensions added or dropp
 batch dimensions regrouped (``[B, M, N]`` as ``[b, h, M, N]``), and each step is read by the
 next alone (the scores are not an output of the network or of another branch). The mask's
 dimensions over the batch must be those of the scores up to some axis and 1 after it (one
-row per sequence, shared by its heads: a padding mask); a mask that varies over the query
-rows (causal) or a scale after the mask ends the match.
+mask per sequence, shared by its heads); over the query rows it is constant (a padding mask)
+or varies (a causal mask, which ``where(causal, scores, finfo.min)`` also becomes: see
+:mod:`.fold`). A mask per head or a scale after the mask ends the match.
 
 Why: the unfused network writes the ``M x N`` scores, reads and writes them in the softmax
 and reads them in the second product: three passes over ``B x M x N`` floats (16 MB per
@@ -73,9 +74,10 @@ def _step(e: Expr, sole: set[int], ops: tuple[str, ...]) -> tuple[Call, Expr, Ex
 
 
 def _groups(mask: tuple[int, ...], x: tuple[int, ...]) -> int | None:
-    """Rows of the ``[G, N]`` bias that ``mask`` (broadcast to scores ``x``) is, or None."""
+    """The groups ``G`` of the ``[G, N]`` or ``[G, M, N]`` bias that ``mask`` (broadcast to
+    scores ``x``) is, or None."""
     m = (1,) * (len(x) - len(mask)) + mask
-    if m[-1] != x[-1] or m[-2] != 1:
+    if m[-1] != x[-1] or m[-2] not in (1, x[-2]):
         return None
     lead = list(m[:-2])
     while lead and lead[-1] == 1:
@@ -117,7 +119,9 @@ class _Operands:
             g = _groups(mask.shape, call.shape)
             if g is None or mask.dtype != call.dtype:
                 return None
-            kw["bias"] = self.shaped(mask, (g, call.shape[-1]))
+            # NOTE: a mask over the rows is [G, M, N]; _match checks that M is the rows' axis
+            rows = mask.shape[-2:-1] if len(mask.shape) > 1 and mask.shape[-2] != 1 else ()
+            kw["bias"] = self.shaped(mask, (g, *rows, call.shape[-1]))
             e = _through_reshapes(data, sole)
         scale = _step(e, sole, ("multiply", "divide"))
         if scale is not None:
@@ -152,7 +156,8 @@ def _match(c: Call, sole: set[int], operands: _Operands) -> Call | None:
         return None
     # NOTE: the mask is constant over runs of B * M / G flat rows; where G divides B a run
     # is whole batches (else a unit reshape moved the rows into the mask's groups)
-    if "bias" in kw and s.shape[0] % kw["bias"].shape[0]:
+    if "bias" in kw and (s.shape[0] % kw["bias"].shape[0]
+                         or kw["bias"].shape[1:-1] not in ((), s.shape[1:2])):
         return None
     return batch_attention(q, k, v, transpose_b=tb, transpose_v=tv, **kw)
 

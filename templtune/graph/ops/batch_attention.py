@@ -2,8 +2,9 @@
 the softmax over the last axis; ``k`` is ``[B, N, D]`` (``transpose_b``, the default: read
 transposed, as ``nn.batch_matmul``'s ``y``) or ``[B, D, N]``, ``v`` is ``[B, N, DV]`` or, with
 ``transpose_v``, ``[B, DV, N]``. The scale ``c`` (a ``[1]`` operand that multiplies the scores,
-or divides them) and the additive ``bias`` (``[G, N]``, batch ``b`` reading row
-``b // (B / G)``: a padding mask per sequence, shared by its heads) are optional.
+or divides them) and the additive ``bias`` are optional. The bias is ``[G, N]`` (one row per
+sequence, shared by its heads and query rows: a padding mask) or ``[G, M, N]`` (a row per
+query row too: a causal mask); batch ``b`` reads ``bias[b // (B / G)]``.
 
 templtune's own operator (Relay has none): the attention-fusion pass
 (:mod:`templtune.graph.attention`) rewrites ``batch_matmul -> softmax -> batch_matmul`` into
@@ -37,7 +38,7 @@ def extras(a: dict[str, Any]) -> tuple[str, bool]:
     return str(a.get("scale", "")), bool(a.get("bias", False))
 
 
-def _check_extras(t: list[TensorType], a: dict[str, Any], b: int, n: int) -> None:
+def _check_extras(t: list[TensorType], a: dict[str, Any], b: int, m: int, n: int) -> None:
     scale, bias = extras(a)
     if scale not in ("", *SCALES):
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
@@ -48,8 +49,10 @@ def _check_extras(t: list[TensorType], a: dict[str, Any], b: int, n: int) -> Non
         raise ValueError(f"the scale must have shape (1,), got {t[3].shape}")
     if bias:
         g = t[-1].shape
-        if len(g) != 2 or g[1] != n or g[0] < 1 or b % g[0]:
-            raise ValueError(f"the bias must be [G, {n}] with G dividing the batch {b}, got {g}")
+        if (len(g) not in (2, 3) or g[-1] != n or g[1:-1] not in ((), (m,)) or g[0] < 1
+                or b % g[0]):
+            raise ValueError(f"the bias must be [G, {n}] or [G, {m}, {n}] with G dividing the "
+                             f"batch {b}, got {g}")
 
 
 def _infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
@@ -67,7 +70,7 @@ def _infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
         raise ValueError(f"q and k differ in depth ({d} vs {dk})")
     if n != nv:
         raise ValueError(f"k and v differ in length ({n} vs {nv})")
-    _check_extras(t, a, bq, n)
+    _check_extras(t, a, bq, m, n)
     return (bq, m, dv)
 
 
@@ -78,12 +81,15 @@ def _compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     if scale or bias:
         raw = scores
         per = raw.shape[0] // (x[-1].shape[0] if bias else 1)
+        rows = bias and len(x[-1].shape) == 3
 
         def logit(b: Any, i: Any, j: Any) -> Any:
             v = raw[b, i, j]
             if scale:
                 v = v * x[3][0] if scale == "multiply" else v / x[3][0]
-            return v + x[-1][b // per, j] if bias else v
+            if not bias:
+                return v
+            return v + (x[-1][b // per, i, j] if rows else x[-1][b // per, j])
 
         scores = te.compute(raw.shape, logit, name="attention_scores")
     return topi.nn.batch_matmul(topi.nn.softmax(scores, axis=-1), x[2], transpose_b=tv)
@@ -96,7 +102,8 @@ def _reference(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
     if scale:
         s = s * x[3][0] if scale == "multiply" else s / x[3][0]
     if bias:
-        s = s + np.repeat(x[-1], s.shape[0] // x[-1].shape[0], axis=0)[:, None, :]
+        g = np.repeat(x[-1], s.shape[0] // x[-1].shape[0], axis=0)
+        s = s + (g if g.ndim == 3 else g[:, None, :])
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     p = (e / e.sum(axis=-1, keepdims=True)).astype(x[0].dtype)
     return ref.batch_matmul_python(p, x[2], False, tv)
@@ -120,8 +127,8 @@ def batch_attention(q: Expr, k: Expr, v: Expr, transpose_b: bool = True,
     scale : Expr, optional
         ``[1]``: multiplies the scores (default: none).
     bias : Expr, optional
-        ``[G, N]``, ``G`` dividing ``B``: added to the (scaled) scores of batch ``b`` from row
-        ``b // (B / G)`` (default: none).
+        ``[G, N]`` or ``[G, M, N]``, ``G`` dividing ``B``: ``bias[b // (B / G)]`` is added to
+        the (scaled) scores of batch ``b``, broadcast over the rows if 2-D (default: none).
     scale_divides : bool
         The scale divides the scores instead.
 
