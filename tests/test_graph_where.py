@@ -130,3 +130,28 @@ def test_onnx_where_and_small_powers_match_the_reference_evaluator() -> None:
     assert ops.count("power") == 1 and ops.count("where") == 1
     got, _ = _build_run(mod, params, {"x": x})
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_task_extraction_sees_the_folded_mask_as_relay_build_does() -> None:
+    """``autotvm.task.extract_from_program`` (what ``tune-network`` runs) folds the causal
+    ``where`` as ``relay.build`` does, so it tunes the fused kernel the build runs."""
+    from templtune import autotvm
+
+    q, k, v = (nn.var(n, (3, 7, 8)) for n in "qkv")
+    cond, fill = nn.var("cond", (7, 7)), nn.var("fill", (1,))
+    s = where(cond, nn.batch_matmul(q, k), fill)
+    func = Function((q, k, v, cond, fill), nn.batch_matmul(relay.nn.softmax(s, axis=-1), v,
+                                                           transpose_b=False))
+    params = {"cond": np.tril(np.ones((7, 7), np.float32)), "fill": np.array([MIN], np.float32)}
+    with transform.PassContext(opt_level=3):
+        tasks = autotvm.task.extract_from_program(func, params, "llvm")
+    assert [(t.name, t.args) for t in tasks] == [("batch_attention",
+                                                  (3, 7, 7, 8, 8, 1, 0, 1, 1))]
+    rng = np.random.default_rng(4)
+    feeds = {n: rng.standard_normal((3, 7, 8)).astype(np.float32) for n in "qkv"}
+    got, lib = _build_run(func, params, feeds)
+    assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
+    sc = np.where(params["cond"] != 0, feeds["q"] @ feeds["k"].transpose(0, 2, 1), MIN)
+    e = np.exp(sc - sc.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(got, (e / e.sum(axis=-1, keepdims=True)) @ feeds["v"],
+                               rtol=1e-4, atol=1e-5)

@@ -143,6 +143,8 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
         raise TypeError(f"expected a graph Function, got {type(mod).__name__}")
     tgt = Target(target) if isinstance(target, str) else target
     wanted = None if ops is None else set(ops)
+    if params:  # as relay.build sees it: re-laid weights and huge-fill wheres folded
+        mod, params = fold_constants(mod, params)
     bound = None if params is None else set(params)
 
     def run() -> None:
@@ -212,8 +214,6 @@ def extract_from_program(mod: Function, params: Any, target: Any, target_host: A
     """AutoTVM tasks of a network's anchor ops (TVM's ``autotvm.task.extract_from_program``,
     which this is): one task per distinct workload of the implementation :func:`choose` picks
     now, in first-seen order; ``ops`` restricts the anchors by op name (``["nn.conv2d"]``)."""
-    if params:  # as relay.build sees it: re-laid weights folded into parameters
-        mod, params = fold_constants(mod, params)
     return relay_integration.extract_from_program(mod, params, target, target_host, ops)
 
 
