@@ -99,13 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.layers < 1 or a.tokens < 1 or not 0 <= a.pad < a.tokens:
         ap.error("need --layers >= 1, --tokens >= 1 and 0 <= --pad < --tokens")
 
-    import torch
-    from models import export_onnx
+    from models import export_tokens
 
-    torch.manual_seed(0)
-    model = build(a.tokens, a.pad, a.layers)
     out = Path(a.out or f"/tmp/bert_base_{a.tokens}.onnx")
-    n = export_onnx(model, torch.randn(1, a.tokens, HIDDEN), out, "pooled")
+    n = export_tokens(lambda: build(a.tokens, a.pad, a.layers), a.tokens, HIDDEN, out, "pooled")
     print(f"BERT-base, {a.layers} layers, {a.tokens} tokens ({a.pad} padding), "
           f"{n / 1e6:.1f} M parameters: written to {out}")
     return 0

@@ -118,13 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.layers < 1 or a.tokens < 1:
         ap.error("need --layers >= 1 and --tokens >= 1")
 
-    import torch
-    from models import export_onnx
+    from models import export_tokens
 
-    torch.manual_seed(0)
-    model = build(a.tokens, a.mask, a.layers)
     out = Path(a.out or f"/tmp/gpt2_{a.tokens}.onnx")
-    n = export_onnx(model, torch.randn(1, a.tokens, HIDDEN), out, "hidden")
+    n = export_tokens(lambda: build(a.tokens, a.mask, a.layers), a.tokens, HIDDEN, out, "hidden")
     print(f"GPT-2 small, {a.layers} blocks, {a.tokens} tokens ({a.mask} mask), "
           f"{n / 1e6:.1f} M parameters: written to {out}")
     return 0

@@ -120,3 +120,14 @@ def export_onnx(model: Any, x: Any, out: Path, output_name: str) -> int:
         torch.onnx.export(model, (x,), str(out), input_names=["x"], output_names=[output_name],
                           opset_version=17, dynamo=False)
     return int(sum(p.numel() for p in model.parameters()))
+
+
+def export_tokens(build: Any, tokens: int, hidden: int, out: Path, output_name: str) -> int:
+    """Seed torch with 0, make the model (``build()``) and write it to ``out`` as
+    :func:`export_onnx` does, on a ``(1, tokens, hidden)`` standard-normal input (a transformer
+    past its embeddings); returns its parameter count."""
+    import torch
+
+    torch.manual_seed(0)
+    model = build()
+    return export_onnx(model, torch.randn(1, tokens, hidden), out, output_name)

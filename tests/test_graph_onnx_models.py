@@ -239,12 +239,30 @@ def test_torch_module_with_attention_resize_concat_layernorm() -> None:
     _against_torch(Net(), (1, 3, 8, 8))
 
 
+def _attention_kernel_matches_torch(model, x) -> None:
+    """``model`` exported, built at opt_level 3 with its attention as one
+    ``nn.batch_attention`` kernel, and run on ``x``: the same output as PyTorch's."""
+    import torch
+
+    from templtune import transform
+
+    with torch.no_grad():
+        expected = model(x).numpy()
+    mod, params = relay.frontend.from_onnx(_export(model, x))
+    with transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm", params)
+    assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
+    m = graph.GraphModule(lib)
+    m.set_input("data", x.numpy())
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
 def test_torch_masked_attention_runs_as_one_kernel_and_matches_pytorch() -> None:
     """A BERT-style export: ``q @ k^T / sqrt(d) + mask`` with a padding mask per sequence,
     batch 2 (the scores regrouped as [batch, heads, T, T]): one ``nn.batch_attention``."""
     torch = pytest.importorskip("torch")
     nnt = torch.nn
-    from templtune import transform
 
     class Attention(nnt.Module):
         def __init__(self) -> None:
@@ -262,16 +280,7 @@ def test_torch_masked_attention_runs_as_one_kernel_and_matches_pytorch() -> None
     torch.manual_seed(0)
     model = Attention().eval()
     x = torch.randn(2, 10, 32)
-    with torch.no_grad():
-        expected = model(x).numpy()
-    mod, params = relay.frontend.from_onnx(_export(model, x))
-    with transform.PassContext(opt_level=3):
-        lib = relay.build(mod, "llvm", params)
-    assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
-    m = graph.GraphModule(lib)
-    m.set_input("data", x.numpy())
-    m.run()
-    np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
+    _attention_kernel_matches_torch(model, x)
 
 
 def test_torch_causal_decoder_block_runs_attention_as_one_kernel() -> None:
@@ -281,7 +290,6 @@ def test_torch_causal_decoder_block_runs_attention_as_one_kernel() -> None:
     query row, and the output matches PyTorch."""
     torch = pytest.importorskip("torch")
     nnt = torch.nn
-    from templtune import transform
 
     class Block(nnt.Module):
         def __init__(self) -> None:
@@ -302,16 +310,7 @@ def test_torch_causal_decoder_block_runs_attention_as_one_kernel() -> None:
     torch.manual_seed(0)
     model = Block().eval()
     x = torch.randn(1, 9, 32)
-    with torch.no_grad():
-        expected = model(x).numpy()
-    mod, params = relay.frontend.from_onnx(_export(model, x))
-    with transform.PassContext(opt_level=3):
-        lib = relay.build(mod, "llvm", params)
-    assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
-    m = graph.GraphModule(lib)
-    m.set_input("data", x.numpy())
-    m.run()
-    np.testing.assert_allclose(m.get_output(0).numpy(), expected, rtol=1e-4, atol=1e-5)
+    _attention_kernel_matches_torch(model, x)
 
 
 _VISION = {

@@ -58,6 +58,17 @@ def fold_constants(mod: Function, params: dict[str, np.ndarray]
     new_params = dict(params)
     swap: dict[int, Expr] = {}
     folded: list[Var] = []
+
+    def bind(name: str, value: np.ndarray) -> Var:
+        """A new parameter holding ``value``, named ``name`` (made unique)."""
+        while name in names:
+            name += "_"
+        names.add(name)
+        v = Var(name, TensorType(tuple(value.shape), str(value.dtype)))
+        const[id(v)], new_params[name] = value, value
+        folded.append(v)
+        return v
+
     for c in calls:
         args = tuple(swap.get(id(a), a) for a in c.args)
         if c.op in FOLDABLE and all(id(a) in const for a in args):
@@ -65,24 +76,11 @@ def fold_constants(mod: Function, params: dict[str, np.ndarray]
                 [const[id(a)] for a in args], dict(c.attrs)), dtype=c.dtype)
             first = args[0]
             assert isinstance(first, Var)
-            name = f"{first.name}_{_suffix(c)}"
-            while name in names:
-                name += "_"
-            names.add(name)
-            v = Var(name, TensorType(tuple(value.shape), c.dtype))
-            const[id(v)], new_params[name] = value, value
-            folded.append(v)
-            swap[id(c)] = v
+            swap[id(c)] = bind(f"{first.name}_{_suffix(c)}", value)
         elif c.op == "where" and (masked := _where_as_add(c, args, const)) is not None:
             x, value = masked
             name = f"{args[0].name}_bias" if isinstance(args[0], Var) else "where_bias"
-            while name in names:
-                name += "_"
-            names.add(name)
-            v = Var(name, TensorType(tuple(value.shape), c.dtype))
-            const[id(v)], new_params[name] = value, value
-            folded.append(v)
-            swap[id(c)] = make_call("add", [x, v])
+            swap[id(c)] = make_call("add", [x, bind(name, value)])
         elif any(n is not o for n, o in zip(args, c.args)):
             swap[id(c)] = dataclasses.replace(c, args=args)
     if not folded:
