@@ -73,9 +73,9 @@ def _step(e: Expr, sole: set[int], ops: tuple[str, ...]) -> tuple[Call, Expr, Ex
     return None
 
 
-def _groups(mask: tuple[int, ...], x: tuple[int, ...]) -> int | None:
-    """The groups ``G`` of the ``[G, N]`` or ``[G, M, N]`` bias that ``mask`` (broadcast to
-    scores ``x``) is, or None."""
+def _bias_shape(mask: tuple[int, ...], x: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The ``[G, N]`` or ``[G, M, N]`` bias that ``mask`` (broadcast to scores ``x``) is, or
+    None."""
     m = (1,) * (len(x) - len(mask)) + mask
     if m[-1] != x[-1] or m[-2] not in (1, x[-2]):
         return None
@@ -84,7 +84,8 @@ def _groups(mask: tuple[int, ...], x: tuple[int, ...]) -> int | None:
         lead.pop()
     if lead != list(x[:len(lead)]):
         return None
-    return int(math.prod(lead))
+    g = int(math.prod(lead))
+    return (g, *m[-2:]) if m[-2] != 1 else (g, m[-1])
 
 
 class _Operands:
@@ -116,12 +117,11 @@ class _Operands:
             if call.op == "nn.bias_add" and (call.attr("axis") % len(call.shape)
                                              != len(call.shape) - 1):
                 return None
-            g = _groups(mask.shape, call.shape)
-            if g is None or mask.dtype != call.dtype:
+            shape = _bias_shape(mask.shape, call.shape)
+            if shape is None or mask.dtype != call.dtype:
                 return None
             # NOTE: a mask over the rows is [G, M, N]; _match checks that M is the rows' axis
-            rows = mask.shape[-2:-1] if len(mask.shape) > 1 and mask.shape[-2] != 1 else ()
-            kw["bias"] = self.shaped(mask, (g, *rows, call.shape[-1]))
+            kw["bias"] = self.shaped(mask, shape)
             e = _through_reshapes(data, sole)
         scale = _step(e, sole, ("multiply", "divide"))
         if scale is not None:

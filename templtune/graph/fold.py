@@ -95,7 +95,6 @@ def fold_constants(mod: Function, params: dict[str, np.ndarray]
             {v.name: new_params[v.name] for v in keep if v.name in new_params})
 
 
-
 def _where_as_add(c: Call, args: tuple[Expr, ...], const: dict[int, np.ndarray]
                   ) -> tuple[Expr, np.ndarray] | None:
     """``(x, bias)`` with ``x + bias`` equal to the ``where`` call ``c`` (see the module doc),
@@ -111,6 +110,5 @@ def _where_as_add(c: Call, args: tuple[Expr, ...], const: dict[int, np.ndarray]
         if value.size != 1 or not (np.isinf(value).all() or np.abs(value).min() >= HUGE):
             continue
         keep = (const[id(cond)] != 0) == (k == 1)
-        bias = np.where(keep, np.zeros((), c.dtype), value.reshape(()).astype(c.dtype))
-        return x, np.ascontiguousarray(bias, dtype=c.dtype)
+        return x, np.where(keep, 0, value.reshape(())).astype(c.dtype)
     return None

@@ -268,12 +268,12 @@ def _bias_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
 
 
 def broadcast_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
-    """numpy's broadcast of two input shapes (the result type of a binary element-wise op)."""
+    """numpy's broadcast of the input shapes (the result type of an element-wise op)."""
     try:
-        return tuple(np.broadcast_shapes(t[0].shape, t[1].shape))
+        return tuple(np.broadcast_shapes(*(x.shape for x in t)))
     except ValueError:
-        raise ValueError(f"shapes differ and do not broadcast: {t[0].shape} vs "
-                         f"{t[1].shape}") from None
+        raise ValueError("shapes differ and do not broadcast: "
+                         f"{' vs '.join(str(x.shape) for x in t)}") from None
 
 
 def _flatten_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:

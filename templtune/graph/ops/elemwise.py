@@ -109,17 +109,8 @@ for _name, (_te, _np) in BINARY.items():
                 (lambda f: lambda x, a: f(x[0], x[1]))(_np))
 
 
-def _where_infer(t: list[Any], a: dict[str, Any]) -> tuple[int, ...]:
-    try:
-        return tuple(np.broadcast_shapes(*(x.shape for x in t)))
-    except ValueError:
-        raise ValueError("condition, x and y do not broadcast: "
-                         f"{', '.join(str(x.shape) for x in t)}") from None
-
-
 def _where_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
-    shape = tuple(int(d) for d in np.broadcast_shapes(*(tuple(int(d) for d in t.shape)
-                                                        for t in x)))
+    shape = np.broadcast_shapes(*(tuple(int(d) for d in t.shape) for t in x))
     zero = te.const(0.0, x[0].dtype)
     return te.compute(shape, lambda *i: te.select(_at(x[0], shape, i) != zero,
                                                   _at(x[1], shape, i), _at(x[2], shape, i)),
@@ -135,5 +126,5 @@ def where(condition: Expr, x: Expr, y: Expr) -> Call:
     return make_call("where", [condition, x, y])
 
 
-register_op("where", INJECTIVE, _where_infer, _where_compute,
+register_op("where", INJECTIVE, broadcast_infer, _where_compute,
             lambda x, a: np.where(x[0] != 0, x[1], x[2]), builder=where)
