@@ -8,13 +8,15 @@ MLP 768 -> 3072 -> 768 with exact GELU, its residual and LayerNorm; then the poo
 token through a 768 -> 768 dense and tanh). The benchmarks feed one float input, so the model
 starts at the embeddings' output ``x`` of shape (1, tokens, 768); the attention mask is a
 padding mask held by the model (the last ``--pad`` tokens masked out, HF's additive
-``(1 - mask) * -10000`` form), as a request padded to a fixed length has. transformers itself is
-not imported. Weights are drawn after ``torch.manual_seed(0)`` (normal, std 0.02, as HF
+``(1 - mask) * -10000`` form), as a request padded to a fixed length has. With ``--ids`` it
+starts at the token ids instead, int64 of shape (1, tokens), through HF's ``BertEmbeddings``
+(word embeddings of a 30522-token vocabulary, learned positions, token type 0, LayerNorm):
+what an export of the whole ``BertModel`` feeds. transformers itself is not imported. Weights are drawn after ``torch.manual_seed(0)`` (normal, std 0.02, as HF
 initialises); exported with the TorchScript-based exporter (``dynamo=False``) at opset 17.
 
 Run::
 
-    python3 benchmarks/bert_onnx.py [--tokens 128] [--pad 16] [--layers 12] [--out F]
+    python3 benchmarks/bert_onnx.py [--tokens 128] [--pad 16] [--layers 12] [--ids] [--out F]
     python3 benchmarks/inference.py --models /tmp/bert_base_128.onnx
 """
 
@@ -27,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 HIDDEN, HEADS, MLP = 768, 12, 3072
+#: BERT-base's vocabulary and position table
+VOCAB, POSITIONS = 30522, 512
 
 
-def build(tokens: int, pad: int, layers: int) -> Any:
+def build(tokens: int, pad: int, layers: int, ids: bool = False) -> Any:
     """The BERT-base encoder and pooler as a ``torch.nn.Module`` in eval mode."""
     import torch
     from torch import nn
@@ -67,9 +71,28 @@ def build(tokens: int, pad: int, layers: int) -> Any:
             inter = nn.functional.gelu(self.intermediate(a))
             return self.output_norm(self.output(inter) + a)
 
+    class Embeddings(nn.Module):
+        """HF's ``BertEmbeddings`` for one segment (token type 0)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.word = nn.Embedding(VOCAB, HIDDEN)
+            self.position = nn.Embedding(POSITIONS, HIDDEN)
+            self.token_type = nn.Embedding(2, HIDDEN)
+            self.norm = nn.LayerNorm(HIDDEN, eps=1e-12)
+            self.register_buffer("position_ids", torch.arange(tokens)[None])
+            self.register_buffer("token_type_ids", torch.zeros(1, tokens, dtype=torch.long))
+            for e in (self.word, self.position, self.token_type):
+                nn.init.normal_(e.weight, std=0.02)
+
+        def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+            return self.norm(self.word(input_ids) + self.token_type(self.token_type_ids)
+                             + self.position(self.position_ids))
+
     class Bert(nn.Module):
         def __init__(self) -> None:
             super().__init__()
+            self.embeddings = Embeddings() if ids else None
             self.layers = nn.ModuleList(Layer() for _ in range(layers))
             self.pooler = nn.Linear(HIDDEN, HIDDEN)
             keep = torch.ones(1, tokens)
@@ -82,6 +105,8 @@ def build(tokens: int, pad: int, layers: int) -> Any:
                     nn.init.normal_(m.bias, std=0.02)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.embeddings is not None:
+                x = self.embeddings(x)
             for layer in self.layers:
                 x = layer(x, self.mask)
             return torch.tanh(self.pooler(x[:, 0]))
@@ -94,17 +119,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=128, help="sequence length")
     ap.add_argument("--pad", type=int, default=16, help="masked padding tokens at the end")
     ap.add_argument("--layers", type=int, default=12, help="encoder layers (12: BERT-base)")
-    ap.add_argument("--out", default=None, help="default /tmp/bert_base_<tokens>.onnx")
+    ap.add_argument("--ids", action="store_true",
+                    help="start at the int64 token ids, through the embeddings")
+    ap.add_argument("--out", default=None,
+                    help="default /tmp/bert_base_<tokens>.onnx (_ids.onnx with --ids)")
     a = ap.parse_args(argv)
-    if a.layers < 1 or a.tokens < 1 or not 0 <= a.pad < a.tokens:
-        ap.error("need --layers >= 1, --tokens >= 1 and 0 <= --pad < --tokens")
+    if a.layers < 1 or not 1 <= a.tokens <= POSITIONS or not 0 <= a.pad < a.tokens:
+        ap.error(f"need --layers >= 1, 1 <= --tokens <= {POSITIONS} and 0 <= --pad < --tokens")
 
     from models import export_tokens
 
-    out = Path(a.out or f"/tmp/bert_base_{a.tokens}.onnx")
-    n = export_tokens(lambda: build(a.tokens, a.pad, a.layers), a.tokens, HIDDEN, out, "pooled")
+    out = Path(a.out or f"/tmp/bert_base_{a.tokens}{'_ids' if a.ids else ''}.onnx")
+    n = export_tokens(lambda: build(a.tokens, a.pad, a.layers, a.ids), a.tokens, HIDDEN, out,
+                      "pooled", VOCAB if a.ids else 0)
     print(f"BERT-base, {a.layers} layers, {a.tokens} tokens ({a.pad} padding), "
-          f"{n / 1e6:.1f} M parameters: written to {out}")
+          f"{'from token ids, ' if a.ids else ''}{n / 1e6:.1f} M parameters: written to {out}")
     return 0
 
 

@@ -38,9 +38,15 @@ class Ready:
 
 
 def model_input(net: Any, params: dict[str, np.ndarray]) -> np.ndarray:
-    """The benchmark's input of ``net`` (seeded: every process draws the same one)."""
+    """The benchmark's input of ``net`` (seeded: every process draws the same one): uniform
+    in [0, 1), or integer ids below the size of the table a ``take`` looks them up in."""
     data = next(v for v in net.params if v.name not in params)
-    return np.random.default_rng(0).uniform(size=data.shape).astype("float32")
+    rng = np.random.default_rng(0)
+    if data.dtype == "float32":
+        return rng.uniform(size=data.shape).astype("float32")
+    rows = [c.args[0].shape[c.attr("axis")] for c in net.calls()
+            if c.op == "take" and c.args[1] is data]
+    return rng.integers(0, min(rows, default=2), size=data.shape).astype(data.dtype)
 
 
 def _engine(spec: str, model: str, log: str | None) -> Any:

@@ -46,7 +46,8 @@ def seed_layer(seed: int = 0) -> tuple[graph.Function, dict[str, np.ndarray]]:
 
 
 def onnx_input(model: Any, path: Path) -> tuple[str, tuple[int, ...]]:
-    """The name and static shape of the model's one float32 input."""
+    """The name and static shape of the model's one input (float32, or int32 / int64 token
+    ids)."""
     from onnx import TensorProto
 
     inits = {t.name for t in model.graph.initializer}
@@ -56,9 +57,10 @@ def onnx_input(model: Any, path: Path) -> tuple[str, tuple[int, ...]]:
                          f"{[i.name for i in inputs]}")
     inp = inputs[0]
     t = inp.type.tensor_type
-    if t.elem_type != TensorProto.FLOAT:
+    if t.elem_type not in (TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32):
         raise ValueError(f"{path}: input {inp.name!r} is of ONNX type "
-                         f"{TensorProto.DataType.Name(t.elem_type)}; only float32 inputs are fed")
+                         f"{TensorProto.DataType.Name(t.elem_type)}; only float32, int32 and "
+                         "int64 inputs are fed")
     dims: list[int | str] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                              for d in t.shape.dim]
     if any(not isinstance(d, int) or d <= 0 for d in dims):
@@ -122,12 +124,15 @@ def export_onnx(model: Any, x: Any, out: Path, output_name: str) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
-def export_tokens(build: Any, tokens: int, hidden: int, out: Path, output_name: str) -> int:
+def export_tokens(build: Any, tokens: int, hidden: int, out: Path, output_name: str,
+                  vocab: int = 0) -> int:
     """Seed torch with 0, make the model (``build()``) and write it to ``out`` as
     :func:`export_onnx` does, on a ``(1, tokens, hidden)`` standard-normal input (a transformer
-    past its embeddings); returns its parameter count."""
+    past its embeddings), or with ``vocab`` on ``(1, tokens)`` int64 token ids below it;
+    returns its parameter count."""
     import torch
 
     torch.manual_seed(0)
     model = build()
-    return export_onnx(model, torch.randn(1, tokens, hidden), out, output_name)
+    x = torch.randint(0, vocab, (1, tokens)) if vocab else torch.randn(1, tokens, hidden)
+    return export_onnx(model, x, out, output_name)

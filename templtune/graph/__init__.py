@@ -32,10 +32,12 @@ from .fuse import FusedGroup, partition
 from .ir import Call, Function, TensorType, Var
 from .nn import add, concatenate, var
 from .op import GraphError
+from .ops.elemwise import where
+from .ops.typed import cast, take
 from .reference import evaluate
 from .transform import PassContext
 
 __all__ = ["frontend", "ops", "BenchmarkResult", "Call", "Function", "FusedGroup", "GraphError",
            "GraphExecutorFactoryModule", "GraphModule", "PassContext", "TensorType", "Var", "add", "build",
            "default_schedule", "evaluate", "extract_tasks", "nn", "partition", "testing", "var",
-           "concatenate", "blocked_alternatives"]
+           "concatenate", "blocked_alternatives", "cast", "take", "where"]

@@ -145,6 +145,9 @@ class GraphRuntime:
     def input_shapes(self) -> dict[str, tuple[int, ...]]:
         return {k: v.shape for k, v in self.inputs.items()}
 
+    def input_dtypes(self) -> dict[str, str]:
+        return {k: str(v.dtype) for k, v in self.inputs.items()}
+
     def get_output(self) -> np.ndarray:
         return self.output.copy()
 
@@ -233,6 +236,11 @@ class GraphModule:
             arr = np.asarray(_numpy(val))
             if arr.shape != shape:
                 raise GraphError(f"input {name!r} has shape {arr.shape}, expected {shape}")
+            dtype = self.module.input_dtypes()[name]
+            if not np.can_cast(arr.dtype, dtype, "same_kind"):
+                # NOTE: float values into integer ids (or token ids as bools) would be silently
+                # truncated
+                raise GraphError(f"input {name!r} is {dtype}; got {arr.dtype} values")
             self.module.set_input(name, arr)
 
     def get_input(self, name: str) -> np.ndarray:

@@ -84,6 +84,9 @@ class DeviceGraphRuntime:
         self._launch(self.plan)
         self.backend.synchronize()
 
+    def input_dtypes(self) -> dict[str, str]:
+        return {k: str(v.dtype) for k, v in self.inputs.items()}
+
     def set_input(self, name: str, value: np.ndarray) -> None:
         buf = self.inputs[name]
         buf.copyfrom(np.ascontiguousarray(value, dtype=buf.dtype))

@@ -35,14 +35,17 @@ class OpDef:
     infer: Callable[[list[TensorType], dict[str, Any]], tuple[int, ...]]
     compute: Callable[[list[te.Tensor], dict[str, Any]], te.Tensor]
     reference: Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]
+    #: the output dtype of an op whose inputs may differ in dtype (``take``'s integer indices,
+    #: ``cast``): it checks them and raises ValueError; None: one dtype in, the same out
+    dtype: Callable[[list[TensorType], dict[str, Any]], str] | None = None
 
 
 OPS: dict[str, OpDef] = {}
 
 
-def _register(name: str, kind: str, infer: Callable, compute: Callable, reference: Callable
-              ) -> None:
-    OPS[name] = OpDef(name, kind, infer, compute, reference)
+def _register(name: str, kind: str, infer: Callable, compute: Callable, reference: Callable,
+              dtype: Callable | None = None) -> None:
+    OPS[name] = OpDef(name, kind, infer, compute, reference, dtype)
 
 
 #: op name -> its network builder (``nn.batch_matmul``), for ops added by :func:`register_op`
@@ -50,10 +53,12 @@ BUILDERS: dict[str, Callable[..., Call]] = {}
 
 
 def register_op(name: str, kind: str, infer: Callable, compute: Callable, reference: Callable,
-                builder: Callable[..., Call] | None = None) -> OpDef:
+                builder: Callable[..., Call] | None = None, dtype: Callable | None = None
+                ) -> OpDef:
     """Add a network operator: its shape inference ``infer(types, attrs)``, te ``compute(tensors,
     attrs)``, numpy ``reference(arrays, attrs)`` and, optionally, the builder users call
-    (``relay.nn.<short name>`` for a ``nn.``-prefixed op; see :mod:`templtune.graph.ops`).
+    (``relay.nn.<short name>`` for a ``nn.``-prefixed op; see :mod:`templtune.graph.ops`) and
+    the output dtype rule ``dtype(types, attrs)`` of an op whose inputs may mix dtypes.
 
     Raises
     ------
@@ -62,7 +67,7 @@ def register_op(name: str, kind: str, infer: Callable, compute: Callable, refere
     """
     if name in OPS:
         raise GraphError(f"operator {name!r} is already registered")
-    _register(name, kind, infer, compute, reference)
+    _register(name, kind, infer, compute, reference, dtype)
     if builder is not None:
         BUILDERS[name] = builder
     return OPS[name]
@@ -80,15 +85,16 @@ def make_call(op: str, args: list[Expr], **attrs: Any) -> Call:
     d = get_op(op)
     types = [a.type for a in args]
     dtypes = {t.dtype for t in types}
-    if len(dtypes) != 1:
+    if d.dtype is None and len(dtypes) != 1:
         raise GraphError(f"{op}: mixed input dtypes {sorted(dtypes)}")
     try:
         shape = d.infer(types, attrs)
+        dtype = types[0].dtype if d.dtype is None else d.dtype(types, attrs)
     except (IndexError, ValueError, ZeroDivisionError) as exc:
-        shapes = ", ".join(str(t.shape) for t in types)
+        shapes = ", ".join(f"{t.shape} {t.dtype}" if d.dtype else str(t.shape) for t in types)
         raise GraphError(f"{op}({shapes}, {attrs}): {exc}") from None
     frozen: Attrs = tuple(sorted(attrs.items()))
-    return Call(op, tuple(args), frozen, TensorType(tuple(int(s) for s in shape), types[0].dtype))
+    return Call(op, tuple(args), frozen, TensorType(tuple(int(s) for s in shape), dtype))
 
 
 # ---- conv2d -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from .. import nn
 from ..ir import Call, Expr, Var
 from ..op import GraphError, make_call
 from ..ops.elemwise import binary, unary, where
+from ..ops.typed import cast
 
 
 def _same_pads(a: dict[str, Any], size: tuple[int, ...], k: tuple[int, ...],
@@ -253,7 +254,7 @@ class OnnxOps:
 
     def op_Where(self, node: Any, a: dict[str, Any]) -> Expr:
         # NOTE: a boolean constant condition (a causal mask) becomes a parameter of the
-        # network's dtype, 1 where true: the graph's where reads nonzero as true
+        # network's float dtype, 1 where true: the graph's where reads nonzero as true
         return where(self.x(node, 0), self.x(node, 1), self.x(node, 2))
 
     def op_Identity(self, node: Any, a: dict[str, Any]) -> Expr:
@@ -261,12 +262,24 @@ class OnnxOps:
 
     op_Dropout = op_Identity
 
-    def op_Cast(self, node: Any, a: dict[str, Any]) -> Expr:
+    def dtype_of(self, elem_type: int, what: str) -> str:
+        """The network dtype of an ONNX element type: every float type is the network's
+        float dtype, int32 and int64 (token ids, attention masks) stay themselves."""
         from onnx import TensorProto
 
-        if a.get("to") not in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16):
-            raise self.fail(node, "only casts between float types are supported")
-        return self.x(node)
+        if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16):
+            return self.dtype
+        ints: dict[int, str] = {TensorProto.INT64: "int64", TensorProto.INT32: "int32"}
+        if elem_type not in ints:
+            raise GraphError(f"{what}: ONNX element type "
+                             f"{TensorProto.DataType.Name(elem_type)} is not supported (float, "
+                             f"int32 or int64)")
+        return ints[elem_type]
+
+    def op_Cast(self, node: Any, a: dict[str, Any]) -> Expr:
+        x = self.x(node)
+        to = self.dtype_of(int(a.get("to", 0)), f"Cast {node.name!r}")
+        return x if to == x.type.dtype else cast(x, to)
 
 
 # NOTE: the shape and tensor-layout handlers live in their own file; they join the class here.

@@ -12,6 +12,7 @@ from .. import nn
 from ..ir import Call, Expr
 from ..op import make_call
 from ..ops.elemwise import binary
+from ..ops.typed import take
 
 
 def _reshape(x: Expr, shape: tuple[int, ...]) -> Expr:
@@ -131,6 +132,9 @@ def op_Gather(self: Any, node: Any, a: dict[str, Any]) -> Expr:
     x = self.x(node)
     nd = len(x.shape)
     axis = int(a.get("axis", 0)) % nd
+    if node.input[1] not in self.consts:
+        # NOTE: indices computed at run time (token ids): an embedding lookup
+        return take(x, self.x(node, 1), axis)
     idx = self.const(node.input[1], node).astype(np.int64)
     flat = [int(i) % x.shape[axis] for i in idx.reshape(-1)]
     if len(flat) > 64:

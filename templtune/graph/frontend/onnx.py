@@ -5,9 +5,12 @@ SqueezeNet, DenseNet) and small vision transformers export at opset 17 — convo
 depthwise), BatchNormalization (folded into the preceding Conv where it alone reads it), the
 pools (``ceil_mode``, ``count_include_pad``), Gemm/MatMul (batched), broadcasting arithmetic,
 activations (Sigmoid, HardSwish, Erf ...), Reshape/Transpose/Concat/Slice/Split/Gather/Pad,
-Resize, ReduceMean, LayerNormalization and Softmax (see :mod:`._onnx_ops`). Initializers become
-parameters. Nodes whose inputs are all constant (shape arithmetic: Shape, Gather, Concat ...)
-are evaluated at import time with ``onnx.reference``. A model with operators outside this set
+Resize, ReduceMean, LayerNormalization and Softmax (see :mod:`._onnx_ops`). Inputs are float
+(the network's dtype) or int32/int64, so a transformer exported from its token ids imports:
+``Gather`` on run-time indices becomes ``take`` (the embedding lookup), ``Cast`` of its int
+attention mask ``cast``. Initializers become parameters. Nodes whose inputs are all constant
+(shape arithmetic: Shape, Gather, Concat ...) are evaluated at import time with
+``onnx.reference``. A model with operators outside this set
 fails with one :class:`GraphError` that lists every one of them.
 """
 
@@ -108,7 +111,8 @@ class _Importer(OnnxOps):
             if shape is None or any(d is None or d <= 0 for d in shape):
                 raise GraphError(f"input {inp.name!r} has dynamic shape {dims}; pass "
                                  f"shape={{{inp.name!r}: (...)}}")
-            v = nn.var(inp.name, tuple(int(d) for d in shape), self.dtype)
+            v = nn.var(inp.name, tuple(int(d) for d in shape),
+                       self.dtype_of(inp.type.tensor_type.elem_type, f"input {inp.name!r}"))
             self.env[inp.name] = v
             inputs.append(v)
         for node in self.g.node:

@@ -120,8 +120,8 @@ def _where_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
 def where(condition: Expr, x: Expr, y: Expr) -> Call:
     """``x`` where ``condition`` is nonzero, else ``y``, numpy-broadcast.
 
-    Relay's ``where`` takes a boolean condition; a network here holds one dtype, so the
-    condition is a tensor of that dtype, true where nonzero (NaN included, as numpy's).
+    Relay's ``where`` takes a boolean condition; here the condition has the values' dtype
+    (networks hold no bool tensors) and is true where nonzero (NaN included, as numpy's).
     """
     return make_call("where", [condition, x, y])
 

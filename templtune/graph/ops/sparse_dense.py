@@ -14,7 +14,7 @@ from templtune import te, topi
 from templtune.topi import testing as ref
 
 from ..ir import Call, Expr, TensorType
-from ..op import ANCHOR, GraphError, get_op, register_op
+from ..op import ANCHOR, GraphError, make_call, register_op
 
 _OP = "nn.sparse_dense"
 
@@ -31,6 +31,16 @@ def _infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     if ptr[0] < 1:
         raise ValueError("weight_indptr needs at least one entry")
     return (x[0], (ptr[0] - 1) * d[1])
+
+
+def _dtype(t: list[TensorType], a: dict[str, Any]) -> str:
+    if t[1].dtype != t[0].dtype:
+        raise ValueError(f"weight dtype {t[1].dtype!r} differs from the input dtype "
+                         f"{t[0].dtype!r}")
+    if t[2].dtype != "int32" or t[3].dtype != "int32":
+        raise ValueError(f"indices and indptr must be int32, got {t[2].dtype!r} and "
+                         f"{t[3].dtype!r}")
+    return t[0].dtype
 
 
 def _compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
@@ -66,24 +76,10 @@ def sparse_dense(dense_mat: Expr, sparse_mat: tuple[Expr, Expr, Expr] | list[Exp
     """
     if sparse_lhs:
         raise GraphError(f"{_OP}: only sparse_lhs=False is supported")
-    data, indices, indptr = sparse_mat
-    if data.dtype != dense_mat.dtype:
-        raise GraphError(f"{_OP}: weight dtype {data.dtype!r} differs from the input dtype "
-                         f"{dense_mat.dtype!r}")
-    if indices.dtype != "int32" or indptr.dtype != "int32":
-        raise GraphError(f"{_OP}: indices and indptr must be int32, got {indices.dtype!r} and "
-                         f"{indptr.dtype!r}")
-    args = [dense_mat, data, indices, indptr]
     attrs: dict[str, Any] = {}
     if max_blocks_per_row is not None:
         attrs["max_blocks_per_row"] = int(max_blocks_per_row)
-    # NOTE: not make_call, which requires one dtype for all inputs (these mix float and int32)
-    try:
-        shape = get_op(_OP).infer([e.type for e in args], attrs)
-    except ValueError as exc:
-        raise GraphError(f"{_OP}({', '.join(str(e.shape) for e in args)}): {exc}") from None
-    return Call(_OP, tuple(args), tuple(sorted(attrs.items())),
-                TensorType(tuple(int(s) for s in shape), dense_mat.dtype))
+    return make_call(_OP, [dense_mat, *sparse_mat], **attrs)
 
 
-register_op(_OP, ANCHOR, _infer, _compute, _reference, builder=sparse_dense)
+register_op(_OP, ANCHOR, _infer, _compute, _reference, builder=sparse_dense, dtype=_dtype)
