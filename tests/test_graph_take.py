@@ -7,27 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_helpers import build_run
 
-import templtune
 from templtune import graph, relay, transform
 from templtune.graph import nn
 from templtune.graph.ir import Function
 from templtune.graph.op import GraphError, make_call
 from templtune.graph.ops.elemwise import binary
-
-
-def _build_run(func: Function, params: dict[str, np.ndarray], feeds: dict[str, np.ndarray],
-               target: str = "llvm") -> np.ndarray:
-    from templtune.contrib import graph_executor
-
-    dev = templtune.cpu(0) if target == "llvm" else templtune.cuda(0)
-    with transform.PassContext(opt_level=3):
-        lib = relay.build(func, target=target, params=params)
-    m = graph_executor.GraphModule(lib["default"](dev))
-    for name, value in feeds.items():
-        m.set_input(name, value)
-    m.run()
-    return m.get_output(0).numpy()
 
 
 @pytest.mark.parametrize("target", ["llvm", "cuda"])
@@ -53,7 +39,7 @@ def test_take_clamps_ids_and_fuses_with_cast_on_both_targets(target: str,
     rows = np.clip(np.where(ids < 0, ids + 50, ids), 0, 49)
     expected = table[rows] + pos + (1.0 - mask[..., None].astype(np.float32)) * -1e4
     np.testing.assert_array_equal(graph.evaluate(func, params, ids=ids, mask=mask), expected)
-    got = _build_run(func, params, {"ids": ids, "mask": mask}, target)
+    got = build_run(func, params, {"ids": ids, "mask": mask}, target)[0]
     np.testing.assert_array_equal(got, expected)
 
 
@@ -66,7 +52,7 @@ def test_take_along_an_inner_axis_and_cast_to_int_truncate_as_numpy() -> None:
     func = Function((vx, vi), relay.cast(picked, "int32"))
     assert func.body.dtype == "int32"
     expected = np.take(x, np.clip(np.where(idx < 0, idx + 5, idx), 0, 4), axis=1).astype(np.int32)
-    got = _build_run(func, {}, {"x": x, "i": idx})
+    got = build_run(func, {}, {"x": x, "i": idx})[0]
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, expected)
 
@@ -134,7 +120,7 @@ def test_onnx_token_ids_and_mask_inputs_match_the_reference_evaluator() -> None:
     feeds = {"input_ids": np.array([[5, 29, 0, 7, 7, 12]], np.int64),
              "attention_mask": np.array([[1, 1, 1, 1, 0, 0]], np.int64)}
     expected = ReferenceEvaluator(model).run(None, feeds)[0]
-    np.testing.assert_array_equal(_build_run(mod, params, feeds), expected)
+    np.testing.assert_array_equal(build_run(mod, params, feeds)[0], expected)
 
 
 def test_onnx_inputs_of_other_element_types_are_refused_by_name() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_helpers import build_run
 
-import templtune
 from templtune import graph, relay, transform
 from templtune.graph import nn
 from templtune.graph.fold import HUGE, fold_constants
@@ -16,20 +16,6 @@ from templtune.graph.op import GraphError
 from templtune.graph.ops.elemwise import where
 
 MIN = float(np.finfo(np.float32).min)
-
-
-def _build_run(func: Function, params: dict[str, np.ndarray], feeds: dict[str, np.ndarray],
-               target: str = "llvm") -> tuple[np.ndarray, graph.GraphExecutorFactoryModule]:
-    from templtune.contrib import graph_executor
-
-    dev = templtune.cpu(0) if target == "llvm" else templtune.cuda(0)
-    with transform.PassContext(opt_level=3):
-        lib = relay.build(func, target=target, params=params)
-    m = graph_executor.GraphModule(lib["default"](dev))
-    for name, value in feeds.items():
-        m.set_input(name, value)
-    m.run()
-    return m.get_output(0).numpy(), lib
 
 
 def test_where_broadcasts_and_matches_numpy_on_both_targets() -> None:
@@ -47,7 +33,7 @@ def test_where_broadcasts_and_matches_numpy_on_both_targets() -> None:
     func = Function(tuple(vs), call)
     np.testing.assert_array_equal(graph.evaluate(func, {}, **feeds), expected)
     for target in ("llvm", "cuda"):
-        got, _ = _build_run(func, {}, feeds, target)
+        got, _ = build_run(func, {}, feeds, target)
         np.testing.assert_array_equal(got, expected)
     with pytest.raises(GraphError, match="do not broadcast"):
         where(nn.var("a", (2, 3)), nn.var("b", (4, 3)), nn.var("d", (3,)))
@@ -75,7 +61,7 @@ def test_where_with_a_huge_bound_fill_folds_into_an_exact_add(fill: float,
     x = (np.random.default_rng(1).standard_normal((2, 5, 5)) * 1e3).astype(np.float32)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     expected = np.where(causal != 0, e / e.sum(axis=-1, keepdims=True), np.float32(fill))
-    got, _ = _build_run(func, params, {"x": x})
+    got, _ = build_run(func, params, {"x": x})
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
     assert np.array_equal(got[..., causal == 0], expected[..., causal == 0])
 
@@ -95,7 +81,7 @@ def test_other_wheres_stay_and_compute_the_same(params: dict[str, np.ndarray]) -
     cond = params.get("cond", feeds.get("cond"))
     e = np.exp(feeds["x"] - feeds["x"].max(axis=-1, keepdims=True))
     expected = np.where(cond != 0, e / e.sum(axis=-1, keepdims=True), params["fill"][0])
-    got, _ = _build_run(func, params, feeds)
+    got, _ = build_run(func, params, feeds)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
 
 
@@ -128,7 +114,7 @@ def test_onnx_where_and_small_powers_match_the_reference_evaluator() -> None:
     ops = [c.op for c in mod.calls()]
     # NOTE: x^2 and x^3 as products (a pow call does not vectorize); x^0.5 stays a power
     assert ops.count("power") == 1 and ops.count("where") == 1
-    got, _ = _build_run(mod, params, {"x": x})
+    got, _ = build_run(mod, params, {"x": x})
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -149,7 +135,7 @@ def test_task_extraction_sees_the_folded_mask_as_relay_build_does() -> None:
                                                   (3, 7, 7, 8, 8, 1, 0, 1, 1))]
     rng = np.random.default_rng(4)
     feeds = {n: rng.standard_normal((3, 7, 8)).astype(np.float32) for n in "qkv"}
-    got, lib = _build_run(func, params, feeds)
+    got, lib = build_run(func, params, feeds)
     assert "autotvm:batch_attention" in [g.impl for g in lib.groups]
     sc = np.where(params["cond"] != 0, feeds["q"] @ feeds["k"].transpose(0, 2, 1), MIN)
     e = np.exp(sc - sc.max(axis=-1, keepdims=True))
