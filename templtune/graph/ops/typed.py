@@ -21,7 +21,7 @@ from ..op import INJECTIVE, make_call, register_op
 #: index dtypes ``take`` reads
 INDEX_DTYPES = ("int32", "int64")
 #: dtypes ``cast`` converts between
-CAST_DTYPES = ("float32", "float64", "int32", "int64")
+CAST_DTYPES = ("float32", "int32", "int64")
 
 
 # ---- take -----------------------------------------------------------------------------------------
