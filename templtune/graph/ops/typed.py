@@ -59,8 +59,7 @@ def _take_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
         v = te.min(te.max(te.select(v < lo, v + te.const(n, idx.dtype), v), lo), hi)
         return data[(*i[:axis], v.astype("int32"), *i[axis + k:])]
 
-    out = _take_infer([TensorType(shape, data.dtype), TensorType(tuple(int(d) for d in idx.shape),
-                                                                 idx.dtype)], a)
+    out = shape[:axis] + tuple(int(d) for d in idx.shape) + shape[axis + 1:]
     return te.compute(out, row, name="T_take", tag="injective")
 
 
