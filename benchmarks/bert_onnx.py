@@ -22,7 +22,6 @@ Run::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -115,19 +114,15 @@ def build(tokens: int, pad: int, layers: int, ids: bool = False) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=128, help="sequence length")
+    from models import export_tokens, parse_tokens, token_parser
+
+    ap = token_parser(__doc__, 12, "encoder layers (12: BERT-base)")
     ap.add_argument("--pad", type=int, default=16, help="masked padding tokens at the end")
-    ap.add_argument("--layers", type=int, default=12, help="encoder layers (12: BERT-base)")
     ap.add_argument("--ids", action="store_true",
                     help="start at the int64 token ids, through the embeddings")
-    ap.add_argument("--out", default=None,
-                    help="default /tmp/bert_base_<tokens>.onnx (_ids.onnx with --ids)")
-    a = ap.parse_args(argv)
-    if a.layers < 1 or not 1 <= a.tokens <= POSITIONS or not 0 <= a.pad < a.tokens:
-        ap.error(f"need --layers >= 1, 1 <= --tokens <= {POSITIONS} and 0 <= --pad < --tokens")
-
-    from models import export_tokens
+    a = parse_tokens(ap, argv, POSITIONS)
+    if not 0 <= a.pad < a.tokens:
+        ap.error("need 0 <= --pad < --tokens")
 
     out = Path(a.out or f"/tmp/bert_base_{a.tokens}{'_ids' if a.ids else ''}.onnx")
     n = export_tokens(lambda: build(a.tokens, a.pad, a.layers, a.ids), a.tokens, HIDDEN, out,

@@ -21,7 +21,6 @@ Run::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -108,17 +107,12 @@ def build(tokens: int, mask: str, layers: int) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=128, help="sequence length (prefill)")
+    from models import export_tokens, parse_tokens, token_parser
+
+    ap = token_parser(__doc__, 12, "blocks (12: GPT-2 small)", "sequence length (prefill)")
     ap.add_argument("--mask", choices=("where", "add"), default="where",
                     help="the causal mask's form (default: where)")
-    ap.add_argument("--layers", type=int, default=12, help="blocks (12: GPT-2 small)")
-    ap.add_argument("--out", default=None, help="default /tmp/gpt2_<tokens>.onnx")
-    a = ap.parse_args(argv)
-    if a.layers < 1 or a.tokens < 1:
-        ap.error("need --layers >= 1 and --tokens >= 1")
-
-    from models import export_tokens
+    a = parse_tokens(ap, argv)
 
     out = Path(a.out or f"/tmp/gpt2_{a.tokens}.onnx")
     n = export_tokens(lambda: build(a.tokens, a.mask, a.layers), a.tokens, HIDDEN, out, "hidden")

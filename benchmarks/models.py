@@ -136,3 +136,27 @@ def export_tokens(build: Any, tokens: int, hidden: int, out: Path, output_name: 
     model = build()
     x = torch.randint(0, vocab, (1, tokens)) if vocab else torch.randn(1, tokens, hidden)
     return export_onnx(model, x, out, output_name)
+
+
+def token_parser(doc: str, layers: int, layers_help: str, tokens_help: str = "sequence length"
+                 ) -> Any:
+    """The command line of a transformer writer (``bert_onnx.py`` ...): ``--tokens``,
+    ``--layers`` (default ``layers``) and ``--out``; :func:`parse_tokens` reads it."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=128, help=tokens_help)
+    ap.add_argument("--layers", type=int, default=layers, help=layers_help)
+    ap.add_argument("--out", default=None, help="the ONNX file (default: under /tmp, named by "
+                                                "the model and its tokens)")
+    return ap
+
+
+def parse_tokens(ap: Any, argv: list[str] | None, max_tokens: int | None = None) -> Any:
+    """``ap``'s arguments, with ``--layers >= 1`` and ``1 <= --tokens (<= max_tokens)``
+    enforced."""
+    a = ap.parse_args(argv)
+    if a.layers < 1 or a.tokens < 1 or (max_tokens is not None and a.tokens > max_tokens):
+        ap.error("need --layers >= 1 and --tokens >= 1"
+                 + (f" and --tokens <= {max_tokens}" if max_tokens is not None else ""))
+    return a

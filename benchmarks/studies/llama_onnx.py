@@ -14,7 +14,6 @@ std 0.02); exported as ``benchmarks/models.py`` exports. Run::
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -89,15 +88,10 @@ def build(tokens: int, layers: int) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=128, help="sequence length (prefill)")
-    ap.add_argument("--layers", type=int, default=4, help="decoder blocks")
-    ap.add_argument("--out", default=None, help="default /tmp/llama_<tokens>.onnx")
-    a = ap.parse_args(argv)
-    if a.layers < 1 or a.tokens < 1:
-        ap.error("need --layers >= 1 and --tokens >= 1")
+    from models import export_tokens, parse_tokens, token_parser
 
-    from models import export_tokens
+    a = parse_tokens(token_parser(__doc__, 4, "decoder blocks", "sequence length (prefill)"),
+                     argv)
 
     out = Path(a.out or f"/tmp/llama_{a.tokens}.onnx")
     n = export_tokens(lambda: build(a.tokens, a.layers), a.tokens, HIDDEN, out, "hidden")

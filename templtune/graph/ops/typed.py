@@ -25,8 +25,7 @@ CAST_DTYPES = ("float32", "int32", "int64")
 
 
 # ---- take -----------------------------------------------------------------------------------------
-def _axis(t: list[TensorType], a: dict[str, Any]) -> int:
-    nd = len(t[0].shape)
+def _axis(nd: int, a: dict[str, Any]) -> int:
     axis = int(a["axis"])
     if not -nd <= axis < nd:
         raise ValueError(f"axis {axis} is out of range for {nd} dimensions")
@@ -34,8 +33,8 @@ def _axis(t: list[TensorType], a: dict[str, Any]) -> int:
 
 
 def _take_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
-    axis = _axis(t, a)
     data, idx = t[0].shape, t[1].shape
+    axis = _axis(len(data), a)
     return data[:axis] + idx + data[axis + 1:]
 
 
@@ -48,7 +47,7 @@ def _take_dtype(t: list[TensorType], a: dict[str, Any]) -> str:
 def _take_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data, idx = x
     shape = tuple(int(d) for d in data.shape)
-    axis = _axis([TensorType(shape, data.dtype)], a)
+    axis = _axis(len(shape), a)
     n, k = shape[axis], len(idx.shape)
     lo, hi = te.const(0, idx.dtype), te.const(n - 1, idx.dtype)
 
