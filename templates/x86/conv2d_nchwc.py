@@ -58,12 +58,15 @@ def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
 
 def fallback_block(n: int, lanes: int) -> int:
     """The channel block of a fallback config: two registers' worth of lanes if it divides
-    ``n``, else one register's, else the largest multiple of 8 up to 64, else the largest
-    divisor up to 64 (the stem's 3 channels stay one block)."""
+    ``n``, else one register's, else the largest multiple of 8 up to 64 that fills whole
+    registers or one narrower register, else the largest divisor up to 64 (the stem's 3
+    channels stay one block)."""
     for b in (2 * lanes, lanes):
         if n % b == 0:
             return b
-    mult8 = [d for d in range(8, 65, 8) if n % d == 0]
+    # NOTE: a 40-lane block is 2.5 zmm: LLVM splits its vectors and spills (20x slower than
+    # 8-lane blocks on a 440-channel 1x1 conv)
+    mult8 = [d for d in range(8, 65, 8) if n % d == 0 and (d % lanes == 0 or d < lanes)]
     return mult8[-1] if mult8 else divisor_at_most(n, 64)
 
 

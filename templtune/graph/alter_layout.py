@@ -32,17 +32,8 @@ from templtune.autotvm.dispatcher import ApplyGraphBest, DispatchContext
 from templtune.autotvm.strategy import Implementation, OpCall
 from templtune.target import Target
 
-from .ir import Call, Expr, Function, Var
-from .op import make_call
-from .ops.nchwc import (
-    blocked,
-    conv2d_nchwc,
-    depthwise_conv2d_nchwc,
-    layout_transform,
-    pack_bias,
-    pack_depthwise_kernel,
-    pack_kernel,
-)
+from .alter_rewrite import Rewriter, is_blockable_depthwise
+from .ir import Call, Function, Var
 
 logger = logging.getLogger("templtune.graph")
 
@@ -51,8 +42,6 @@ __all__ = ["NCHWC_OP", "BLOCKS", "LayerChoice", "nchwc_implementation", "blockab
            "is_blockable_depthwise", "alter_op_layout"]
 
 NCHWC_OP = "nn.contrib_conv2d_NCHWc"
-_KEEP = ("nn.relu", "clip")
-_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d")
 #: channel blocks (equal in and out) at which other blocked implementations (Winograd) are
 #: looked up: a record at another blocking is not used
 BLOCKS = (32, 16, 64)
@@ -90,15 +79,6 @@ def blockable_convs(func: Function, params: Any, target: Any) -> list[Call]:
                 and c.args[1].name in bound and nchwc_implementation(c, target) is not None):
             out.append(c)
     return out
-
-
-def is_blockable_depthwise(c: Call, params: Any) -> bool:
-    """A float32 NCHW depthwise convolution with a bound weight (run blocked when its input
-    is)."""
-    return (c.op == "nn.conv2d" and c.dtype == "float32" and c.attr("data_layout") == "NCHW"
-            and c.attr("groups") != 1 and c.attr("groups") == c.args[0].shape[1]
-            and c.args[1].shape[1] == 1 and isinstance(c.args[1], Var)
-            and c.args[1].name in set(params or ()))
 
 
 def config_blocks(cfg: Any) -> tuple[int, int]:
@@ -210,78 +190,6 @@ def choose_layouts(func: Function, params: Any, target: Target
     return {id(c): o[k].choice for c, o, k in zip(convs, opts, pick)}
 
 
-class _Rewriter:
-    def __init__(self, params: dict[str, np.ndarray], target: Target,
-                 choices: dict[int, LayerChoice | None]) -> None:
-        self.params, self.target, self.choices = dict(params), target, choices
-        self.new: dict[int, tuple[Expr, int]] = {}
-        self.views: dict[tuple[int, int], Expr] = {}
-        self.n_transforms = 0
-
-    def value(self, e: Expr) -> tuple[Expr, int]:
-        return self.new.get(id(e), (e, 0))
-
-    def as_block(self, e: Expr, b: int) -> Expr:
-        """``e`` in layout ``NCHW{b}c`` (``b`` 0: plain NCHW), transformed once per layout."""
-        new, cur = self.value(e)
-        if cur == b:
-            return new
-        key = (id(e), b)
-        if key not in self.views:
-            self.views[key] = layout_transform(new, blocked(cur), blocked(b))
-            self.n_transforms += 1
-        return self.views[key]
-
-    def param(self, name: str, value: np.ndarray) -> Var:
-        from .nn import var
-
-        self.params[name] = value
-        return var(name, value.shape, str(value.dtype))
-
-    def rewrite(self, c: Call) -> tuple[Expr, int]:
-        choice = self.choices.get(id(c))
-        attrs = dict(c.attrs)
-        if choice is not None:
-            w = c.args[1]
-            assert isinstance(w, Var)
-            kname = f"{w.name}_OIHW{choice.ic_bn}i{choice.oc_bn}o"
-            kvar = self.param(kname, pack_kernel(self.params[w.name], choice.ic_bn,
-                                                 choice.oc_bn))
-            data = self.as_block(c.args[0], choice.ic_bn)
-            return conv2d_nchwc(data, kvar, attrs["strides"], attrs["padding"],
-                                choice.config), choice.oc_bn
-        vals = [self.value(a) for a in c.args]
-        b = vals[0][1] if vals else 0
-        if b and is_blockable_depthwise(c, self.params):
-            # NOTE: a depthwise conv keeps its input's blocking: no transform around it
-            w = c.args[1]
-            assert isinstance(w, Var)
-            kvar = self.param(f"{w.name}_OIHW1i{b}o", pack_depthwise_kernel(self.params[w.name],
-                                                                            b))
-            return depthwise_conv2d_nchwc(vals[0][0], kvar, attrs["strides"],
-                                          attrs["padding"]), b
-        if b and c.op in _KEEP:
-            return make_call(c.op, [vals[0][0]], **attrs), b
-        if (b and c.op == "nn.bias_add" and attrs["axis"] % 4 == 1
-                and isinstance(c.args[1], Var) and c.args[1].name in self.params):
-            bias = c.args[1]
-            bvar = self.param(f"{bias.name}_{b}c", pack_bias(self.params[bias.name], b))
-            return make_call("add", [vals[0][0], bvar]), b
-        if c.op == "add" and len(c.args) == 2 and c.args[0].shape == c.args[1].shape:
-            b = vals[0][1] or vals[1][1]
-            if b:
-                return make_call("add", [self.as_block(a, b) for a in c.args]), b
-        if b and c.op in _POOLS and attrs["layout"] == "NCHW":
-            return make_call(c.op, [vals[0][0]], **{**attrs, "layout": blocked(b)}), b
-        if (b and c.op == "nn.batch_flatten" and c.args[0].shape[2:] == (1, 1)):
-            # NOTE: a 1x1 map flattens to the same channel order in NCHW and NCHW[x]c
-            return make_call(c.op, [vals[0][0]], **attrs), 0
-        args = [self.as_block(a, 0) for a in c.args]
-        if all(n is a for n, a in zip(args, c.args)):
-            return c, 0
-        return make_call(c.op, args, **attrs), 0
-
-
 def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
                     ) -> tuple[Function, dict[str, np.ndarray]]:
     """``(network, params)`` with NCHW[x]c convolutions and blocked activations (see the
@@ -298,7 +206,7 @@ def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
     choices = choose_layouts(func, params, tgt)
     if not any(v is not None for v in choices.values()):
         return func, params
-    rw = _Rewriter(params, tgt, choices)
+    rw = Rewriter(params, choices)
     for c in func.calls():
         rw.new[id(c)] = rw.rewrite(c)
     body = rw.as_block(func.body, 0)
