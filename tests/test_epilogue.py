@@ -22,10 +22,10 @@ from templtune.autotvm.task.task import create
 from templtune.graph import nn
 from templtune.graph.autotvm_integration import candidates, fused_tail
 from templtune.graph.fuse import partition
-from templtune.graph.ops.elemwise import binary
+from templtune.graph.ops.elemwise import binary, unary
 from templtune.target import Target
 
-KINDS = ("bias", "bias_relu", "bias_add_relu", "clip", "scale_shift")
+KINDS = ("bias", "bias_relu", "bias_add_relu", "clip", "scale_shift", "bias_silu")
 
 
 
@@ -59,6 +59,9 @@ def _with_tail(anchor: graph.Call, axis: int, kind: str) -> graph.Function:
     elif kind == "scale_shift":  # a batch norm as its scale and shift
         scale = nn.var("scale", (c,) + (1,) * (len(anchor.shape) - axis - 1))
         y = nn.bias_add(binary("multiply", anchor, scale), b, axis=axis)
+    elif kind == "bias_silu":  # a vector-math tail (EfficientNet): computed vectorized too
+        y = nn.bias_add(anchor, b, axis=axis)
+        y = binary("multiply", y, unary("sigmoid", y))
     else:
         y = nn.bias_add(anchor, b, axis=axis)
         if kind == "bias_add_relu":

@@ -204,6 +204,11 @@ def _conv2d_nchw(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, str
     s[output].reorder(n, co, oyo, cv, oyi, x)
     par = s[output].fuse(n, co, oyo)
     s[output].parallel(par)
+    xv = divisor_at_most(ow, target_vector()[0])
+    if tail.fused and xv >= 4:
+        # NOTE: a fused tail (a sigmoid: ~20 instructions) runs on vectors of a row, read
+        # with a stride of bn from the block; scalar, it cost 4x the stem conv itself
+        s[output].vectorize(s[output].split(x, factor=xv)[1])
     s[conv].compute_at(s[output], par)
 
     acc = s.cache_write(conv, "global")
