@@ -59,15 +59,18 @@ def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
 def fallback_block(n: int, lanes: int) -> int:
     """The channel block of a fallback config: two registers' worth of lanes if it divides
     ``n``, else one register's, else the largest multiple of 8 up to 64 that fills whole
-    registers or one narrower register, else the largest divisor up to 64 (the stem's 3
-    channels stay one block)."""
+    registers or one narrower register, else the largest power of two dividing ``n`` (2 or
+    4), else the largest divisor up to 64 (the stem's 3 channels stay one block)."""
     for b in (2 * lanes, lanes):
         if n % b == 0:
             return b
-    # NOTE: a 40-lane block is 2.5 zmm: LLVM splits its vectors and spills (20x slower than
-    # 8-lane blocks on a 440-channel 1x1 conv)
+    # NOTE: a 40-lane block is 2.5 zmm, a 58-lane one 3.6: LLVM splits their vectors and
+    # spills (17-20x slower than 8- or 4-lane blocks on 440- and 116-channel 1x1 convs)
     mult8 = [d for d in range(8, 65, 8) if n % d == 0 and (d % lanes == 0 or d < lanes)]
-    return mult8[-1] if mult8 else divisor_at_most(n, 64)
+    if mult8:
+        return mult8[-1]
+    pow2 = n & -n
+    return pow2 if pow2 > 1 else divisor_at_most(n, 64)
 
 
 def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) -> bool:
