@@ -3,13 +3,12 @@
 Every float32 NCHW convolution (groups 1, constant weight) becomes ``nn.contrib_conv2d_NCHWc``
 with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config (``tile_ic``/``tile_oc`` of
 the ``conv2d_NCHWc`` task's tuned record, the graph tuner's choice under
-``apply_graph_best``, else the template's fallback). Activations stay blocked between layers:
-``relu``, ``clip``, a residual ``add``, ``bias_add`` (as an ``add`` of the pre-blocked bias),
-depthwise convolutions (``nn.contrib_depthwise_conv2d_NCHWc``, in their input's blocking), max/avg
-pooling, global average pooling and a ``batch_flatten`` of a 1x1 map run on the blocked
-layout; ``layout_transform`` is inserted only where two blockings meet and where an op needs
-plain NCHW (the network's input and output, ops without a blocked form). Weights and biases are
-packed once here, in numpy, and bound as new parameters.
+``apply_graph_best``, else the template's fallback). Activations stay blocked between layers
+wherever an op has a blocked form (element-wise ops, squeeze-excitation products,
+concatenation, depthwise convolutions, pooling ...: :mod:`.alter_rewrite`, which also packs
+weights, biases and per-channel constants once, in numpy, as new bound parameters);
+``layout_transform`` is inserted only where two blockings meet and where an op needs plain NCHW
+(the network's input and output, ops without a blocked form).
 
 With tuning records the choice is made for the whole network (:func:`choose_layouts`): each
 convolution's options are the ``conv2d_NCHWc`` task's fastest record per blocking, another
