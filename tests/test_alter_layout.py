@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graph_helpers import check_blocked_network
 
 from templtune.graph import reference
 from templtune.graph.alter_layout import alter_op_layout
 from templtune.graph.build import build
-from templtune.graph.executor import GraphModule
 from templtune.graph.ops.nchwc import transform_array
 from templtune.graph.testing import mobilenet, resnet
 from templtune.graph.transform import PassContext
@@ -17,20 +17,6 @@ from templtune.graph.transform import PassContext
 
 def _ops(func) -> list[str]:
     return [c.op for c in func.calls()]
-
-
-def _check_network(mod, params) -> list[str]:
-    x = np.random.default_rng(0).standard_normal(mod.params[0].shape).astype(np.float32)
-    with PassContext(opt_level=3):
-        lib = build(mod, "llvm", params)
-    m = GraphModule(lib["default"]())
-    m.run(data=x)
-    np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(mod, params, data=x),
-                               rtol=1e-4, atol=1e-5)
-    # the blocked tails (bias, residual add, relu) are fused into the conv kernels
-    assert all(len(g.steps) == 1 for g in lib.groups if g.impl == "autotvm:conv2d_NCHWc"
-               and g.group.calls[-1].op != "layout_transform")
-    return [g.impl for g in lib.groups]
 
 
 def test_resnet_keeps_activations_blocked():
@@ -49,14 +35,14 @@ def test_resnet_keeps_activations_blocked():
 @pytest.mark.slow
 def test_resnet18_matches_reference():
     mod, params = resnet.get_workload(18, image_shape=(3, 64, 64), num_classes=10)
-    impls = _check_network(mod, params)
+    impls = check_blocked_network(mod, params)
     assert impls.count("autotvm:conv2d_NCHWc") == 20
 
 
 @pytest.mark.slow
 def test_mobilenet_matches_reference():
     mod, params = mobilenet.get_workload(image_shape=(3, 64, 64), num_classes=10)
-    impls = _check_network(mod, params)
+    impls = check_blocked_network(mod, params)
     assert impls.count("autotvm:conv2d_NCHWc") == 14
 
 
