@@ -36,12 +36,9 @@ def check_blocked_network(mod: Function, params: dict[str, np.ndarray],
 
     if x is None:
         x = np.random.default_rng(0).standard_normal(mod.params[0].shape).astype(np.float32)
-    with transform.PassContext(opt_level=3):
-        lib = graph.build(mod, "llvm", params)
-    m = graph.GraphModule(lib["default"]())
-    m.run(data=x)
-    np.testing.assert_allclose(m.get_output(0).numpy(), reference.evaluate(mod, params, data=x),
-                               rtol=1e-4, atol=1e-5)
+    out, lib = build_run(mod, params, {"data": x})
+    np.testing.assert_allclose(out, reference.evaluate(mod, params, data=x), rtol=1e-4,
+                               atol=1e-5)
     assert not fused or all(len(g.steps) == 1 for g in lib.groups
                             if g.impl == "autotvm:conv2d_NCHWc"
                             and g.group.calls[-1].op != "layout_transform")

@@ -35,6 +35,7 @@ from .._strategy import CONV_PARAMS, KEYS, scalar
 from ._common import (
     check_positive,
     divisor_at_most,
+    has_lane_multiple,
     host_vector,
     inner_sizes,
     lane_filter,
@@ -65,10 +66,9 @@ def fallback_block(n: int, lanes: int) -> int:
         if n % b == 0:
             return b
     # NOTE: a 40-lane block is 2.5 zmm, a 58-lane one 3.6: LLVM splits their vectors and
-    # spills (17-20x slower than 8- or 4-lane blocks on 440- and 116-channel 1x1 convs)
-    mult8 = [d for d in range(8, 65, 8) if n % d == 0 and (d % lanes == 0 or d < lanes)]
-    if mult8:
-        return mult8[-1]
+    # spills; the multiples of 8 are those the space's lane filter keeps
+    if has_lane_multiple(n):
+        return inner_sizes(n, lane_filter(n, lanes=lanes))[-1]
     pow2 = n & -n
     return pow2 if pow2 > 1 else divisor_at_most(n, 64)
 

@@ -83,21 +83,22 @@ class MemoryRenderer(ExprRenderer):
     def expr_Select(self, e: Select) -> V:
         lanes = dt.lanes(e.dtype)
         cond_lanes = dt.lanes(e.cond.dtype)
-        if e.guarded and cond_lanes == 1:
-            return self._guarded_select(e)
-        if e.guarded and _uniform(e.cond) and (self._in_tree or any(
-                isinstance(v, Select) and v.guarded for v in (e.true_value, e.false_value))):
-            # NOTE: a tree of selects on an outer index (a concatenation of many inputs)
-            # branches on it, leaves included: lane-masked, every leaf's loads ran for every
-            # vector (16 inputs: 0.3 GB/s); the branches agree across the vector
-            vc = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
-            first = self.op(f"extractelement <{cond_lanes} x i1> {vc[0]}, i32 0")
-            outer, self._in_tree = self._in_tree, True
-            try:
-                return self._branch_select(e, first)
-            finally:
-                self._in_tree = outer
         if e.guarded:
+            if cond_lanes == 1:
+                return self._guarded_select(e)
+            if (self._in_tree or any(isinstance(v, Select) and v.guarded
+                                     for v in (e.true_value, e.false_value))
+                    ) and _uniform(e.cond):
+                # NOTE: a tree of selects on an outer index (a concatenation of many inputs)
+                # branches on it, leaves included: lane-masked, every leaf's loads ran for
+                # every vector; the branches agree across the vector
+                vc = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
+                first = self.op(f"extractelement <{cond_lanes} x i1> {vc[0]}, i32 0")
+                outer, self._in_tree = self._in_tree, True
+                try:
+                    return self._branch_select(e, first)
+                finally:
+                    self._in_tree = outer
             return self._guarded_vector_select(e)
         c = self.expr(e.cond)
         cond_lanes = dt.lanes(c[1])  # as rendered (a node's dtype may understate its lanes)
