@@ -29,9 +29,15 @@ def scalar(pair: Sequence[int]) -> Any:
 
 
 def is_conv(call: OpCall, layout: str, depthwise: bool = False) -> bool:
-    """A float32 ``nn.conv2d`` with ``layout`` data, grouped (depthwise) or not."""
-    return (call.dtype == "float32" and call.attr("data_layout") == layout
-            and (call.attr("groups") != 1) == depthwise)
+    """A float32 ``nn.conv2d`` with ``layout`` data, depthwise (one channel per group) or
+    not grouped; other grouped convolutions are neither."""
+    if call.dtype != "float32" or call.attr("data_layout") != layout:
+        return False
+    groups = call.attr("groups")
+    if not depthwise:
+        return groups == 1
+    c = call.inputs[0][1 if layout == "NCHW" else 3]
+    return groups != 1 and groups == c == call.out_shape[1 if layout == "NCHW" else 3]
 
 
 def conv_nchw_args(call: OpCall) -> tuple[Any, ...]:

@@ -32,6 +32,7 @@ from templtune.autotvm.space import OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
+from . import conv2d_nchwc_groups as grouping
 from ._common import (
     check_positive,
     divisor_at_most,
@@ -47,8 +48,17 @@ from ._common import (
     vec_regs,
 )
 from .conv2d_nchwc_pixels import pointwise_pixels
+from .conv2d_nchwc_registers import (
+    one_pass,
+    pass_width,
+    register_vectors,
+    spill_free,
+    tail_blocks,
+)
 
 TEMPLATE = "conv2d_NCHWc"
+#: the template of grouped convolutions (neither plain nor depthwise)
+GROUP_TEMPLATE = "group_conv2d_NCHWc.x86"
 #: the network op this template implements (TVM's name)
 OP = "nn.contrib_conv2d_NCHWc"
 
@@ -71,85 +81,6 @@ def fallback_block(n: int, lanes: int) -> int:
         return inner_sizes(n, lane_filter(n, lanes=lanes))[-1]
     pow2 = n & -n
     return pow2 if pow2 > 1 else divisor_at_most(n, 64)
-
-
-def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) -> bool:
-    """Whether the micro-kernel of ``ow_bn`` pixels x ``vecs`` registers of output channels,
-    with ``taps`` kernel-width taps unrolled around it (1: ``unroll_kw`` off or a 1-wide
-    kernel), keeps its inner body in the ``file_regs`` vector registers.
-
-    The accumulators may use at most ``acc_regs``. Unrolled taps keep their ``taps * vecs``
-    weight vectors live together; with one register per pixel LLVM also shares each input
-    broadcast across the taps (pixel ``x + 1`` of tap 0 is pixel ``x`` of tap 1), so about
-    ``ow_bn + taps - 2`` broadcasts stay live (one folds into an FMA's memory operand),
-    else one. A single tap's block runs in passes (:func:`register_vectors`) that fit the
-    file with their weights, so only a pass's accumulators count.
-    """
-    if taps == 1:
-        return ow_bn * register_vectors(ow_bn, vecs, 1, file_regs) <= acc_regs
-    acc = ow_bn * vecs
-    if acc > acc_regs:
-        return False
-    shared = ow_bn + taps - 2 if vecs == 1 else 1
-    return acc + taps * vecs + shared <= file_regs
-
-
-def register_vectors(ow_bn: int, vecs: int, taps: int, file_regs: int) -> int:
-    """Vectors of output channels per pass of a single-tap micro-kernel (``taps == 1``):
-    ``vecs``, or the largest divisor of it whose pass fits the register file.
-
-    LLVM keeps a pass's weight vectors in registers (each serves ``ow_bn`` pixels) beside its
-    accumulators and one broadcast, so ``ow_bn`` pixels x ``v`` vectors need ``ow_bn * v + v
-    + 1`` registers (``ow_bn + 1`` for one vector: the weight folds into the FMAs). A block
-    over that spills accumulators in its inner loop (7 pixels x 2 ymm with AVX2); computed
-    as passes of fewer vectors, each over the whole reduction, it does not. Blocks with
-    unrolled taps are kept within the file by the space's filter (:func:`spill_free`).
-    """
-    if taps > 1:
-        return vecs
-    for v in range(vecs, 0, -1):
-        if vecs % v == 0 and ow_bn * v + (v + 1 if v > 1 else 1) <= file_regs:
-            return v
-    return 1
-
-
-def one_pass(ow_bn: int, vecs: int, acc_regs: int, file_regs: int) -> bool:
-    """Whether a single-tap block of ``ow_bn`` pixels x ``vecs`` vectors runs in one pass
-    (:func:`register_vectors`) with its accumulators within ``acc_regs``."""
-    return ow_bn * vecs <= acc_regs and register_vectors(ow_bn, vecs, 1, file_regs) == vecs
-
-
-def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
-                file_regs: int) -> list[int]:
-    """Register blocks that divide no row of ``ow`` pixels, run with their partial last
-    block peeled: over the fused pixels of a pointwise conv (``pixels`` its output pixels;
-    :func:`conv2d_nchwc_pixels.pointwise_pixels`), along each row of any other (``pixels ==
-    ow``).
-
-    For each channel-vector count ``v``: every pixel count whose one pass fits
-    (:func:`one_pass`) with at least half the accumulator registers, where that is more than
-    the best row block in one pass (a divisor of ``ow``) has. With AVX2 a 16-channel block
-    gets 4 to 6 pixels (8 to 12 of 16 ymm) on rows of 7 and 14 (which offer 7 x 1 ymm passes,
-    one broadcast per FMA, or 2 x 2) and 5 or 6 on rows of 28 and 56 (4 x 2: 8 chains, just
-    the FMA latency x pipes of Zen and Haswell, no slack for the loads). Which one wins
-    depends on the tail: on a row of 7, 4 + 3 pixels beat 6 + 1 (a 1-pixel block is
-    latency-bound).
-    """
-    out = set()
-    for v in vec_counts:
-        fits = [b for b in range(1, 33) if one_pass(b, v, acc_regs, file_regs)]
-        row = max((b for b in fits if b <= ow and ow % b == 0), default=0)
-        out |= {p for p in fits
-                if row < p < pixels and ow % p and 2 * p * v >= acc_regs}
-    return sorted(out)
-
-
-def pass_width(ow_bn: int, oc_bn: int, taps: int) -> int:
-    """Output-channel lanes of one pass of the ``ow_bn`` x ``oc_bn`` block (``taps``: kw
-    taps unrolled around it): a whole number of :func:`register_vectors`, else ``oc_bn``."""
-    lanes = target_vector()[0]
-    width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), taps, register_file())
-    return width if oc_bn % width == 0 else oc_bn
 
 
 #: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
@@ -187,15 +118,19 @@ def band_rows(oh: int, ow: int) -> int:
     return divisor_at_most(oh, max(1, BAND_PIXELS // ow))
 
 
-def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int) -> None:
+def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:
     """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
     (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
-    the last one partial)."""
-    keep_oc = lane_filter(co)
+    the last one partial); a grouped conv's blocks are :mod:`.conv2d_nchwc_groups`'."""
     lanes, regs = target_vector()
+    keep_oc = lane_filter(co) if groups == 1 else grouping.oc_filter(groups, co, lanes)
     nregs = register_file()
     cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
     cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
+    if groups > 1:
+        cfg.multi_filter(lambda e: grouping.blocks_ok(groups, co, ci, e["tile_ic"].size[-1],
+                                                      e["tile_oc"].size[-1], lanes),
+                         knobs=("tile_ic", "tile_oc"))
     vec_counts = sorted({vec_regs(v, lanes) for v in inner_sizes(co, keep_oc)})
     tails = tail_blocks(ow, pixels, vec_counts, regs, nregs)
     ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
@@ -219,9 +154,11 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int) -> None:
     cfg.multi_filter(fits, knobs=("tile_ow", "tile_oc", "unroll_kw"))
     if cfg.is_fallback:
         flanes, fregs = host_vector()
-        oc_bn = fallback_block(co, flanes)
+        oc_bn, ic_bn = fallback_block(co, flanes), fallback_block(ci, flanes)
+        if groups > 1:
+            ic_bn, oc_bn = grouping.fallback_blocks(groups, co, ci, flanes, oc_bn)
         vecs = vec_regs(oc_bn, flanes)
-        cfg.fallback_split("tile_ic", [-1, fallback_block(ci, flanes)])
+        cfg.fallback_split("tile_ic", [-1, ic_bn])
         cfg.fallback_split("tile_oc", [-1, oc_bn])
         # NOTE: a row the preferred block does not divide (7 pixels, 6 x 2 ymm) takes the
         # widest one within the accumulator registers rather than a block too short to hide
@@ -253,6 +190,23 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     is computed on each register block as it is stored; the arguments are then ``[data,
     kernel, *epilogue inputs, fused output]``.
     """
+    return _build(N, H, W, CO, CI, KH, KW, stride, padding, 1, epilogue)
+
+
+def _group_conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int,
+                        stride: Any, padding: Any, groups: int, *,
+                        epilogue: Epilogue | None = None) -> tuple[Any, list[Any]]:
+    """:func:`_conv2d_nchwc` of a convolution in ``groups`` groups: the kernel is
+    ``[CO/oc_bn, CI'/ic_bn, KH, KW, ic_bn, oc_bn]``, ``CI'`` the input channels of a group
+    (of a merged group where ``oc_bn`` holds several: ``graph.ops.nchwc.pack_group_kernel``)."""
+    if groups < 2 or CI % groups or CO % groups:
+        raise ValueError(f"group_{TEMPLATE}: {CI} input and {CO} output channels do not "
+                         f"split into {groups} groups")
+    return _build(N, H, W, CO, CI, KH, KW, stride, padding, groups, epilogue)
+
+
+def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: Any,
+           padding: Any, groups: int, epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
     check_positive(N=N, H=H, W=W, CO=CO, CI=CI, KH=KH, KW=KW)
     sh, sw = stride_pair(stride)
     pt, pl, pb, pr = pad_tuple(padding)
@@ -261,14 +215,16 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
         raise ValueError(f"{TEMPLATE}: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
     # NOTE: a strided 1x1 conv writes its pixels contiguously too; only its reads skip
-    pointwise = KH == KW == 1 and not (pt or pl or pb or pr)
-    _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else ow)
-    cfg.add_flop(2.0 * N * CO * oh * ow * CI * KH * KW)
+    pointwise = KH == KW == 1 and not (pt or pl or pb or pr) and groups == 1
+    _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else ow, groups)
+    cfg.add_flop(2.0 * N * CO * oh * ow * (CI // groups) * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]
+    # the input channels each output block reads: a (merged) group's, all of them ungrouped
+    reads = CI // groups * grouping.merge_factor(groups, CO, oc_bn)
 
     data = te.placeholder((N, CI // ic_bn, H, W, ic_bn), name="data")
-    kernel = te.placeholder((CO // oc_bn, CI // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
+    kernel = te.placeholder((CO // oc_bn, reads // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
     if pointwise and ow % ow_bn:
         chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
@@ -284,13 +240,18 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
             name="data_pad")
     else:
         dpad = data
-    rco = te.reduce_axis((0, CI // ic_bn), name="rco")
+    rco = te.reduce_axis((0, reads // ic_bn), name="rco")
     rci = te.reduce_axis((0, ic_bn), name="rci")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
+    per_group = CO // oc_bn * reads // CI  # output blocks per (merged) group
+
+    def block(o: Any) -> Any:
+        return rco if reads == CI else o // per_group * (reads // ic_bn) + rco
+
     conv = te.compute(
         (N, CO // oc_bn, oh, ow, oc_bn),
-        lambda n, o, y, x, v: te.sum(dpad[n, rco, y * sh + ry, x * sw + rx, rci]
+        lambda n, o, y, x, v: te.sum(dpad[n, block(o), y * sh + ry, x * sw + rx, rci]
                                      * kernel[o, rco, ry, rx, rci, v],
                                      axis=[rco, ry, rx, rci]),
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
@@ -304,7 +265,7 @@ def _conv2d_nchwc(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, st
     # NOTE: the output block (ow_bn pixels x oc_bn channels) accumulates in registers over the
     # whole reduction, then is stored once (through the epilogue); output rows run in parallel.
     out, acc = output_stage(s, tail)
-    chunk = reduction_chunk(CI, ic_bn, oc_bn, KH, KW)
+    chunk = reduction_chunk(reads, ic_bn, oc_bn, KH, KW)
     unroll_kw = bool(cfg["unroll_kw"].val)
     width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1)
     if chunk:
@@ -364,6 +325,7 @@ def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int, widt
 
 conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)
 conv2d_NCHWc_x86 = autotvm.template(f"{TEMPLATE}.x86")(_conv2d_nchwc)
+group_conv2d_NCHWc = autotvm.template(GROUP_TEMPLATE)(_group_conv2d_nchwc)
 
 
 # ---- strategy and catalogue ---------------------------------------------------------------------
@@ -385,9 +347,20 @@ def _when(call: OpCall) -> bool:
     return call.dtype == "float32" and call.attr("groups", 1) == 1
 
 
+def _when_grouped(call: OpCall) -> bool:
+    return call.dtype == "float32" and call.attr("groups", 1) != 1
+
+
 strategy.register(OP, KEYS, TEMPLATE, plevel=10, when=_when,
                   workloads=lambda call: [logical_args(call)], epilogue=True)
+strategy.register(OP, KEYS, GROUP_TEMPLATE, plevel=10, when=_when_grouped,
+                  workloads=lambda call: [(*logical_args(call), call.attr("groups"))],
+                  epilogue=True)
 strategy.catalog(TemplateInfo(
     TEMPLATE, "x86", CONV_PARAMS, (1, 7, 7, 512, 512, 3, 3, 1, 1),
     "direct conv2d on blocked layouts: NCHW[ic_bn]c data, OIHW[ic_bn]i[oc_bn]o kernel, "
     "NCHW[oc_bn]c output (the blocks are knobs)"))
+strategy.catalog(TemplateInfo(
+    GROUP_TEMPLATE, "x86", CONV_PARAMS + ("groups",), (1, 28, 28, 256, 256, 3, 3, 1, 1, 32),
+    "grouped conv2d on blocked layouts (ResNeXt, RegNet): conv2d_NCHWc's blocks, each output "
+    "block reading its group's input blocks; groups narrower than a block merge"))

@@ -1,7 +1,7 @@
 """``AlterOpLayout`` for x86: NCHW[x]c through the network (TVM's alter-layout + NCHWc path).
 
-Every float32 NCHW convolution (groups 1, constant weight) becomes ``nn.contrib_conv2d_NCHWc``
-with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config (``tile_ic``/``tile_oc`` of
+Every float32 NCHW convolution (grouped or not, but not depthwise; constant weight) becomes
+``nn.contrib_conv2d_NCHWc`` with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config (``tile_ic``/``tile_oc`` of
 the ``conv2d_NCHWc`` task's tuned record, the graph tuner's choice under
 ``apply_graph_best``, else the template's fallback). Activations stay blocked between layers
 wherever an op has a blocked form (element-wise ops, squeeze-excitation products,
@@ -33,6 +33,7 @@ from templtune.target import Target
 
 from .alter_rewrite import Rewriter, is_blockable_depthwise
 from .ir import Call, Function, Var
+from .op import is_depthwise
 
 logger = logging.getLogger("templtune.graph")
 
@@ -74,7 +75,8 @@ def blockable_convs(func: Function, params: Any, target: Any) -> list[Call]:
     out = []
     for c in func.calls():
         if (c.op == "nn.conv2d" and c.dtype == "float32" and c.attr("data_layout") == "NCHW"
-                and c.attr("groups") == 1 and isinstance(c.args[1], Var)
+                and not is_depthwise(c.attr("groups"), c.args[0].shape[1], c.shape[1])
+                and isinstance(c.args[1], Var)
                 and c.args[1].name in bound and nchwc_implementation(c, target) is not None):
             out.append(c)
     return out

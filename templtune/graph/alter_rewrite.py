@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ir import Call, Expr, Var
-from .op import make_call
+from .op import is_depthwise, make_call
 from .ops.elemwise import BINARY, UNARY
 from .ops.nchwc import (
     blocked,
@@ -34,7 +34,7 @@ from .ops.nchwc import (
     pack_bias,
     pack_data,
     pack_depthwise_kernel,
-    pack_kernel,
+    pack_group_kernel,
 )
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def is_blockable_depthwise(c: Call, params: Any) -> bool:
     """A float32 NCHW depthwise convolution with a bound weight (run blocked when its input
     is)."""
     return (c.op == "nn.conv2d" and c.dtype == "float32" and c.attr("data_layout") == "NCHW"
-            and c.attr("groups") != 1 and c.attr("groups") == c.args[0].shape[1]
-            and c.args[1].shape[1] == 1 and isinstance(c.args[1], Var)
+            and is_depthwise(c.attr("groups"), c.args[0].shape[1], c.shape[1])
+            and isinstance(c.args[1], Var)
             and c.args[1].name in set(params or ()))
 
 
@@ -112,11 +112,12 @@ class Rewriter:
             w = c.args[1]
             assert isinstance(w, Var)
             kname = f"{w.name}_OIHW{choice.ic_bn}i{choice.oc_bn}o"
-            kvar = self.param(kname, pack_kernel(self.params[w.name], choice.ic_bn,
-                                                 choice.oc_bn))
+            groups = int(attrs["groups"])
+            kvar = self.param(kname, pack_group_kernel(self.params[w.name], groups,
+                                                       choice.ic_bn, choice.oc_bn))
             data = self.as_block(c.args[0], choice.ic_bn)
             return conv2d_nchwc(data, kvar, attrs["strides"], attrs["padding"],
-                                choice.config), choice.oc_bn
+                                choice.config, groups), choice.oc_bn
         vals = [self.value(a) for a in c.args]
         b = vals[0][1] if vals else 0
         if b and is_blockable_depthwise(c, self.params):

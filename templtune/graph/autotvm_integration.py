@@ -31,7 +31,7 @@ from templtune.target import Target
 from .fold import fold_constants
 from .fuse import FusedGroup, make_group, partition
 from .ir import Call, Expr, Function, Var
-from .op import get_op
+from .op import get_op, is_depthwise
 
 logger = logging.getLogger("templtune.graph")
 
@@ -193,7 +193,8 @@ def _program(mod: Function, params: Any, target: Any, ops: Iterable[str] | None
 
 
 def _is_depthwise(call: Call) -> bool:
-    return call.op == "nn.conv2d" and call.attr("groups", 1) != 1
+    return (call.op == "nn.conv2d" and call.attr("data_layout") == "NCHW"
+            and is_depthwise(call.attr("groups", 1), call.args[0].shape[1], call.shape[1]))
 
 
 def _depthwise_anchors(mod: Function, params: Any, tgt: Target) -> list[Call]:

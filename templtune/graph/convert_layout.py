@@ -116,7 +116,8 @@ class _Converter:
         src = a["data_layout"]
         if src == self.layout:
             return self.default(c)
-        depthwise = a["groups"] != 1
+        # NOTE: a grouped conv's kernel is laid out as an ungrouped one's (HWIO <-> OIHW)
+        depthwise = a["groups"] != 1 and a["groups"] == c.args[0].shape[src.index("C")]
         kdst = KERNEL_LAYOUT[(self.layout, depthwise)]
         if self.kernel_layout not in ("default", kdst):
             raise GraphError(f"ConvertLayout: nn.conv2d with {self.layout} data takes "

@@ -56,10 +56,12 @@ def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0
            dilation: Any = (1, 1), groups: int = 1, channels: int | None = None,
            kernel_size: Any = None, data_layout: str = "NCHW", kernel_layout: str | None = None
            ) -> Call:
-    """2-D convolution; kernels are OIHW with NCHW data and HWIO (HWOI for depthwise) with NHWC."""
+    """2-D convolution; kernels are OIHW with NCHW data and HWIO (``I`` the channels of a group;
+    HWOI for depthwise) with NHWC."""
     if _pair(dilation, "dilation") != (1, 1):
         raise GraphError("nn.conv2d: only dilation 1 is supported in networks")
-    expected = {"NCHW": "OIHW", "NHWC": "HWIO" if groups == 1 else "HWOI"}.get(data_layout)
+    depthwise = groups != 1 and len(data.shape) == 4 and groups == data.shape[3]
+    expected = {"NCHW": "OIHW", "NHWC": "HWOI" if depthwise else "HWIO"}.get(data_layout)
     if expected is None:
         raise GraphError(f"nn.conv2d: unsupported data_layout {data_layout!r} (NCHW or NHWC)")
     if kernel_layout is not None and kernel_layout != expected:

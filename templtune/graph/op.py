@@ -107,13 +107,14 @@ def _hw(layout: str, shape: tuple[int, ...]) -> tuple[int, int, int]:
     raise ValueError(f"unsupported layout {layout!r} (NCHW or NHWC)")
 
 
-def _kernel(attrs: dict[str, Any], w: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """(out channels, in channels per group, kh, kw) from the kernel shape and layout."""
+def _kernel(attrs: dict[str, Any], w: tuple[int, ...], c: int) -> tuple[int, int, int, int]:
+    """(out channels, in channels per group, kh, kw) from the kernel shape and layout (``c``:
+    the input channels)."""
     if attrs["data_layout"] == "NCHW":      # OIHW
         return w[0], w[1], w[2], w[3]
-    if attrs["groups"] == 1:               # HWIO
+    if attrs["groups"] != c:               # HWIO, I the channels of a group
         return w[3], w[2], w[0], w[1]
-    return w[2] * w[3], 1, w[0], w[1]      # depthwise HWOI: (kh, kw, C, 1)
+    return w[2] * w[3], 1, w[0], w[1]      # depthwise HWOI: (kh, kw, C, multiplier)
 
 
 def _out(size: int, k: int, lo: int, hi: int, s: int) -> int:
@@ -126,12 +127,10 @@ def _out(size: int, k: int, lo: int, hi: int, s: int) -> int:
 def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     layout = a["data_layout"]
     c, h, w = _hw(layout, t[0].shape)
-    o, cg, kh, kw = _kernel(a, t[1].shape)
+    o, cg, kh, kw = _kernel(a, t[1].shape, c)
     g = a["groups"]
     if cg * g != c or o % g:
         raise ValueError(f"kernel {t[1].shape} does not match {c} input channels in {g} groups")
-    if g not in (1, c):
-        raise ValueError("only groups=1 and depthwise (groups=channels) are supported")
     pt, pl, pb, pr = a["padding"]
     sh, sw = a["strides"]
     oh, ow = _out(h, kh, pt, pb, sh), _out(w, kw, pl, pr, sw)
@@ -139,7 +138,9 @@ def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     return (n, o, oh, ow) if layout == "NCHW" else (n, oh, ow, o)
 
 
-def _depthwise_nhwc(x: te.Tensor, w: te.Tensor, a: dict[str, Any]) -> te.Tensor:
+def _grouped_nhwc(x: te.Tensor, w: te.Tensor, a: dict[str, Any]) -> te.Tensor:
+    """NHWC data, HWOI kernel (depthwise: ``[KH, KW, C, M]``) or HWIO kernel of ``groups``
+    groups (``[KH, KW, C/groups, O]``)."""
     kh, kw = get_const_int(w.shape[0]), get_const_int(w.shape[1])
     pt, pl, pb, pr = a["padding"]
     sh, sw = a["strides"]
@@ -148,10 +149,27 @@ def _depthwise_nhwc(x: te.Tensor, w: te.Tensor, a: dict[str, Any]) -> te.Tensor:
     oh, ow = _out(h, kh, pt, pb, sh), _out(wd, kw, pl, pr, sw)
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
-    return te.compute((n, oh, ow, c),
-                      lambda b, i, j, k: te.sum(xp[b, i * sh + ry, j * sw + rx, k] * w[ry, rx, k, 0],
-                                                axis=[ry, rx]),
-                      name="DepthwiseConv2d", tag="depthwise_conv2d_nhwc")
+    if a["groups"] == c:
+        m = get_const_int(w.shape[3])
+        return te.compute(
+            (n, oh, ow, c * m),
+            lambda b, i, j, k: te.sum(xp[b, i * sh + ry, j * sw + rx, k // m]
+                                      * w[ry, rx, k // m, k % m], axis=[ry, rx]),
+            name="DepthwiseConv2d", tag="depthwise_conv2d_nhwc")
+    cg, o = get_const_int(w.shape[2]), get_const_int(w.shape[3])
+    og = o // a["groups"]
+    rc = te.reduce_axis((0, cg), name="rc")
+    return te.compute(
+        (n, oh, ow, o),
+        lambda b, i, j, k: te.sum(xp[b, i * sh + ry, j * sw + rx, k // og * cg + rc]
+                                  * w[ry, rx, rc, k], axis=[ry, rx, rc]),
+        name="group_conv2d_nhwc", tag="group_conv2d_nhwc")
+
+
+def is_depthwise(groups: int, in_channels: Any, out_channels: Any) -> bool:
+    """Whether a convolution in ``groups`` groups is depthwise: one group per input channel,
+    one output channel per group (other grouped convolutions run as such)."""
+    return groups != 1 and groups == int(in_channels) == int(out_channels)
 
 
 def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
@@ -160,10 +178,12 @@ def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     if a["data_layout"] == "NCHW":
         if g == 1:
             return topi.nn.conv2d_nchw(data, w, s, p, 1)
-        return topi.nn.depthwise_conv2d_nchw(data, w, s, p, 1)
+        if is_depthwise(g, data.shape[1], w.shape[0]):
+            return topi.nn.depthwise_conv2d_nchw(data, w, s, p, 1)
+        return topi.nn.group_conv2d_nchw(data, w, s, p, 1, g)
     if g == 1:
         return topi.nn.conv2d_nhwc(data, w, s, p, 1)
-    return _depthwise_nhwc(data, w, a)
+    return _grouped_nhwc(data, w, a)
 
 
 def _conv_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
@@ -171,9 +191,10 @@ def _conv_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
     g, s, p = a["groups"], a["strides"], a["padding"]
     if a["data_layout"] == "NCHW":
         return ref.conv2d_nchw_python(data, w, s, p, groups=g)
-    if g == 1:
-        return ref.conv2d_nhwc_python(data, w, s, p)
-    wn = w.transpose(2, 3, 0, 1)           # HWC1 -> C1HW
+    if g != data.shape[3]:                 # HWIO of g groups
+        return ref.conv2d_nhwc_python(data, w, s, p, groups=g)
+    kh, kw = w.shape[:2]
+    wn = w.transpose(2, 3, 0, 1).reshape(-1, 1, kh, kw)  # HWCM -> (C*M)1HW
     out = ref.conv2d_nchw_python(data.transpose(0, 3, 1, 2), wn, s, p, groups=g)
     return out.transpose(0, 2, 3, 1)
 

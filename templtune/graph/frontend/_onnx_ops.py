@@ -91,15 +91,11 @@ class OnnxOps:
         pad = (p[0], p[1], p[2], p[3])  # ONNX: h_begin, w_begin, h_end, w_end
         group, c = int(a.get("group", 1)), data.shape[1]
         bias = self.const(node.input[2], node) if self.has(node, 2) else None
-        if group == 1 or (group == c and w.shape[0] == c):
-            y = nn.conv2d(data, self.param(node.input[1], w), strides=strides, padding=pad,
-                          groups=group)
-        else:  # NOTE: grouped (or channel-multiplying): one convolution per group, concatenated
-            cg, og = c // group, w.shape[0] // group
-            parts: list[Expr] = [nn.conv2d(self._slice(data, 1, g * cg, (g + 1) * cg),
-                               self.param(f"{node.input[1]}_g{g}", w[g * og:(g + 1) * og]),
-                               strides=strides, padding=pad) for g in range(group)]
-            y = make_call("concatenate", parts, axis=1)
+        if c % group or w.shape[0] % group or w.shape[1] * group != c:
+            raise self.fail(node, f"kernel {w.shape} does not fit {c} channels in {group} "
+                                  "groups")
+        y = nn.conv2d(data, self.param(node.input[1], w), strides=strides, padding=pad,
+                      groups=group)
         if bias is not None:
             y = nn.bias_add(y, self.param(node.input[2], bias))
         return y

@@ -19,8 +19,9 @@ from templtune.topi import testing as ref
 from ..ir import Call, Expr, TensorType
 from ..op import ANCHOR, make_call, register_op
 
-__all__ = ["block_of", "blocked", "pack_data", "unpack_data", "pack_kernel", "pack_bias",
-           "transform_array", "layout_transform", "conv2d_nchwc"]
+__all__ = ["block_of", "blocked", "pack_data", "unpack_data", "pack_kernel", "merged_groups",
+           "pack_group_kernel", "pack_bias", "transform_array", "layout_transform",
+           "conv2d_nchwc"]
 
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
@@ -70,6 +71,31 @@ def pack_kernel(k: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
     o, i, kh, kw = k.shape
     return np.ascontiguousarray(
         k.reshape(o // oc_bn, oc_bn, i // ic_bn, ic_bn, kh, kw).transpose(0, 2, 4, 5, 3, 1))
+
+
+def merged_groups(groups: int, out_channels: int, oc_bn: int) -> int:
+    """Groups of a grouped convolution whose output block ``oc_bn`` exceeds a group's output
+    channels: neighbouring groups merge until one block holds whole groups."""
+    og = out_channels // groups
+    return groups if oc_bn <= og else groups // (oc_bn // og)
+
+
+def pack_group_kernel(k: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.ndarray:
+    """A grouped OIHW kernel (``[O, I/groups, KH, KW]``) as ``OIHW{ic_bn}i{oc_bn}o`` over the
+    groups :func:`merged_groups` gives: each merged group's kernel is block-diagonal, its
+    original groups' kernels on the diagonal, zeros elsewhere."""
+    o, cg, kh, kw = k.shape
+    merged = merged_groups(groups, o, oc_bn)
+    m = groups // merged
+    if m > 1:
+        og = o // groups
+        wide = np.zeros((o, m * cg, kh, kw), k.dtype)
+        sub = (np.arange(o) // og) % m  # each output channel's group within its merged one
+        for j in range(m):
+            rows = sub == j
+            wide[rows, j * cg:(j + 1) * cg] = k[rows]
+        k = wide
+    return pack_kernel(k, ic_bn, oc_bn)
 
 
 def pack_bias(b: np.ndarray, oc_bn: int) -> np.ndarray:
@@ -142,11 +168,25 @@ def _pad_blocked(data: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
 
 
 # ---- conv2d_NCHWc -------------------------------------------------------------------------------
+def _group_geometry(data: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, int, int]:
+    """``(groups, input blocks per group, output blocks per group)`` of a blocked convolution
+    from its shapes: each output block reads the input blocks of its group (a kernel whose
+    blocks span several of the op's groups holds them block-diagonally, zeros between)."""
+    n, c1, h, w, ib = data
+    o1, i1, kh, kw, kib, ob = kernel
+    if kib != ib or c1 % i1 or o1 % (c1 // i1):
+        raise ValueError(f"kernel {kernel} does not match data {data}")
+    g = c1 // i1
+    return g, i1, o1 // g
+
+
 def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
     n, c1, h, w, ib = t[0].shape
     o1, i1, kh, kw, kib, ob = t[1].shape
-    if (i1, kib) != (c1, ib):
-        raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape}")
+    g, _, _ = _group_geometry(t[0].shape, t[1].shape)
+    if a.get("groups", 1) % g:
+        raise ValueError(f"kernel {t[1].shape} does not match data {t[0].shape} in "
+                         f"{a.get('groups', 1)} groups")
     oh, ow = _window_out(h, w, kh, kw, a)
     return (n, o1, oh, ow, ob)
 
@@ -154,17 +194,22 @@ def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
 def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data, kernel = x
     n, c1, h, w, ib = (int(s) for s in data.shape)
-    o1, _, kh, kw, _, ob = (int(s) for s in kernel.shape)
+    o1, i1, kh, kw, _, ob = (int(s) for s in kernel.shape)
     oh, ow = _window_out(h, w, kh, kw, a)
     sh, sw = a["strides"]
+    g, _, og = _group_geometry((n, c1, h, w, ib), (o1, i1, kh, kw, ib, ob))
     dpad = _pad_blocked(data, a["padding"])
-    rco = te.reduce_axis((0, c1), name="rco")
+    rco = te.reduce_axis((0, i1), name="rco")
     rci = te.reduce_axis((0, ib), name="rci")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
+
+    def block(o: Any) -> Any:
+        return rco if g == 1 else o // og * i1 + rco
+
     return te.compute(
         (n, o1, oh, ow, ob),
-        lambda b, o, y, z, v: te.sum(dpad[b, rco, y * sh + ry, z * sw + rx, rci]
+        lambda b, o, y, z, v: te.sum(dpad[b, block(o), y * sh + ry, z * sw + rx, rci]
                                      * kernel[o, rco, ry, rx, rci, v], axis=[rco, ry, rx, rci]),
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
 
@@ -172,8 +217,9 @@ def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
 def _conv_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
     data, kernel = x
     o1, i1, kh, kw, ib, ob = kernel.shape
+    g, _, _ = _group_geometry(data.shape, kernel.shape)
     k = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(o1 * ob, i1 * ib, kh, kw)
-    out = ref.conv2d_nchw_python(unpack_data(data), k, a["strides"], a["padding"])
+    out = ref.conv2d_nchw_python(unpack_data(data), k, a["strides"], a["padding"], groups=g)
     return pack_data(out, ob)
 
 
@@ -181,13 +227,15 @@ register_op("nn.contrib_conv2d_NCHWc", ANCHOR, _conv_infer, _conv_compute, _conv
 
 
 def conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
-                 padding: tuple[int, int, int, int], config: Any = None) -> Call:
+                 padding: tuple[int, int, int, int], config: Any = None,
+                 groups: int = 1) -> Call:
     """A convolution on ``NCHW{ib}c`` data with an ``OIHW{ib}i{ob}o`` kernel, giving
     ``NCHW{ob}c``; ``config`` is the AutoTVM config its template runs with (None: the one the
-    dispatch context answers)."""
+    dispatch context answers); ``groups``: the original convolution's (a grouped kernel is
+    packed by :func:`pack_group_kernel`)."""
     ib, ob = data.shape[4], kernel.shape[5]
     return make_call("nn.contrib_conv2d_NCHWc", [data, kernel], strides=tuple(strides),
-                     padding=tuple(padding), groups=1, data_layout=blocked(ib),
+                     padding=tuple(padding), groups=int(groups), data_layout=blocked(ib),
                      kernel_layout=f"OIHW{ib}i{ob}o", out_layout=blocked(ob),
                      autotvm_config=config)
 

@@ -1,0 +1,72 @@
+"""Channel blocks of a grouped ``conv2d_NCHWc`` (ResNeXt, RegNet): which blockings a grouped
+convolution can run at, and the one its fallback config takes.
+
+A block of ``oc_bn`` output channels either lies within one group (``oc_bn`` divides the
+group's output channels; its input blocks then lie within the group's input channels) or
+holds whole groups: ``m = oc_bn / og`` neighbouring groups merge into one whose kernel is
+block-diagonal (``graph.ops.nchwc.pack_group_kernel``), computing ``m`` times the
+multiplies. A merged block is kept only up to one vector register (or one group): it pays
+for filling the register's lanes, where narrower vectors would waste the same share of the
+FMA pipes, and no more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import divisor_at_most, inner_sizes, lane_filter, vec_regs
+
+__all__ = ["merge_factor", "blocks_ok", "oc_filter", "fallback_blocks"]
+
+_CAP = 64
+
+
+def merge_factor(groups: int, co: int, oc_bn: int) -> int:
+    """The groups one output block of ``oc_bn`` channels holds (1: it lies within one)."""
+    og = co // groups
+    return 1 if oc_bn <= og else oc_bn // og
+
+
+def _oc_ok(groups: int, co: int, oc_bn: int, lanes: int) -> bool:
+    og = co // groups
+    if og % oc_bn == 0:
+        return True
+    m = oc_bn // og
+    return oc_bn % og == 0 and groups % m == 0 and oc_bn <= max(lanes, og)
+
+
+def blocks_ok(groups: int, co: int, ci: int, ic_bn: int, oc_bn: int, lanes: int) -> bool:
+    """Whether ``(ic_bn, oc_bn)`` is a blocking of a convolution of ``ci -> co`` channels in
+    ``groups`` groups: each output block reads whole input blocks of its (merged) group."""
+    if not _oc_ok(groups, co, oc_bn, lanes):
+        return False
+    return (ci // groups * merge_factor(groups, co, oc_bn)) % ic_bn == 0
+
+
+def _oc_blocks(groups: int, co: int, lanes: int) -> list[int]:
+    """The output blocks up to 64 a grouped convolution can run at: those the lane filter
+    keeps (whole registers), else any."""
+    ok = [b for b in range(1, min(co, _CAP) + 1) if co % b == 0 and _oc_ok(groups, co, b, lanes)]
+    whole = set(inner_sizes(co, lane_filter(co, lanes=lanes), _CAP))
+    return [b for b in ok if b in whole] or ok
+
+
+def oc_filter(groups: int, co: int, lanes: int) -> Any:
+    """A ``define_split`` filter keeping the output blocks of :func:`_oc_blocks`."""
+    allowed = frozenset(_oc_blocks(groups, co, lanes))
+    return lambda e: int(e.size[-1]) in allowed
+
+
+def fallback_blocks(groups: int, co: int, ci: int, lanes: int, preferred: int) -> tuple[int, int]:
+    """``(ic_bn, oc_bn)`` of the fallback config: the output block whose lanes do the most
+    useful work (``1 / m`` of a merged block's, a register's share of a narrow one's), the
+    ``preferred`` block (the ungrouped fallback's, which its neighbours run at: no layout
+    transform) among equals, else the wider; the input block equal to it where that divides
+    the group's input channels, else the largest that does."""
+    def useful(b: int) -> float:
+        return b / (vec_regs(b, lanes) * lanes) / merge_factor(groups, co, b)
+
+    oc_bn = max(_oc_blocks(groups, co, lanes), key=lambda b: (useful(b), b == preferred, b))
+    width = ci // groups * merge_factor(groups, co, oc_bn)
+    ic_bn = oc_bn if width % oc_bn == 0 else divisor_at_most(width, _CAP)
+    return ic_bn, oc_bn
