@@ -1,9 +1,9 @@
 """``AlterOpLayout`` for x86: NCHW[x]c through the network (TVM's alter-layout + NCHWc path).
 
 Every float32 NCHW convolution (grouped or not, but not depthwise; constant weight) becomes
-``nn.contrib_conv2d_NCHWc`` with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config (``tile_ic``/``tile_oc`` of
-the ``conv2d_NCHWc`` task's tuned record, the graph tuner's choice under
-``apply_graph_best``, else the template's fallback). Activations stay blocked between layers
+``nn.contrib_conv2d_NCHWc`` with the channel blocks ``ic_bn``/``oc_bn`` of its AutoTVM config
+(``tile_ic``/``tile_oc`` of the ``conv2d_NCHWc`` task's tuned record, the graph tuner's choice
+under ``apply_graph_best``, else the template's fallback). Activations stay blocked between layers
 wherever an op has a blocked form (element-wise ops, squeeze-excitation products,
 concatenation, depthwise convolutions, pooling ...: :mod:`.alter_rewrite`, which also packs
 weights, biases and per-channel constants once, in numpy, as new bound parameters);
