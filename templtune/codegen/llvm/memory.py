@@ -86,20 +86,25 @@ class MemoryRenderer(ExprRenderer):
         if e.guarded:
             if cond_lanes == 1:
                 return self._guarded_select(e)
-            if (self._in_tree or any(isinstance(v, Select) and v.guarded
-                                     for v in (e.true_value, e.false_value))
-                    ) and _uniform(e.cond):
+            if not _uniform(e.cond):
+                return self._guarded_vector_select(e)
+            vc = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
+            first = self.op(f"extractelement <{cond_lanes} x i1> {vc[0]}, i32 0")
+            if self._in_tree or any(isinstance(v, Select) and v.guarded
+                                    for v in (e.true_value, e.false_value)):
                 # NOTE: a tree of selects on an outer index (a concatenation of many inputs)
                 # branches on it, leaves included: lane-masked, every leaf's loads ran for
                 # every vector; the branches agree across the vector
-                vc = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
-                first = self.op(f"extractelement <{cond_lanes} x i1> {vc[0]}, i32 0")
                 outer, self._in_tree = self._in_tree, True
                 try:
                     return self._branch_select(e, first)
                 finally:
                     self._in_tree = outer
-            return self._guarded_vector_select(e)
+            # NOTE: one condition for the whole vector: the untaken side's loads are clamped
+            # to its buffer's start, not masked. A masked-off load keeps its address, and one
+            # far outside its buffer (a concatenation's other input) can land on a page never
+            # touched, where some CPUs (Zen 4 here) take a slow path on every such load.
+            return self._guarded_select(e, first)
         c = self.expr(e.cond)
         cond_lanes = dt.lanes(c[1])  # as rendered (a node's dtype may understate its lanes)
         c = self.cast_to(c, dt.with_lanes("bool", cond_lanes))
@@ -151,14 +156,14 @@ class MemoryRenderer(ExprRenderer):
         ty = T.ll_type(t[1])
         return self.op(f"select <{n} x i1> {c}, {ty} {t[0]}, {ty} {f[0]}"), t[1]
 
-    def _guarded_select(self, e: Select) -> V:
+    def _guarded_select(self, e: Select, cond: str | None = None) -> V:
         # NOTE: ``if_then_else`` must not evaluate the untaken branch (its loads may be out of
         # bounds, e.g. padding). When the only hazards in the taken branch are loads from
         # buffers of known size, it is rendered branch-free: every load index is clamped to 0
         # when the condition is false, then a ``select`` picks the value. That keeps padded
         # loops straight-line (vectorizable, fewer blocks, faster to compile). Otherwise it
         # becomes branches joined by a phi.
-        c = self.cast_to(self.expr(e.cond), "bool")
+        c = self.cast_to(self.expr(e.cond), "bool") if cond is None else (cond, "bool")
         if _clampable(e.true_value) and _clampable(e.false_value):
             outer, vouter = self.clamp, self.vclamp
             nc = self.op(f"xor i1 {c[0]}, true")
