@@ -49,6 +49,11 @@ def _uniform(e: PrimExpr) -> bool:
                    for n in _walk(e))
 
 
+def _loads(e: PrimExpr) -> bool:
+    """True when ``e`` reads memory."""
+    return any(isinstance(n, Load) for n in _walk(e))
+
+
 def _clampable(e: PrimExpr) -> bool:
     """True when ``e`` can be evaluated speculatively once its load indices are clamped: its
     loads read buffers with enough constant elements for index 0 (or a vector at 0), and it
@@ -86,7 +91,7 @@ class MemoryRenderer(ExprRenderer):
         if e.guarded:
             if cond_lanes == 1:
                 return self._guarded_select(e)
-            if not _uniform(e.cond):
+            if not (_uniform(e.cond) and all(_loads(v) for v in (e.true_value, e.false_value))):
                 return self._guarded_vector_select(e)
             vc = self.cast_to(self.expr(e.cond), dt.with_lanes("bool", cond_lanes))
             first = self.op(f"extractelement <{cond_lanes} x i1> {vc[0]}, i32 0")
@@ -100,10 +105,12 @@ class MemoryRenderer(ExprRenderer):
                     return self._branch_select(e, first)
                 finally:
                     self._in_tree = outer
-            # NOTE: one condition for the whole vector: the untaken side's loads are clamped
-            # to its buffer's start, not masked. A masked-off load keeps its address, and one
-            # far outside its buffer (a concatenation's other input) can land on a page never
-            # touched, where some CPUs (Zen 4 here) take a slow path on every such load.
+            # NOTE: one condition for the whole vector, loads on both sides (a concatenation):
+            # the untaken side's loads are clamped to its buffer's start, not masked. A
+            # masked-off load keeps its address, here shifted by the other input's extent, and
+            # where that lands on a page never touched some CPUs (Zen 4 here) take a slow path
+            # on every such load. A padding test (a constant on one side) stays masked: its
+            # addresses stay within a row of the buffer, and the masked loads run faster.
             return self._guarded_select(e, first)
         c = self.expr(e.cond)
         cond_lanes = dt.lanes(c[1])  # as rendered (a node's dtype may understate its lanes)
