@@ -128,9 +128,10 @@ def test_shared_constant_is_packed_once():
 
 @pytest.mark.parametrize("n,lanes,block", [
     (64, 16, 32), (48, 16, 16), (1000, 16, 8), (440, 16, 8), (24, 16, 8), (144, 16, 16),
-    (24, 8, 8), (1000, 8, 8), (96, 8, 16), (3, 16, 3), (58, 16, 2), (116, 16, 4),
-    (12, 16, 4)])
+    (24, 8, 8), (1000, 8, 8), (96, 8, 16), (3, 16, 3), (58, 16, 32), (116, 16, 32),
+    (58, 8, 16), (12, 16, 4), (20, 16, 8), (36, 16, 8), (44, 16, 16)])
 def test_fallback_block_fills_whole_registers(n, lanes, block):
     # a 40-channel block is 2.5 zmm, a 58-channel one 3.6: LLVM splits their vectors (17-20x
-    # slower than 8- or 4-lane blocks)
+    # slower than 8- or 4-lane blocks); 58 channels pad to two zmm registers (64 lanes), 20
+    # to one ymm (24), 36 to 40, 44 to 48
     assert fallback_block(n, lanes) == block

@@ -22,7 +22,7 @@ from templtune.graph import nn, reference
 from templtune.graph.ir import Function
 from templtune.graph.ops.nchwc import merged_groups, pack_data, pack_group_kernel, unpack_data
 from templtune.target import Target
-from templtune.templates.x86 import conv2d_nchwc_groups as grouping
+from templtune.templates.x86 import conv2d_nchwc_channels as grouping
 from templtune.templates.x86._common import target_vector
 from templtune.topi import testing as ref
 

@@ -32,11 +32,10 @@ from templtune.autotvm.space import OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
-from . import conv2d_nchwc_groups as grouping
+from . import conv2d_nchwc_channels as grouping
 from ._common import (
     check_positive,
     divisor_at_most,
-    has_lane_multiple,
     host_vector,
     inner_sizes,
     lane_filter,
@@ -47,6 +46,7 @@ from ._common import (
     target_vector,
     vec_regs,
 )
+from .conv2d_nchwc_channels import channel_split, fallback_block, padded
 from .conv2d_nchwc_pixels import pointwise_pixels
 from .conv2d_nchwc_registers import (
     one_pass,
@@ -65,22 +65,6 @@ OP = "nn.contrib_conv2d_NCHWc"
 
 def out_size(size: int, k: int, lo: int, hi: int, s: int) -> int:
     return (size + lo + hi - k) // s + 1
-
-
-def fallback_block(n: int, lanes: int) -> int:
-    """The channel block of a fallback config: two registers' worth of lanes if it divides
-    ``n``, else one register's, else the largest multiple of 8 up to 64 that fills whole
-    registers or one narrower register, else the largest power of two dividing ``n`` (2 or
-    4), else the largest divisor up to 64 (the stem's 3 channels stay one block)."""
-    for b in (2 * lanes, lanes):
-        if n % b == 0:
-            return b
-    # NOTE: a 40-lane block is 2.5 zmm, a 58-lane one 3.6: LLVM splits their vectors and
-    # spills; the multiples of 8 are those the space's lane filter keeps
-    if has_lane_multiple(n):
-        return inner_sizes(n, lane_filter(n, lanes=lanes))[-1]
-    pow2 = n & -n
-    return pow2 if pow2 > 1 else divisor_at_most(n, 64)
 
 
 #: the smallest L1 data cache of the x86 cores these templates target (Haswell, Zen: 32 KiB)
@@ -121,17 +105,21 @@ def band_rows(oh: int, ow: int) -> int:
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:
     """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
     (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
-    the last one partial); a grouped conv's blocks are :mod:`.conv2d_nchwc_groups`'."""
+    the last one partial); the channel blocks are :mod:`.conv2d_nchwc_channels`'."""
     lanes, regs = target_vector()
-    keep_oc = lane_filter(co) if groups == 1 else grouping.oc_filter(groups, co, lanes)
     nregs = register_file()
-    cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
-    cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
-    if groups > 1:
+    if groups == 1:
+        channel_split(cfg, "tile_ic", ci, inner_sizes(ci, max_inner(64)), lanes)
+        oc_blocks = channel_split(cfg, "tile_oc", co, inner_sizes(co, lane_filter(co)), lanes)
+    else:
+        keep_oc = grouping.oc_filter(groups, co, lanes)
+        cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
+        cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
         cfg.multi_filter(lambda e: grouping.blocks_ok(groups, co, ci, e["tile_ic"].size[-1],
                                                       e["tile_oc"].size[-1], lanes),
                          knobs=("tile_ic", "tile_oc"))
-    vec_counts = sorted({vec_regs(v, lanes) for v in inner_sizes(co, keep_oc)})
+        oc_blocks = inner_sizes(co, keep_oc)
+    vec_counts = sorted({vec_regs(v, lanes) for v in oc_blocks})
     tails = tail_blocks(ow, pixels, vec_counts, regs, nregs)
     ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
     if tails:
@@ -158,8 +146,11 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         if groups > 1:
             ic_bn, oc_bn = grouping.fallback_blocks(groups, co, ci, flanes, oc_bn)
         vecs = vec_regs(oc_bn, flanes)
-        cfg.fallback_split("tile_ic", [-1, ic_bn])
-        cfg.fallback_split("tile_oc", [-1, oc_bn])
+        for name, n, b in (("tile_ic", ci, ic_bn), ("tile_oc", co, oc_bn)):
+            if n % b:
+                cfg[name] = SplitEntity([-1, b])  # a padded block: set, not split
+            else:
+                cfg.fallback_split(name, [-1, b])
         # NOTE: a row the preferred block does not divide (7 pixels, 6 x 2 ymm) takes the
         # widest one within the accumulator registers rather than a block too short to hide
         # the FMA latency; register_vectors keeps it off the stack
@@ -220,11 +211,14 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     cfg.add_flop(2.0 * N * CO * oh * ow * (CI // groups) * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]
+    # the blocks hold zeros past channels they do not divide (padded_blocks)
+    cib, cob = padded(CI, ic_bn) // ic_bn, padded(CO, oc_bn) // oc_bn
     # the input channels each output block reads: a (merged) group's, all of them ungrouped
-    reads = CI // groups * grouping.merge_factor(groups, CO, oc_bn)
+    reads = cib * ic_bn if groups == 1 else CI // groups * grouping.merge_factor(
+        groups, CO, oc_bn)
 
-    data = te.placeholder((N, CI // ic_bn, H, W, ic_bn), name="data")
-    kernel = te.placeholder((CO // oc_bn, reads // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
+    data = te.placeholder((N, cib, H, W, ic_bn), name="data")
+    kernel = te.placeholder((cob, reads // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
     if pointwise and ow % ow_bn:
         chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
@@ -233,7 +227,7 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     hp, wp = H + pt + pb, W + pl + pr
     if pt or pl or pb or pr:
         dpad = te.compute(
-            (N, CI // ic_bn, hp, wp, ic_bn),
+            (N, cib, hp, wp, ic_bn),
             lambda n, c, y, x, i: te.if_then_else(
                 te.all(y >= pt, y < H + pt, x >= pl, x < W + pl),
                 data[n, c, y - pt, x - pl, i], te.const(0.0, data.dtype)),
@@ -244,13 +238,13 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     rci = te.reduce_axis((0, ic_bn), name="rci")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
-    per_group = CO // oc_bn * reads // CI  # output blocks per (merged) group
+    per_group = cob * reads // CI  # output blocks per (merged) group
 
     def block(o: Any) -> Any:
-        return rco if reads == CI else o // per_group * (reads // ic_bn) + rco
+        return rco if groups == 1 else o // per_group * (reads // ic_bn) + rco
 
     conv = te.compute(
-        (N, CO // oc_bn, oh, ow, oc_bn),
+        (N, cob, oh, ow, oc_bn),
         lambda n, o, y, x, v: te.sum(dpad[n, block(o), y * sh + ry, x * sw + rx, rci]
                                      * kernel[o, rco, ry, rx, rci, v],
                                      axis=[rco, ry, rx, rci]),
@@ -333,9 +327,9 @@ def logical_args(call: OpCall) -> tuple[Any, ...]:
     """``(N, H, W, CO, CI, KH, KW, stride, padding)`` of a blocked call (5-D data, 6-D kernel)
     or of a plain NCHW / OIHW one."""
     d, k = call.inputs[0], call.inputs[1]
-    if len(d) == 5:
-        n, ci, h, w = d[0], d[1] * d[4], d[2], d[3]
-        co, kh, kw = k[0] * k[5], k[2], k[3]
+    if len(d) == 5:  # the blocks may hold zeros past the channels: the call says
+        n, ci, h, w = d[0], call.attr("in_channels") or d[1] * d[4], d[2], d[3]
+        co, kh, kw = call.attr("channels") or k[0] * k[5], k[2], k[3]
     else:
         n, ci, h, w = d
         co, _, kh, kw = k

@@ -46,6 +46,12 @@ __all__ = ["Rewriter", "is_blockable_depthwise"]
 ELEMENTWISE = frozenset(UNARY) | {"nn.relu", "clip"}
 #: numpy-broadcasting binaries
 BROADCAST = frozenset(BINARY) | {"add"}
+#: the ops a blocking padded past the channels passes through: finite lanes stay finite (the
+#: padded lanes start as zeros, and the weights that read them are zero; a log, a reciprocal
+#: or a division could make them infinite, and zero times infinity is not zero)
+FINITE = frozenset({"nn.relu", "clip", "sigmoid", "tanh", "abs", "negative", "nn.leaky_relu",
+                    "nn.hard_sigmoid", "nn.hard_swish", "add", "subtract", "multiply",
+                    "maximum", "minimum"})
 _POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d")
 
 
@@ -89,9 +95,17 @@ class Rewriter:
             return new
         key = (id(e), b)
         if key not in self.views:
-            self.views[key] = layout_transform(new, blocked(cur), blocked(b))
+            c = e.shape[1]
+            pads = any(k and c % k for k in (cur, b))
+            self.views[key] = layout_transform(new, blocked(cur), blocked(b),
+                                               channels=c if pads else 0)
             self.n_transforms += 1
         return self.views[key]
+
+    def _padded(self, e: Expr) -> bool:
+        """Whether ``e``'s new value is blocked with lanes past its channels."""
+        b = self.value(e)[1]
+        return bool(b) and e.shape[1] % b != 0
 
     def param(self, name: str, value: np.ndarray) -> Var:
         """A new bound parameter (one variable per name, however often it is asked for)."""
@@ -116,10 +130,16 @@ class Rewriter:
             kvar = self.param(kname, pack_group_kernel(self.params[w.name], groups,
                                                        choice.ic_bn, choice.oc_bn))
             data = self.as_block(c.args[0], choice.ic_bn)
+            ci, co = c.args[0].shape[1], c.shape[1]
+            pads = ci % choice.ic_bn or co % choice.oc_bn
             return conv2d_nchwc(data, kvar, attrs["strides"], attrs["padding"],
-                                choice.config, groups), choice.oc_bn
+                                choice.config, groups, (ci, co) if pads else None), choice.oc_bn
         vals = [self.value(a) for a in c.args]
         b = vals[0][1] if vals else 0
+        if c.op not in FINITE and any(self._padded(a) for a in c.args) and not (
+                c.op in _POOLS or is_blockable_depthwise(c, self.params)
+                or c.op in ("nn.bias_add", "nn.batch_norm")):
+            return self._plain(c, attrs)  # no op that could make a padded lane infinite
         if b and is_blockable_depthwise(c, self.params):
             # NOTE: a depthwise conv keeps its input's blocking: no transform around it
             w = c.args[1]
@@ -149,9 +169,14 @@ class Rewriter:
             return self._batch_norm(c, vals[0][0], attrs, b), b
         if b and c.op in _POOLS and attrs["layout"] == "NCHW":
             return make_call(c.op, [vals[0][0]], **{**attrs, "layout": blocked(b)}), b
-        if (b and c.op == "nn.batch_flatten" and c.args[0].shape[2:] == (1, 1)):
+        if (b and c.op == "nn.batch_flatten" and c.args[0].shape[2:] == (1, 1)
+                and not self._padded(c.args[0])):
             # NOTE: a 1x1 map flattens to the same channel order in NCHW and NCHW[x]c
             return make_call(c.op, [vals[0][0]], **attrs), 0
+        return self._plain(c, attrs)
+
+    def _plain(self, c: Call, attrs: dict[str, Any]) -> tuple[Expr, int]:
+        """``c`` on plain NCHW inputs."""
         args = [self.as_block(a, 0) for a in c.args]
         if all(n is a for n, a in zip(args, c.args)):
             return c, 0

@@ -58,7 +58,7 @@ def _compute(x: list[Any], a: dict[str, Any]) -> Any:
 
 def _reference(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
     if _is_blocking(a):
-        return transform_array(x[0], a["src_layout"], a["dst_layout"])
+        return transform_array(x[0], a["src_layout"], a["dst_layout"], a.get("channels", 0))
     return np.ascontiguousarray(x[0].transpose(layout_axes(a["src_layout"], a["dst_layout"])))
 
 

@@ -19,9 +19,9 @@ from templtune.topi import testing as ref
 from ..ir import Call, Expr, TensorType
 from ..op import ANCHOR, make_call, register_op
 
-__all__ = ["block_of", "blocked", "pack_data", "unpack_data", "pack_kernel", "merged_groups",
-           "pack_group_kernel", "pack_bias", "transform_array", "layout_transform",
-           "conv2d_nchwc"]
+__all__ = ["block_of", "blocked", "padded", "pack_data", "unpack_data", "pack_kernel",
+           "merged_groups", "pack_group_kernel", "pack_bias", "transform_array",
+           "layout_transform", "conv2d_nchwc"]
 
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
@@ -47,30 +47,50 @@ def blocked(b: int) -> str:
     return f"NCHW{b}c" if b else "NCHW"
 
 
+def padded(n: int, b: int) -> int:
+    """``n`` channels rounded up to whole blocks of ``b``: a blocked tensor's channel count
+    (a block need not divide the channels; the lanes past them hold zeros, or values an op that
+    keeps them finite made of zeros, and the weights that read them are zero)."""
+    return -(-n // b) * b
+
+
+def _pad_axis(x: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """``x`` zero-padded along ``axis`` to ``size``."""
+    if x.shape[axis] == size:
+        return x
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, size - x.shape[axis])
+    return np.pad(x, pad)
+
+
 def pack_data(x: np.ndarray, b: int) -> np.ndarray:
-    """NCHW -> NCHW{b}c."""
+    """NCHW -> NCHW{b}c (zeros past the channels where ``b`` does not divide them)."""
     n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+    x = _pad_axis(x, 1, padded(c, b))
+    return np.ascontiguousarray(x.reshape(n, -1, b, h, w).transpose(0, 1, 3, 4, 2))
 
 
-def unpack_data(x: np.ndarray) -> np.ndarray:
-    """NCHW{b}c -> NCHW."""
+def unpack_data(x: np.ndarray, channels: int = 0) -> np.ndarray:
+    """NCHW{b}c -> NCHW, the first ``channels`` (default: all the blocks hold)."""
     n, c1, h, w, b = x.shape
-    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * b, h, w))
+    out = x.transpose(0, 1, 4, 2, 3).reshape(n, c1 * b, h, w)
+    return np.ascontiguousarray(out[:, :channels] if channels else out)
 
 
-def transform_array(x: np.ndarray, src: str, dst: str) -> np.ndarray:
-    """``x`` from layout ``src`` to ``dst`` (NCHW or NCHW[x]c)."""
+def transform_array(x: np.ndarray, src: str, dst: str, channels: int = 0) -> np.ndarray:
+    """``x`` from layout ``src`` to ``dst`` (NCHW or NCHW[x]c) holding ``channels`` channels
+    (default: all the source holds)."""
     sb, db = block_of(src), block_of(dst)
-    plain = unpack_data(x) if sb else x
+    plain = unpack_data(x, channels) if sb else x
     return pack_data(plain, db) if db else np.ascontiguousarray(plain)
 
 
 def pack_kernel(k: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
-    """OIHW -> OIHW{ic_bn}i{oc_bn}o."""
+    """OIHW -> OIHW{ic_bn}i{oc_bn}o (zero weights for the padded channels)."""
     o, i, kh, kw = k.shape
+    k = _pad_axis(_pad_axis(k, 0, padded(o, oc_bn)), 1, padded(i, ic_bn))
     return np.ascontiguousarray(
-        k.reshape(o // oc_bn, oc_bn, i // ic_bn, ic_bn, kh, kw).transpose(0, 2, 4, 5, 3, 1))
+        k.reshape(-1, oc_bn, k.shape[1] // ic_bn, ic_bn, kh, kw).transpose(0, 2, 4, 5, 3, 1))
 
 
 def merged_groups(groups: int, out_channels: int, oc_bn: int) -> int:
@@ -99,38 +119,50 @@ def pack_group_kernel(k: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.
 
 
 def pack_bias(b: np.ndarray, oc_bn: int) -> np.ndarray:
-    """A per-channel vector as ``[1, C/oc_bn, 1, 1, oc_bn]`` (broadcast over NCHW{oc_bn}c)."""
-    return np.ascontiguousarray(b.reshape(1, -1, 1, 1, oc_bn))
+    """A per-channel vector as ``[1, C/oc_bn, 1, 1, oc_bn]`` (broadcast over NCHW{oc_bn}c;
+    zeros past the channels)."""
+    return np.ascontiguousarray(_pad_axis(b, 0, padded(b.shape[0], oc_bn))
+                                .reshape(1, -1, 1, 1, oc_bn))
 
 
 # ---- layout_transform ---------------------------------------------------------------------------
-def _plain_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int, int, int]:
-    if block_of(layout):
-        n, c1, h, w, b = shape
-        return n, c1 * b, h, w
-    n, c, h, w = shape
-    return n, c, h, w
+def _channels(shape: tuple[int, ...], a: dict[str, Any]) -> int:
+    """The channels a ``layout_transform`` moves: its ``channels`` attribute (a blocked
+    tensor's channels where the block does not divide them), else all the source holds."""
+    if a.get("channels"):
+        return int(a["channels"])
+    return shape[1] * shape[4] if block_of(a["src_layout"]) else shape[1]
 
 
 def _lt_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
-    n, c, h, w = _plain_shape(t[0].shape, a["src_layout"])
-    db = block_of(a["dst_layout"])
-    if db and c % db:
-        raise ValueError(f"{c} channels do not split into blocks of {db}")
-    return (n, c // db, h, w, db) if db else (n, c, h, w)
+    shape = t[0].shape
+    c = _channels(shape, a)
+    n, h, w = shape[0], shape[2], shape[3]
+    sb, db = block_of(a["src_layout"]), block_of(a["dst_layout"])
+    if sb and not (shape[1] - 1) * sb < c <= shape[1] * sb:
+        raise ValueError(f"{shape[1]} blocks of {sb} do not hold {c} channels")
+    if not sb and shape[1] != c:
+        raise ValueError(f"a {shape[1]}-channel tensor moved as {c} channels")
+    return (n, padded(c, db) // db, h, w, db) if db else (n, c, h, w)
 
 
 def _lt_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data = x[0]
-    shape = _lt_infer([TensorType(tuple(int(s) for s in data.shape))], a)
+    in_shape = tuple(int(s) for s in data.shape)
+    shape = _lt_infer([TensorType(in_shape)], a)
     sb, db = block_of(a["src_layout"]), block_of(a["dst_layout"])
+    c_all = _channels(in_shape, a)
 
     def src(n: Any, c: Any, y: Any, w: Any) -> Any:
         return data[n, c // sb, y, w, c % sb] if sb else data[n, c, y, w]
 
     if db:
         def f(n: Any, c1: Any, y: Any, w: Any, c: Any) -> Any:
-            return src(n, c1 * db + c, y, w)
+            if c_all % db == 0:
+                return src(n, c1 * db + c, y, w)
+            # the lanes past the channels are zeros (the source may not hold them)
+            return te.if_then_else(c1 * db + c < c_all, src(n, c1 * db + c, y, w),
+                                   te.const(0.0, data.dtype))
     else:
         def f(n: Any, c: Any, y: Any, w: Any) -> Any:  # type: ignore[misc]
             return src(n, c, y, w)
@@ -140,9 +172,14 @@ def _lt_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
 # NOTE: registered once, in .layout_transform, with the axis permutations ConvertLayout uses
 
 
-def layout_transform(data: Expr, src_layout: str, dst_layout: str) -> Call:
-    """``data`` re-laid from ``src_layout`` to ``dst_layout`` (TVM's ``layout_transform``)."""
-    return make_call("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout)
+def layout_transform(data: Expr, src_layout: str, dst_layout: str, channels: int = 0) -> Call:
+    """``data`` re-laid from ``src_layout`` to ``dst_layout`` (TVM's ``layout_transform``);
+    ``channels``: the channels it holds, where a block does not divide them (0: all)."""
+    if not channels:
+        return make_call("layout_transform", [data], src_layout=src_layout,
+                         dst_layout=dst_layout)
+    return make_call("layout_transform", [data], src_layout=src_layout, dst_layout=dst_layout,
+                     channels=int(channels))
 
 
 def _window_out(h: int, w: int, kh: int, kw: int, a: dict[str, Any]) -> tuple[int, int]:
@@ -228,21 +265,26 @@ register_op("nn.contrib_conv2d_NCHWc", ANCHOR, _conv_infer, _conv_compute, _conv
 
 def conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
                  padding: tuple[int, int, int, int], config: Any = None,
-                 groups: int = 1) -> Call:
+                 groups: int = 1, channels: tuple[int, int] | None = None) -> Call:
     """A convolution on ``NCHW{ib}c`` data with an ``OIHW{ib}i{ob}o`` kernel, giving
     ``NCHW{ob}c``; ``config`` is the AutoTVM config its template runs with (None: the one the
     dispatch context answers); ``groups``: the original convolution's (a grouped kernel is
-    packed by :func:`pack_group_kernel`)."""
+    packed by :func:`pack_group_kernel`); ``channels``: its ``(input, output)`` channels
+    where a block does not divide them (the blocks hold zeros past them)."""
     ib, ob = data.shape[4], kernel.shape[5]
+    extra = {} if channels is None else {"in_channels": int(channels[0]),
+                                         "channels": int(channels[1])}
     return make_call("nn.contrib_conv2d_NCHWc", [data, kernel], strides=tuple(strides),
                      padding=tuple(padding), groups=int(groups), data_layout=blocked(ib),
                      kernel_layout=f"OIHW{ib}i{ob}o", out_layout=blocked(ob),
-                     autotvm_config=config)
+                     autotvm_config=config, **extra)
 
 
 # ---- depthwise conv2d on NCHW{b}c ---------------------------------------------------------------
 def pack_depthwise_kernel(k: np.ndarray, b: int) -> np.ndarray:
-    """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]`` (TVM's ``OIHW1i{b}o``)."""
+    """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]`` (TVM's ``OIHW1i{b}o``; zero weights
+    past the channels)."""
+    k = _pad_axis(k, 0, padded(k.shape[0], b))
     c, _, kh, kw = k.shape
     return np.ascontiguousarray(k.reshape(c // b, b, 1, kh, kw).transpose(0, 2, 3, 4, 1)
                                 .reshape(c // b, 1, kh, kw, 1, b))

@@ -1,0 +1,138 @@
+"""Channel blocks that do not divide the channels (ShuffleNet's 58 and 116): the blocks hold
+zeros past the channels, and every op that runs on them keeps those lanes finite.
+
+The oracle is numpy: the template over its padded configs (data and weights zero-padded by
+``pack_data`` / ``pack_kernel``), ``layout_transform`` with its ``channels``, and networks
+built at opt_level 3 against the numpy interpreter of the original network.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graph_helpers import check_blocked_network
+
+import templtune
+from templtune import autotvm
+from templtune.autotvm.task.space import FallbackConfigEntity
+from templtune.graph import nn, reference
+from templtune.graph.ir import Function
+from templtune.graph.op import make_call
+from templtune.graph.ops.elemwise import unary
+from templtune.graph.ops.nchwc import layout_transform, pack_data, pack_kernel, unpack_data
+from templtune.target import Target
+from templtune.templates.x86._common import target_vector
+from templtune.templates.x86.conv2d_nchwc_channels import padded_blocks
+from templtune.topi import testing as ref
+
+
+def _conv_run(args: tuple, cfg) -> tuple[int, int]:
+    n, h, w, co, ci, kh, kw, s, p = args
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args)
+    mod = templtune.build(sch, tensors, target="llvm")
+    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
+    rng = np.random.default_rng(ic_bn * 100 + oc_bn)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
+    expect = ref.conv2d_nchw_python(x, k, s, p)
+    out = np.full(tuple(int(d) for d in tensors[-1].shape), np.nan, np.float32)
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
+    blocked = out.reshape(n, -1, *expect.shape[2:], oc_bn)
+    np.testing.assert_allclose(unpack_data(blocked, co), expect, rtol=1e-3, atol=1e-3,
+                               err_msg=str(cfg))
+    # the lanes past the channels are zeros (zero weights), not left over
+    np.testing.assert_array_equal(unpack_data(blocked)[:, co:], 0)
+    return ic_bn, oc_bn
+
+
+@pytest.mark.parametrize("args", [(1, 7, 9, 58, 58, 1, 1, 1, 0), (1, 6, 6, 58, 116, 3, 3, 2, 1),
+                                  (1, 9, 9, 116, 24, 3, 3, 1, 1)])
+def test_padded_configs_match_numpy(args) -> None:
+    co, ci = args[3], args[4]
+    lanes = target_vector()[0]
+    space = autotvm.task.create("conv2d_NCHWc", args, "llvm").config_space
+    seen = set()
+    for i in space.sample_ints(min(12, len(space)), rng=np.random.default_rng(1)):
+        seen.add(_conv_run(args, space.get(int(i))))
+    fallback = _conv_run(args, FallbackConfigEntity())
+    # the fallback fills registers: a padded block where no multiple of 8 divides
+    assert fallback[1] in padded_blocks(co, lanes) or co % 8 == 0
+    assert fallback[0] in padded_blocks(ci, lanes) or ci % 8 == 0
+    assert any(co % oc for _, oc in seen | {fallback})
+
+
+def test_layout_transform_pads_and_drops_the_lanes_past_the_channels() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 58, 3, 5)).astype(np.float32)
+    d = nn.var("data", x.shape)
+    a = layout_transform(d, "NCHW", "NCHW16c", channels=58)
+    assert a.shape == (1, 4, 3, 5, 16)
+    b = layout_transform(a, "NCHW16c", "NCHW32c", channels=58)
+    c = layout_transform(b, "NCHW32c", "NCHW", channels=58)
+    assert c.shape == x.shape
+    f = Function((d,), c)
+    for fn in (lambda: reference.evaluate(f, {}, data=x), lambda: _built(f, x)):
+        np.testing.assert_array_equal(fn(), x)
+    packed = reference.evaluate(Function((d,), a), {}, data=x)
+    np.testing.assert_array_equal(packed.transpose(0, 1, 4, 2, 3).reshape(1, 64, 3, 5)[:, 58:], 0)
+    with pytest.raises(Exception, match="do not hold"):
+        layout_transform(a, "NCHW16c", "NCHW", channels=80)
+
+
+def _built(f: Function, x: np.ndarray) -> np.ndarray:
+    from graph_helpers import build_run
+
+    return build_run(f, {}, {"data": x})[0]
+
+
+def _shuffle_unit(act: str) -> tuple[Function, dict[str, np.ndarray]]:
+    """A ShuffleNet v2 unit on 116 channels: split, 1x1 conv + relu, depthwise 3x3, 1x1 conv
+    + ``act``, another 1x1 conv + relu, concat, channel shuffle; 58-channel convs throughout."""
+    rng = np.random.default_rng(3)
+    c, h = 58, 7
+    params = {"w0": rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.2,
+              "b0": rng.standard_normal(c).astype("float32"),
+              "wd": rng.standard_normal((c, 1, 3, 3)).astype("float32") * 0.3,
+              "bd": rng.standard_normal(c).astype("float32"),
+              "w1": rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.2,
+              "b1": rng.standard_normal(c).astype("float32"),
+              "w2": rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.2}
+    if act == "log":  # |y| well away from 0 in the channels: log(|y|) well conditioned
+        params["b1"] = rng.choice([-5.0, 5.0], c).astype("float32")
+    v = {k: nn.var(k, a.shape) for k, a in params.items()}
+    x = nn.var("data", (1, 2 * c, h, h))
+    left, right = (make_call("strided_slice", [x], begin=(0, a, 0, 0), end=(1, a + c, h, h),
+                             strides=(1, 1, 1, 1)) for a in (0, c))
+    y = nn.relu(nn.bias_add(nn.conv2d(right, v["w0"]), v["b0"]))
+    y = nn.bias_add(nn.conv2d(y, v["wd"], padding=(1, 1, 1, 1), groups=c), v["bd"])
+    y = nn.bias_add(nn.conv2d(y, v["w1"]), v["b1"])
+    if act == "log":  # a padded lane's log(|0|) is -inf, and the next conv's 0 * -inf NaN
+        y = unary("log", unary("abs", y))
+    else:
+        y = unary(act, y) if act != "relu" else nn.relu(y)
+    y = nn.relu(nn.conv2d(y, v["w2"]))
+    cat = nn.concatenate([left, y], axis=1)
+    pairs = make_call("reshape", [cat], newshape=(1, 2, c, h, h))
+    out = make_call("reshape", [make_call("transpose", [pairs], axes=(0, 2, 1, 3, 4))],
+                    newshape=(1, 2 * c, h, h))
+    return Function((x, *v.values()), out), params
+
+
+@pytest.mark.parametrize("act", ["relu", "sigmoid", "nn.hard_swish", "log"])
+def test_shuffle_unit_runs_padded_blocks_and_matches_numpy(act) -> None:
+    f, params = _shuffle_unit(act)
+    x = np.abs(np.random.default_rng(4).standard_normal(f.params[0].shape)).astype(np.float32)
+    check_blocked_network(f, params, x, fused=False)
+    from templtune import transform
+    from templtune.graph.alter_layout import alter_op_layout
+
+    with transform.PassContext(opt_level=3):
+        g, _ = alter_op_layout(f, params, "llvm")
+    convs = [c for c in g.calls() if c.op == "nn.contrib_conv2d_NCHWc"]
+    assert convs and all(c.attr("channels") == 58 for c in convs)
+    assert all(c.args[0].shape[4] >= 8 for c in convs)  # no 2-lane blocks
+    if act == "log":
+        logs = [c for c in g.calls() if c.op == "log"]
+        assert logs and all(len(c.args[0].shape) == 4 for c in logs)  # on plain NCHW
