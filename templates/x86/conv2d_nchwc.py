@@ -32,7 +32,6 @@ from templtune.autotvm.space import OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
-from . import conv2d_nchwc_channels as grouping
 from ._common import (
     check_positive,
     divisor_at_most,
@@ -46,7 +45,15 @@ from ._common import (
     target_vector,
     vec_regs,
 )
-from .conv2d_nchwc_channels import channel_split, fallback_block, padded
+from .conv2d_nchwc_channels import (
+    blocks_ok,
+    channel_split,
+    fallback_block,
+    fallback_blocks,
+    merge_factor,
+    oc_filter,
+    padded,
+)
 from .conv2d_nchwc_pixels import pointwise_pixels
 from .conv2d_nchwc_registers import (
     one_pass,
@@ -105,18 +112,18 @@ def band_rows(oh: int, ow: int) -> int:
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:
     """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
     (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
-    the last one partial); the channel blocks are :mod:`.conv2d_nchwc_channels`'."""
+    the last one partial); :mod:`.conv2d_nchwc_channels` gives the channel blocks."""
     lanes, regs = target_vector()
     nregs = register_file()
     if groups == 1:
         channel_split(cfg, "tile_ic", ci, inner_sizes(ci, max_inner(64)), lanes)
         oc_blocks = channel_split(cfg, "tile_oc", co, inner_sizes(co, lane_filter(co)), lanes)
     else:
-        keep_oc = grouping.oc_filter(groups, co, lanes)
+        keep_oc = oc_filter(groups, co, lanes)
         cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
         cfg.define_split("tile_oc", co, num_outputs=2, filter=keep_oc)
-        cfg.multi_filter(lambda e: grouping.blocks_ok(groups, co, ci, e["tile_ic"].size[-1],
-                                                      e["tile_oc"].size[-1], lanes),
+        cfg.multi_filter(lambda e: blocks_ok(groups, co, ci, e["tile_ic"].size[-1],
+                                             e["tile_oc"].size[-1], lanes),
                          knobs=("tile_ic", "tile_oc"))
         oc_blocks = inner_sizes(co, keep_oc)
     vec_counts = sorted({vec_regs(v, lanes) for v in oc_blocks})
@@ -144,7 +151,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         flanes, fregs = host_vector()
         oc_bn, ic_bn = fallback_block(co, flanes), fallback_block(ci, flanes)
         if groups > 1:
-            ic_bn, oc_bn = grouping.fallback_blocks(groups, co, ci, flanes, oc_bn)
+            ic_bn, oc_bn = fallback_blocks(groups, co, ci, flanes, oc_bn)
         vecs = vec_regs(oc_bn, flanes)
         for name, n, b in (("tile_ic", ci, ic_bn), ("tile_oc", co, oc_bn)):
             if n % b:
@@ -214,8 +221,7 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     # the blocks hold zeros past channels they do not divide (padded_blocks)
     cib, cob = padded(CI, ic_bn) // ic_bn, padded(CO, oc_bn) // oc_bn
     # the input channels each output block reads: a (merged) group's, all of them ungrouped
-    reads = cib * ic_bn if groups == 1 else CI // groups * grouping.merge_factor(
-        groups, CO, oc_bn)
+    reads = cib * ic_bn if groups == 1 else CI // groups * merge_factor(groups, CO, oc_bn)
 
     data = te.placeholder((N, cib, H, W, ic_bn), name="data")
     kernel = te.placeholder((cob, reads // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
