@@ -186,3 +186,33 @@ def test_extraction_at_opt_level_3_gives_nchwc_tasks():
     with PassContext(disabled_pass=["AlterOpLayout"]):
         plain = autotvm.task.extract_from_program(mod, params, "llvm", ops=["nn.conv2d"])
     assert "conv2d_NCHWc" not in [t.name for t in plain]
+
+
+def test_layout_graph_follows_blocked_concat_batch_norm_and_channel_scale() -> None:
+    """A conv's blocking reaches the next conv through what the alter-layout pass keeps
+    blocked (a channel concatenation, an unfolded batch norm, a per-channel scale, a
+    sigmoid): an edge between the two, no transform charged to either alone."""
+    from types import SimpleNamespace
+
+    from templtune.autotvm.graph_tuner.base import LayoutGraph
+    from templtune.graph.ops.elemwise import binary, unary
+
+    rng = np.random.default_rng(0)
+    params = {n: rng.standard_normal(s).astype("float32") for n, s in
+              (("w0", (16, 16, 1, 1)), ("w1", (16, 16, 3, 3)), ("w2", (16, 32, 1, 1)),
+               ("g", (32,)), ("b", (32,)), ("m", (32,)), ("v", (32,)), ("s", (32, 1, 1)))}
+    v = {k: nn.var(k, a.shape) for k, a in params.items()}
+    x = nn.var("data", (1, 16, 8, 8))
+    y0 = nn.relu(nn.conv2d(x, v["w0"]))
+    y1 = nn.conv2d(y0, v["w1"], padding=(1, 1))
+    cat = nn.concatenate([y0, y1], axis=1)
+    bn = nn.batch_norm(cat, v["g"], v["b"], v["m"], v["v"])
+    y2 = nn.conv2d(unary("sigmoid", binary("multiply", bn, v["s"])), v["w2"])
+    f = Function((x, *v.values()), y2)
+    convs = [c for c in f.calls() if c.op == "nn.conv2d"]
+    lg = LayoutGraph(f, convs, set(params))
+    cands = [[SimpleNamespace(ic_bn=b, oc_bn=b, cost=1.0) for b in (8, 16)] for _ in convs]
+    unary_costs, edges = lg.problem(cands, lambda shape, src, dst: 0.5)
+    # only the network's plain input (into conv 0) and output (out of conv 2) are re-laid
+    assert [list(u) for u in unary_costs] == [[1.5, 1.5], [1.0, 1.0], [1.5, 1.5]]
+    assert {(e.u, e.v) for e in edges} == {(0, 1), (0, 2)}

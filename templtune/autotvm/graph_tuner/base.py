@@ -4,9 +4,11 @@ Each ``nn.conv2d`` the alter-layout pass would block is a node; its candidates a
 fastest tuning record of the ``conv2d_NCHWc`` task per channel blocking ``(ic_bn, oc_bn)``
 (at most ``max_sch_num``), costing its measured time. Where two blockings meet, the measured
 time of the ``layout_transform`` between them is charged: on the edge from the producing
-convolution to the consuming one (through the element-wise ops and pools that keep the
-layout), on the edge between the two producers of a residual ``add``, and on a node whose
-input comes plain (the network input) or whose output must go back to NCHW.
+convolution to the consuming one (through the ops the alter-layout pass keeps blocked:
+element-wise ops, pools, depthwise convolutions, an unfolded batch norm, per-channel scales,
+channel concatenations), on the edge between the producers of a residual ``add`` or of a
+concatenation's inputs, and on a node whose input comes plain (the network input) or whose
+output must go back to NCHW.
 :class:`~.dp.DPTuner` and :class:`~.pbqp.PBQPTuner` minimise the sum.
 """
 
@@ -30,6 +32,7 @@ from templtune.graph.alter_layout import (
     is_blockable_depthwise,
     nchwc_implementation,
 )
+from templtune.graph.alter_rewrite import BROADCAST, ELEMENTWISE
 from templtune.graph.ir import Call, Expr, Function
 from templtune.graph.ops.nchwc import blocked
 from templtune.target import Target
@@ -78,22 +81,42 @@ class LayoutGraph:
 
     def source(self, e: Expr) -> int | None:
         """The node whose output layout ``e`` carries (None: plain NCHW), following the
-        alter-layout pass: layout-keeping ops pass it on, an ``add`` takes its first blocked
-        operand's."""
+        alter-layout pass: layout-keeping ops pass it on, a broadcasting binary or a channel
+        concatenation takes its first blocked operand's."""
         while isinstance(e, Call):
             if id(e) in self._index:
                 return self._index[id(e)]
-            if e.op == "add" and len(e.args) == 2 and e.args[0].shape == e.args[1].shape:
-                a = self.source(e.args[0])
-                return a if a is not None else self.source(e.args[1])
+            joined = self.joined(e)
+            if joined:
+                return next((p for p in map(self.source, joined) if p is not None), None)
             if not self.keeps(e):
                 return None
             e = e.args[0]
         return None
 
     def keeps(self, c: Call) -> bool:
-        """Whether ``c`` runs in its input's blocking (element-wise, pools, depthwise)."""
-        return c.op in _PASS or is_blockable_depthwise(c, self._bound)
+        """Whether ``c`` runs in its input's blocking (element-wise, pools, depthwise, an
+        unfolded batch norm)."""
+        return (c.op in _PASS or c.op in ELEMENTWISE or is_blockable_depthwise(c, self._bound)
+                or (c.op == "nn.batch_norm" and all(getattr(a, "name", None) in self._bound
+                                                   for a in c.args[1:])))
+
+    @staticmethod
+    def joined(c: Call) -> tuple[Expr, ...]:
+        """The operands whose blockings meet in ``c``: the full-shape operands of a
+        broadcasting binary whose other operand keeps the channel axis whole (a residual
+        ``add``, a squeeze-excitation scale, a per-channel constant), every input of a
+        channel concatenation."""
+        if c.op in BROADCAST and len(c.args) == 2 and len(c.shape) == 4:
+            full = tuple(a for a in c.args if a.shape == c.shape)
+            rest = [(1,) * (4 - len(a.shape)) + tuple(a.shape) for a in c.args
+                    if a.shape != c.shape]
+            if full and all(len(r) == 4 and r[1] in (1, c.shape[1])
+                            and all(d in (1, o) for d, o in zip(r, c.shape)) for r in rest):
+                return full
+        if c.op == "concatenate" and len(c.shape) == 4 and int(c.attr("axis")) % 4 == 1:
+            return c.args
+        return ()
 
     def problem(self, cands: Sequence[Sequence[Any]], cost_of: Any
                 ) -> tuple[list[np.ndarray], list[Edge]]:
@@ -120,10 +143,18 @@ class LayoutGraph:
                                            for x in cands[q]]
                 elif p != q:
                     pair(p, q, shape, "oc_bn", "ic_bn")
-            elif c.op == "add" and c.args[0].shape == c.args[1].shape:
-                a, b = self.source(c.args[0]), self.source(c.args[1])
-                if a is not None and b is not None and a != b:
-                    pair(a, b, c.args[1].shape, "oc_bn", "oc_bn")
+            elif self.joined(c):
+                # NOTE: the first blocked operand's blocking wins; the others are re-laid
+                srcs = [(self.source(a), a) for a in self.joined(c)]
+                first = next((p for p, _ in srcs if p is not None), None)
+                for p, a in srcs:
+                    if first is None or p == first:
+                        continue
+                    if p is None:
+                        unary[first] = unary[first] + [cost_of(a.shape, "NCHW", blocked(x.oc_bn))
+                                                       for x in cands[first]]
+                    else:
+                        pair(first, p, a.shape, "oc_bn", "oc_bn")
             elif not self.keeps(c) and not (c.op == "nn.batch_flatten"
                                             and c.args[0].shape[2:] == (1, 1)):
                 for arg in c.args:
