@@ -13,7 +13,10 @@ from templtune.target import Target
 from templtune.topi import testing as ref
 
 
-def _run(args: tuple, cfg, rng: np.random.Generator) -> None:
+def _run(args: tuple, cfg, rng: np.random.Generator) -> tuple[int, int]:
+    """Run ``cfg``'s kernel of ``args`` on random data against numpy; every output element
+    must be written, and the lanes of a block past the channels (a padded block) be zeros.
+    Returns the config's ``(ic_bn, oc_bn)``."""
     n, h, w, co, ci, kh, kw, s, p = args
     task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
     with Target("llvm"), autotvm.ApplyConfig(cfg):
@@ -23,11 +26,14 @@ def _run(args: tuple, cfg, rng: np.random.Generator) -> None:
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
     expect = ref.conv2d_nchw_python(x, k, s, p)
-    out = np.zeros((n, co // oc_bn, *expect.shape[2:], oc_bn), np.float32)
     # a pointwise conv over fused pixels declares its output as [n, co/oc_bn, oh*ow, oc_bn]
-    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn),
-        out.reshape(tuple(int(d) for d in tensors[2].shape)))
-    np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3, err_msg=str(cfg))
+    out = np.full(tuple(int(d) for d in tensors[2].shape), np.nan, np.float32)
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
+    blocked = out.reshape(n, -1, *expect.shape[2:], oc_bn)
+    np.testing.assert_allclose(unpack_data(blocked, co), expect, rtol=1e-3, atol=1e-3,
+                               err_msg=str(cfg))
+    np.testing.assert_array_equal(unpack_data(blocked)[:, co:], 0)
+    return ic_bn, oc_bn
 
 
 def _bias_residual_relu(args: tuple, cfg) -> tuple:

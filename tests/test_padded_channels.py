@@ -10,41 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conv2d_nchwc_helpers import _run
 from graph_helpers import check_blocked_network
 
-import templtune
 from templtune import autotvm
 from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.graph import nn, reference
 from templtune.graph.ir import Function
 from templtune.graph.op import make_call
 from templtune.graph.ops.elemwise import unary
-from templtune.graph.ops.nchwc import layout_transform, pack_data, pack_kernel, unpack_data
-from templtune.target import Target
+from templtune.graph.ops.nchwc import layout_transform
 from templtune.templates.x86._common import target_vector
 from templtune.templates.x86.conv2d_nchwc_channels import padded_blocks
-from templtune.topi import testing as ref
 
 
 def _conv_run(args: tuple, cfg) -> tuple[int, int]:
-    n, h, w, co, ci, kh, kw, s, p = args
-    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
-    with Target("llvm"), autotvm.ApplyConfig(cfg):
-        sch, tensors = task.func(*args)
-    mod = templtune.build(sch, tensors, target="llvm")
-    ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
-    rng = np.random.default_rng(ic_bn * 100 + oc_bn)
-    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
-    k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
-    expect = ref.conv2d_nchw_python(x, k, s, p)
-    out = np.full(tuple(int(d) for d in tensors[-1].shape), np.nan, np.float32)
-    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
-    blocked = out.reshape(n, -1, *expect.shape[2:], oc_bn)
-    np.testing.assert_allclose(unpack_data(blocked, co), expect, rtol=1e-3, atol=1e-3,
-                               err_msg=str(cfg))
-    # the lanes past the channels are zeros (zero weights), not left over
-    np.testing.assert_array_equal(unpack_data(blocked)[:, co:], 0)
-    return ic_bn, oc_bn
+    return _run(args, cfg, np.random.default_rng(sum(args[3:5])))
 
 
 @pytest.mark.parametrize("args", [(1, 7, 9, 58, 58, 1, 1, 1, 0), (1, 6, 6, 58, 116, 3, 3, 2, 1),
