@@ -41,10 +41,11 @@ def _net(c: int, groups: int, hw: int, cout: int, stride: int = 1, k: int = 3
          ) -> tuple[Function, dict[str, np.ndarray]]:
     """conv1x1 -> grouped kxk conv + bias + relu -> conv1x1 + residual-free tail."""
     rng = np.random.default_rng(0)
-    params = {"w0": rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.3,
-              "wg": rng.standard_normal((cout, c // groups, k, k)).astype("float32") * 0.3,
-              "bg": rng.standard_normal(cout).astype("float32"),
-              "w1": rng.standard_normal((c, cout, 1, 1)).astype("float32") * 0.3}
+    def w(*shape: int) -> np.ndarray:  # unit-variance outputs: the tolerances stay relative
+        return (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype("float32")
+
+    params = {"w0": w(c, c, 1, 1), "wg": w(cout, c // groups, k, k),
+              "bg": rng.standard_normal(cout).astype("float32"), "w1": w(c, cout, 1, 1)}
     v = {n: nn.var(n, a.shape) for n, a in params.items()}
     x = nn.var("data", (1, c, hw, hw))
     y = nn.relu(nn.conv2d(x, v["w0"]))
