@@ -98,3 +98,14 @@ def test_avx2_fallback_keeps_row_blocks_for_kxk_convs():
     mod = _build(args, cfg, HASWELL)
     assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 7)
     _check(mod, args, cfg, np.random.default_rng(3))
+
+
+def test_avx2_fallback_takes_a_partial_row_block_where_only_short_ones_divide():
+    # a row of 13 pixels: only 1 or 13 divide it, and 13 x 2 ymm do not fit; 1-pixel blocks
+    # are latency-bound, so the fallback runs 5 + 5 + 3 (row_steps: 27 cycles a step, against
+    # 91 for thirteen 1-pixel blocks and 31 for 6 + 6 + 1)
+    args = (1, 13, 13, 64, 64, 3, 3, 1, 1)
+    cfg = FallbackConfigEntity()
+    mod = _build(args, cfg, HASWELL)
+    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 5)
+    _check(mod, args, cfg, np.random.default_rng(4))

@@ -59,6 +59,7 @@ from .conv2d_nchwc_registers import (
     one_pass,
     pass_width,
     register_vectors,
+    row_steps,
     spill_free,
     tail_blocks,
 )
@@ -166,11 +167,15 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
             ow_bn = divisor_at_most(ow, max(1, regs // vecs))
         # NOTE: a row block that needs passes (7 x 2 ymm) loses to a tail block that fits in
         # one (6 x 2 ymm over the fused pixels, its remainder peeled); along a row (KxK) the
-        # tail's share is larger and the best block depends on it: left to tuning
-        whole = [b for b in tails if one_pass(b, vecs, regs, nregs)] if pixels > ow else []
-        if whole and register_vectors(ow_bn, vecs, 1, nregs) < vecs:
-            cfg["tile_ow"] = SplitEntity([-1, max(whole)])  # not a divisor: set, not split
+        # tail's share is larger and the best block depends on it: left to tuning, unless
+        # only latency-bound blocks divide the row (13 pixels: 1 x 2 ymm with AVX2)
+        whole = [b for b in tails if one_pass(b, vecs, regs, nregs)]
+        if pixels > ow and whole and register_vectors(ow_bn, vecs, 1, nregs) < vecs:
             ow_bn = max(whole)
+            cfg["tile_ow"] = SplitEntity([-1, ow_bn])  # not a divisor: set, not split
+        elif pixels == ow and whole and 2 * ow_bn * vecs < fregs:
+            ow_bn = min(whole, key=lambda b: (row_steps(ow, b, vecs, fregs), -b))
+            cfg["tile_ow"] = SplitEntity([-1, ow_bn])
         else:
             cfg.fallback_split("tile_ow", [-1, ow_bn])
         # NOTE: the kw taps are unrolled only where their weights fit beside the accumulators

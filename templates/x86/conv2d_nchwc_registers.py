@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ._common import register_file, target_vector, vec_regs
 
-__all__ = ["spill_free", "register_vectors", "one_pass", "tail_blocks", "pass_width"]
+__all__ = ["spill_free", "register_vectors", "one_pass", "tail_blocks", "row_steps",
+           "pass_width"]
 
 
 def spill_free(ow_bn: int, vecs: int, taps: int, acc_regs: int, file_regs: int) -> bool:
@@ -78,6 +79,15 @@ def tail_blocks(ow: int, pixels: int, vec_counts: list[int], acc_regs: int,
         out |= {p for p in fits
                 if row < p < pixels and ow % p and 2 * p * v >= acc_regs}
     return sorted(out)
+
+
+def row_steps(ow: int, block: int, vecs: int, acc_regs: int) -> int:
+    """Cycles per reduction step of a row of ``ow`` pixels in blocks of ``block`` (the last
+    one partial) x ``vecs`` vectors: each block's FMA chain takes its accumulators' count of
+    cycles, but no fewer than half the accumulator registers (the FMA latency x pipes it
+    must cover: 8 with AVX2 on Zen, whose 16 ymm hold 14 accumulators)."""
+    sizes = [block] * (ow // block) + ([ow % block] if ow % block else [])
+    return sum(max(p * vecs, acc_regs // 2) for p in sizes)
 
 
 def pass_width(ow_bn: int, oc_bn: int, taps: int) -> int:
