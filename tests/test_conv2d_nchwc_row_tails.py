@@ -90,22 +90,14 @@ def test_avx2_row_tails_offered_beside_row_blocks(ow, offered):
     assert got == offered
 
 
-def test_avx2_fallback_keeps_row_blocks_for_kxk_convs():
-    # on a row of 7, 6 + 1 pixels run slower than two 7 x 1 passes (the 1-pixel block is
-    # latency-bound): the fallback leaves row tails of KxK convs to tuning
-    args = (1, 14, 14, 64, 64, 3, 3, 2, 1)
+# On a row of 7, 6 + 1 pixels run slower than two 7 x 1 passes (the 1-pixel block is
+# latency-bound): the fallback keeps a row block that fills half the accumulators. A row of
+# 13 has none (1 or 13 divide it, and 13 x 2 ymm do not fit): 5 + 5 + 3 (row_steps: 27 cycles
+# a step, against 91 for thirteen 1-pixel blocks and 31 for 6 + 6 + 1).
+@pytest.mark.parametrize("args, ow_bn", [((1, 14, 14, 64, 64, 3, 3, 2, 1), 7),
+                                         ((1, 13, 13, 64, 64, 3, 3, 1, 1), 5)])
+def test_avx2_fallback_row_blocks_of_kxk_convs(args, ow_bn):
     cfg = FallbackConfigEntity()
     mod = _build(args, cfg, HASWELL)
-    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 7)
+    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, ow_bn)
     _check(mod, args, cfg, np.random.default_rng(3))
-
-
-def test_avx2_fallback_takes_a_partial_row_block_where_only_short_ones_divide():
-    # a row of 13 pixels: only 1 or 13 divide it, and 13 x 2 ymm do not fit; 1-pixel blocks
-    # are latency-bound, so the fallback runs 5 + 5 + 3 (row_steps: 27 cycles a step, against
-    # 91 for thirteen 1-pixel blocks and 31 for 6 + 6 + 1)
-    args = (1, 13, 13, 64, 64, 3, 3, 1, 1)
-    cfg = FallbackConfigEntity()
-    mod = _build(args, cfg, HASWELL)
-    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 5)
-    _check(mod, args, cfg, np.random.default_rng(4))
