@@ -30,6 +30,7 @@ from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, output_stage
 from templtune.autotvm.space import OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
+from templtune.topi.utils import round_up
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
 from ._common import (
@@ -52,7 +53,6 @@ from .conv2d_nchwc_channels import (
     fallback_blocks,
     merge_factor,
     oc_filter,
-    padded,
 )
 from .conv2d_nchwc_pixels import pointwise_pixels
 from .conv2d_nchwc_registers import (
@@ -117,8 +117,8 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
     lanes, regs = target_vector()
     nregs = register_file()
     if groups == 1:
-        channel_split(cfg, "tile_ic", ci, inner_sizes(ci, max_inner(64)), lanes)
-        oc_blocks = channel_split(cfg, "tile_oc", co, inner_sizes(co, lane_filter(co)), lanes)
+        channel_split(cfg, "tile_ic", ci, max_inner(64), lanes)
+        oc_blocks = channel_split(cfg, "tile_oc", co, lane_filter(co), lanes)
     else:
         keep_oc = oc_filter(groups, co, lanes)
         cfg.define_split("tile_ic", ci, num_outputs=2, filter=max_inner(64))
@@ -224,7 +224,7 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]
     # the blocks hold zeros past channels they do not divide (padded_blocks)
-    cib, cob = padded(CI, ic_bn) // ic_bn, padded(CO, oc_bn) // oc_bn
+    cib, cob = round_up(CI, ic_bn) // ic_bn, round_up(CO, oc_bn) // oc_bn
     # the input channels each output block reads: a (merged) group's, all of them ungrouped
     reads = cib * ic_bn if groups == 1 else CI // groups * merge_factor(groups, CO, oc_bn)
 

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from templtune.topi.utils import round_up
+
 from ._common import divisor_at_most, has_lane_multiple, inner_sizes, lane_filter, vec_regs
 
-__all__ = ["fallback_block", "padded", "padded_blocks", "channel_split", "merge_factor",
+__all__ = ["fallback_block", "padded_blocks", "channel_split", "merge_factor",
            "blocks_ok", "oc_filter", "fallback_blocks"]
 
 _CAP = 64
@@ -37,17 +39,13 @@ def fallback_block(n: int, lanes: int) -> int:
     # spills; the multiples of 8 are those the space's lane filter keeps
     if has_lane_multiple(n):
         return inner_sizes(n, lane_filter(n, lanes=lanes))[-1]
-    # NOTE: 58 channels in 2-lane blocks ran a 1x1 conv at a fifth of a padded 32-lane block
+    # NOTE: 2- or 4-lane blocks (58 channels) leave most of each vector idle: a padded block
+    # of whole registers wastes at most a quarter
     pad = padded_blocks(n, lanes)
     if pad:
         return next((b for b in (2 * lanes, lanes) if b in pad), pad[-1])
     pow2 = n & -n
     return pow2 if pow2 > 1 else divisor_at_most(n, 64)
-
-
-def padded(n: int, b: int) -> int:
-    """``n`` channels in whole blocks of ``b`` (the last one padded with zeros)."""
-    return -(-n // b) * b
 
 
 def padded_blocks(n: int, lanes: int) -> list[int]:
@@ -56,18 +54,18 @@ def padded_blocks(n: int, lanes: int) -> list[int]:
     up to 64 that fill whole registers or one narrower one, padding at most a quarter."""
     if n < 16 or has_lane_multiple(n):
         return []
-    return [b for b in range(8, 65, 8) if 4 * padded(n, b) <= 5 * n
+    return [b for b in range(8, 65, 8) if 4 * round_up(n, b) <= 5 * n
             and (b % lanes == 0 or b < lanes)]
 
 
-def channel_split(cfg: Any, name: str, n: int, exact: list[int], lanes: int) -> list[int]:
-    """Define split knob ``name`` over ``n`` channels with inner sizes ``exact`` (dividing
-    ``n``) and the :func:`padded_blocks`; returns all of them."""
+def channel_split(cfg: Any, name: str, n: int, keep: Any, lanes: int) -> list[int]:
+    """Define split knob ``name`` over ``n`` channels with the inner sizes the split filter
+    ``keep`` admits and the :func:`padded_blocks`; returns all of them."""
     pad = padded_blocks(n, lanes)
     if not pad:
-        cfg.define_split(name, n, num_outputs=2, filter=lambda e: int(e.size[-1]) in exact)
-        return exact
-    sizes = sorted(set(exact) | set(pad))
+        cfg.define_split(name, n, num_outputs=2, filter=keep)
+        return inner_sizes(n, keep, _CAP)
+    sizes = sorted(set(inner_sizes(n, keep, _CAP)) | set(pad))
     cfg.define_split(name, n, policy="candidate", num_outputs=2,
                      candidate=[[-1, b] for b in sizes])
     return sizes

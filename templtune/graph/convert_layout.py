@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .ir import Call, Expr, Function
-from .op import GraphError, make_call
+from .op import GraphError, is_channelwise, make_call
 from .ops.elemwise import BINARY, UNARY
 from .transform import Pass
 
@@ -117,7 +117,7 @@ class _Converter:
         if src == self.layout:
             return self.default(c)
         # NOTE: a grouped conv's kernel is laid out as an ungrouped one's (HWIO <-> OIHW)
-        depthwise = a["groups"] != 1 and a["groups"] == c.args[0].shape[src.index("C")]
+        depthwise = is_channelwise(a["groups"], c.args[0].shape[src.index("C")])
         kdst = KERNEL_LAYOUT[(self.layout, depthwise)]
         if self.kernel_layout not in ("default", kdst):
             raise GraphError(f"ConvertLayout: nn.conv2d with {self.layout} data takes "

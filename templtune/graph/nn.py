@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .ir import Call, Expr, TensorType, Var
-from .op import GraphError, make_call
+from .op import GraphError, is_channelwise, make_call
 
 __all__ = ["var", "add", "clip", "conv2d", "bias_add", "relu", "max_pool2d", "avg_pool2d",
            "global_avg_pool2d", "batch_flatten", "dense", "softmax", "dropout", "batch_norm",
@@ -60,7 +60,7 @@ def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0
     HWOI for depthwise) with NHWC."""
     if _pair(dilation, "dilation") != (1, 1):
         raise GraphError("nn.conv2d: only dilation 1 is supported in networks")
-    depthwise = groups != 1 and len(data.shape) == 4 and groups == data.shape[3]
+    depthwise = len(data.shape) == 4 and is_channelwise(groups, data.shape[3])
     expected = {"NCHW": "OIHW", "NHWC": "HWOI" if depthwise else "HWIO"}.get(data_layout)
     if expected is None:
         raise GraphError(f"nn.conv2d: unsupported data_layout {data_layout!r} (NCHW or NHWC)")

@@ -112,7 +112,7 @@ def _kernel(attrs: dict[str, Any], w: tuple[int, ...], c: int) -> tuple[int, int
     the input channels)."""
     if attrs["data_layout"] == "NCHW":      # OIHW
         return w[0], w[1], w[2], w[3]
-    if attrs["groups"] != c:               # HWIO, I the channels of a group
+    if not is_channelwise(attrs["groups"], c):  # HWIO, I the channels of a group
         return w[3], w[2], w[0], w[1]
     return w[2] * w[3], 1, w[0], w[1]      # depthwise HWOI: (kh, kw, C, multiplier)
 
@@ -166,10 +166,16 @@ def _grouped_nhwc(x: te.Tensor, w: te.Tensor, a: dict[str, Any]) -> te.Tensor:
         name="group_conv2d_nhwc", tag="group_conv2d_nhwc")
 
 
+def is_channelwise(groups: int, in_channels: Any) -> bool:
+    """Whether a convolution in ``groups`` groups has one group per input channel (depthwise,
+    with any channel multiplier): its NHWC kernel is HWOI, any other's HWIO."""
+    return groups != 1 and groups == int(in_channels)
+
+
 def is_depthwise(groups: int, in_channels: Any, out_channels: Any) -> bool:
     """Whether a convolution in ``groups`` groups is depthwise: one group per input channel,
     one output channel per group (other grouped convolutions run as such)."""
-    return groups != 1 and groups == int(in_channels) == int(out_channels)
+    return is_channelwise(groups, in_channels) and int(out_channels) == int(in_channels)
 
 
 def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:

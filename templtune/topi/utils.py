@@ -13,7 +13,8 @@ from templtune.te.broadcast import axis_names
 from templtune.te.expr import IntImm, PrimExpr, convert, equal
 from templtune.te.simplify import simplify
 
-__all__ = ["axis_names", "get_const_int", "get_const_tuple", "get_pad_tuple", "const_matrix", "pair"]
+__all__ = ["axis_names", "get_const_int", "get_const_tuple", "get_pad_tuple", "const_matrix", "pair",
+           "round_up"]
 
 
 def get_const_int(x: Any) -> int:
@@ -28,6 +29,11 @@ def get_const_int(x: Any) -> int:
     if not isinstance(e, IntImm):
         raise ExprError(f"expected a constant integer, got {x}")
     return e.value
+
+
+def round_up(n: int, b: int) -> int:
+    """``n`` rounded up to a multiple of ``b`` (a channel count in whole blocks of ``b``)."""
+    return -(-n // b) * b
 
 
 def get_const_tuple(xs: Sequence[Any]) -> tuple[Any, ...]:

@@ -143,9 +143,9 @@ class LayoutGraph:
                                            for x in cands[q]]
                 elif p != q:
                     pair(p, q, shape, "oc_bn", "ic_bn")
-            elif self.joined(c):
+            elif joined := self.joined(c):
                 # NOTE: the first blocked operand's blocking wins; the others are re-laid
-                srcs = [(self.source(a), a) for a in self.joined(c)]
+                srcs = [(self.source(a), a) for a in joined]
                 first = next((p for p, _ in srcs if p is not None), None)
                 for p, a in srcs:
                     if first is None or p == first:

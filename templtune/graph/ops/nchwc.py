@@ -15,11 +15,12 @@ import numpy as np
 
 from templtune import te
 from templtune.topi import testing as ref
+from templtune.topi.utils import round_up
 
 from ..ir import Call, Expr, TensorType
 from ..op import ANCHOR, make_call, register_op
 
-__all__ = ["block_of", "blocked", "padded", "pack_data", "unpack_data", "pack_kernel",
+__all__ = ["block_of", "blocked", "pack_data", "unpack_data", "pack_kernel",
            "merged_groups", "pack_group_kernel", "pack_bias", "transform_array",
            "layout_transform", "conv2d_nchwc"]
 
@@ -47,13 +48,6 @@ def blocked(b: int) -> str:
     return f"NCHW{b}c" if b else "NCHW"
 
 
-def padded(n: int, b: int) -> int:
-    """``n`` channels rounded up to whole blocks of ``b``: a blocked tensor's channel count
-    (a block need not divide the channels; the lanes past them hold zeros, or values an op that
-    keeps them finite made of zeros, and the weights that read them are zero)."""
-    return -(-n // b) * b
-
-
 def _pad_axis(x: np.ndarray, axis: int, size: int) -> np.ndarray:
     """``x`` zero-padded along ``axis`` to ``size``."""
     if x.shape[axis] == size:
@@ -66,7 +60,7 @@ def _pad_axis(x: np.ndarray, axis: int, size: int) -> np.ndarray:
 def pack_data(x: np.ndarray, b: int) -> np.ndarray:
     """NCHW -> NCHW{b}c (zeros past the channels where ``b`` does not divide them)."""
     n, c, h, w = x.shape
-    x = _pad_axis(x, 1, padded(c, b))
+    x = _pad_axis(x, 1, round_up(c, b))
     return np.ascontiguousarray(x.reshape(n, -1, b, h, w).transpose(0, 1, 3, 4, 2))
 
 
@@ -88,7 +82,7 @@ def transform_array(x: np.ndarray, src: str, dst: str, channels: int = 0) -> np.
 def pack_kernel(k: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
     """OIHW -> OIHW{ic_bn}i{oc_bn}o (zero weights for the padded channels)."""
     o, i, kh, kw = k.shape
-    k = _pad_axis(_pad_axis(k, 0, padded(o, oc_bn)), 1, padded(i, ic_bn))
+    k = _pad_axis(_pad_axis(k, 0, round_up(o, oc_bn)), 1, round_up(i, ic_bn))
     return np.ascontiguousarray(
         k.reshape(-1, oc_bn, k.shape[1] // ic_bn, ic_bn, kh, kw).transpose(0, 2, 4, 5, 3, 1))
 
@@ -121,7 +115,7 @@ def pack_group_kernel(k: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.
 def pack_bias(b: np.ndarray, oc_bn: int) -> np.ndarray:
     """A per-channel vector as ``[1, C/oc_bn, 1, 1, oc_bn]`` (broadcast over NCHW{oc_bn}c;
     zeros past the channels)."""
-    return np.ascontiguousarray(_pad_axis(b, 0, padded(b.shape[0], oc_bn))
+    return np.ascontiguousarray(_pad_axis(b, 0, round_up(b.shape[0], oc_bn))
                                 .reshape(1, -1, 1, 1, oc_bn))
 
 
@@ -143,7 +137,7 @@ def _lt_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
         raise ValueError(f"{shape[1]} blocks of {sb} do not hold {c} channels")
     if not sb and shape[1] != c:
         raise ValueError(f"a {shape[1]}-channel tensor moved as {c} channels")
-    return (n, padded(c, db) // db, h, w, db) if db else (n, c, h, w)
+    return (n, round_up(c, db) // db, h, w, db) if db else (n, c, h, w)
 
 
 def _lt_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
@@ -156,13 +150,14 @@ def _lt_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     def src(n: Any, c: Any, y: Any, w: Any) -> Any:
         return data[n, c // sb, y, w, c % sb] if sb else data[n, c, y, w]
 
-    if db:
+    if db and c_all % db:
         def f(n: Any, c1: Any, y: Any, w: Any, c: Any) -> Any:
-            if c_all % db == 0:
-                return src(n, c1 * db + c, y, w)
             # the lanes past the channels are zeros (the source may not hold them)
             return te.if_then_else(c1 * db + c < c_all, src(n, c1 * db + c, y, w),
                                    te.const(0.0, data.dtype))
+    elif db:
+        def f(n: Any, c1: Any, y: Any, w: Any, c: Any) -> Any:  # type: ignore[misc]
+            return src(n, c1 * db + c, y, w)
     else:
         def f(n: Any, c: Any, y: Any, w: Any) -> Any:  # type: ignore[misc]
             return src(n, c, y, w)
@@ -284,7 +279,7 @@ def conv2d_nchwc(data: Expr, kernel: Expr, strides: tuple[int, int],
 def pack_depthwise_kernel(k: np.ndarray, b: int) -> np.ndarray:
     """``[C, 1, KH, KW]`` -> ``[C/b, 1, KH, KW, 1, b]`` (TVM's ``OIHW1i{b}o``; zero weights
     past the channels)."""
-    k = _pad_axis(k, 0, padded(k.shape[0], b))
+    k = _pad_axis(k, 0, round_up(k.shape[0], b))
     c, _, kh, kw = k.shape
     return np.ascontiguousarray(k.reshape(c // b, b, 1, kh, kw).transpose(0, 2, 3, 4, 1)
                                 .reshape(c // b, 1, kh, kw, 1, b))
