@@ -1,0 +1,98 @@
+"""Where a network's time goes, group by group, in one process: an ONNX file or a zoo model
+built at opt_level 3 (the packaged logs) for one thread, its whole run timed, then
+``GraphModule.profile`` summed by implementation with the slowest groups listed; with
+``--ort``, ONNX Runtime on the same input beside it (min of runs, alternating).
+
+``--modules K`` builds K runtimes of the same build (fresh intermediate storage each): a group
+whose time depends on where its buffers lie shows up as different totals. Run::
+
+    python3 benchmarks/studies/group_profile.py /tmp/zoo/squeezenet1_1.onnx [--ort] [--top 15]
+        [--modules 3]
+    PYTHONPATH=benchmarks/studies/avx2_proxy python3 benchmarks/studies/group_profile.py ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from models import load_model, onnx_input  # noqa: E402
+
+from templtune import graph  # noqa: E402
+from templtune.graph.transform import PassContext  # noqa: E402
+
+
+def _best(fn, runs: int) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="an ONNX file or a zoo name (resnet-18, ...)")
+    ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--modules", type=int, default=1)
+    ap.add_argument("--ort", action="store_true")
+    args = ap.parse_args()
+    logging.disable(logging.WARNING)
+    path = Path(args.model)
+    if path.suffix == ".onnx":
+        import onnx
+
+        from templtune.relay import frontend
+
+        model = onnx.load(str(path))
+        name, shape = onnx_input(model, path)
+        net, params = frontend.from_onnx(model, {name: shape})
+    else:
+        net, params = load_model(args.model)
+        name, shape = net.params[0].name, net.params[0].shape
+    with PassContext(opt_level=3):
+        lib = graph.build(net, "llvm -num-cores=1", params)
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    for k in range(args.modules):
+        gm = graph.GraphModule(lib)
+        gm.set_input(name, x)
+        run = _best(gm.run, args.runs)
+        rows = gm.profile(number=10)
+        print(f"runtime {k}: run {run * 1e3:.2f} ms, profile sum "
+              f"{sum(t for _, _, t in rows) * 1e3:.2f} ms over {len(rows)} groups")
+    by: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+    for _, impl, t in rows:
+        by[impl][0] += t
+        by[impl][1] += 1
+    for impl, (t, n) in sorted(by.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {impl:40s} {t * 1e3:8.2f} ms  x{n}")
+    keys = [cg.workload_key for cg in lib.groups]
+    for (group, impl, t), key in sorted(zip(rows, keys), key=lambda r: -r[0][2])[:args.top]:
+        print(f"  {t * 1e3:7.3f} ms  {impl:30s} {group[:55]:55s} {str(key)[:90]}")
+    if args.ort and path.suffix == ".onnx":
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        t_ort = min(_best(lambda: sess.run(None, {name: x}), args.runs) for _ in range(2))
+        t_tt = min(_best(gm.run, args.runs) for _ in range(2))
+        print(f"ORT {t_ort * 1e3:.2f} ms, templtune {t_tt * 1e3:.2f} ms: "
+              f"templtune / ORT speed {t_ort / t_tt:.2f}")
+
+
+if __name__ == "__main__":
+    main()
