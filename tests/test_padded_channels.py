@@ -117,3 +117,29 @@ def test_shuffle_unit_runs_padded_blocks_and_matches_numpy(act) -> None:
     if act == "log":
         logs = [c for c in g.calls() if c.op == "log"]
         assert logs and all(len(c.args[0].shape) == 4 for c in logs)  # on plain NCHW
+
+
+def test_xgb_tunes_a_padded_task_and_the_build_uses_its_record(tmp_path) -> None:
+    from graph_helpers import build_run
+
+    from templtune.autotvm import record
+    from templtune.autotvm.measure import LocalBuilder, LocalRunner, MeasureErrorNo, measure_option
+
+    f, params = _shuffle_unit("relu")
+    tasks = [t for t in autotvm.task.extract_from_program(f, params, "llvm")
+             if t.name == "conv2d_NCHWc" and t.args[3] == 58]
+    assert tasks
+    log = tmp_path / "padded.log"
+    opt = measure_option(LocalBuilder(n_parallel=2), LocalRunner(number=2, repeat=1,
+                                                                 cooldown_interval=0))
+    tuner = autotvm.tuner.XGBTuner(tasks[0], feature_type="knob")
+    tuner.tune(n_trial=6, early_stopping=None, measure_option=opt,
+               callbacks=[autotvm.callback.log_to_file(str(log))])
+    results = [res for _, res in record.load_from_file(str(log))]
+    assert len(results) == 6 and all(r.error_no == MeasureErrorNo.NO_ERROR for r in results)
+    x = np.abs(np.random.default_rng(5).standard_normal(f.params[0].shape)).astype(np.float32)
+    with autotvm.apply_history_best(str(log)):
+        out, lib = build_run(f, params, {"data": x})
+    assert any(g.tuned for g in lib.groups)
+    np.testing.assert_allclose(out, reference.evaluate(f, params, data=x), rtol=1e-4,
+                               atol=1e-5)
