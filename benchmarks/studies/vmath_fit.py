@@ -43,7 +43,7 @@ def _horner(x: np.ndarray, coeffs: list[float]) -> np.ndarray:
 
 def main() -> None:
     half_ln2 = float(mp.log(2)) / 2
-    p = _fit(lambda r: (mp.e**r - 1 - r) / r**2 if r else mp.mpf(0.5), -half_ln2, half_ln2, 5)
+    p = _fit(lambda r: (mp.e**r - 1 - r) / r**2 if r else mp.mpf(0.5), -half_ln2, half_ln2, 4)
     q = _fit(lambda z: (mp.tanh(mp.sqrt(z)) - mp.sqrt(z)) / mp.sqrt(z) ** 3 if z
              else mp.mpf(-1) / 3, 1e-12, 0.625**2, 4)
     e = _fit(lambda x: mp.erf(x) / x if x else 2 / mp.sqrt(mp.pi), 1e-9, 1.0, 6,

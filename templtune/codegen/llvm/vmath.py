@@ -34,8 +34,12 @@ _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
 _LOG2E = 1.4426950408889634
 # exp(r) = 1 + r + r^2 * P(r)
-_EXP_P = (0.5, 0.1666666716337204, 0.04166646674275398, 0.008333360776305199,
-          0.0013933597365394235, 0.00019857789447996765)
+_EXP_P = (0.5, 0.16666577756404877, 0.04166685417294502, 0.008363140746951103,
+          0.0013901275815442204)
+# 1.5 * 2**23: adding it rounds a float below 2**22 in magnitude to a whole number, which then
+# sits in the low mantissa bits (a rounding and a float-to-int conversion in one add)
+_ROUND = 12582912.0
+_ROUND_BITS = 0x4B400000
 # Outside [_EXP_MIN, _EXP_MAX] exp rounds to 0 or +inf in float32; clamping there keeps
 # 2**n representable as two factors 2**(n >> 1) * 2**(n - (n >> 1)).
 _EXP_MIN, _EXP_MAX = -104.0, 89.0
@@ -94,6 +98,36 @@ class _Body:
     def select(self, cond: str, a: str, b: str) -> str:
         return self.op(f"select {self.b} {cond}, {self.f} {a}, {self.f} {b}")
 
+    def estrin(self, x: str, x2: str, coeffs: tuple[float, ...]) -> str:
+        """``coeffs`` as a polynomial in ``x`` (``x2 = x * x``), in pairs: a third of Horner's
+        dependent chain for six coefficients, which is what bounds a vector loop of ``exp``."""
+        pairs = [self.fma(self.fc(coeffs[k + 1]), x, self.fc(coeffs[k])) if k + 1 < len(coeffs)
+                 else self.fc(coeffs[k]) for k in range(0, len(coeffs), 2)]
+        acc = pairs[-1]
+        for p in reversed(pairs[:-1]):
+            acc = self.fma(acc, x2, p)
+        return acc
+
+    def exp_parts(self, a: str) -> tuple[str, str]:
+        """``(t, y)`` with ``exp(a) = 2**n * y``, ``y`` in [0.7, 1.42], where ``t`` is the i32
+        bit pattern of ``_ROUND + n``, whose low bits hold ``n`` (see :meth:`pow2`)."""
+        f = self.f
+        t = self.fma(a, self.fc(_LOG2E), self.fc(_ROUND))
+        n = self.op(f"fsub {f} {t}, {self.fc(_ROUND)}")
+        r = self.fma(n, self.fc(-_LN2_HI), a)
+        r = self.fma(n, self.fc(-_LN2_LO), r)
+        r2 = self.op(f"fmul {f} {r}, {r}")
+        y = self.fma(self.estrin(r, r2, _EXP_P), r2, r)
+        return self.op(f"bitcast {f} {t} to {self.i}"), self.op(f"fadd {f} {y}, {self.fc(1.0)}")
+
+    def pow2(self, n: str, bias: int) -> str:
+        """``2**(n + bias)`` as a float, for an i32 whose low 9 bits are those of ``n`` (the
+        shift drops the rest), where ``n + bias`` is a normal exponent."""
+        i = self.i
+        e = self.op(f"shl {i} {n}, {self.ic(23)}")
+        e = self.op(f"add {i} {e}, {self.ic((127 + bias) << 23)}")
+        return self.op(f"bitcast {i} {e} to {self.f}")
+
     def exp(self, x: str) -> str:
         f, i = self.f, self.i
         # ult/ogt: a NaN input clamps to a number here and is restored at the end
@@ -101,22 +135,25 @@ class _Body:
         a = self.select(lo, self.fc(_EXP_MIN), x)
         hi = self.op(f"fcmp ogt {f} {a}, {self.fc(_EXP_MAX)}")
         a = self.select(hi, self.fc(_EXP_MAX), a)
-        t = self.op(f"fmul {f} {a}, {self.fc(_LOG2E)}")
-        n = self.call("roundeven", t)
-        r = self.fma(n, self.fc(-_LN2_HI), a)
-        r = self.fma(n, self.fc(-_LN2_LO), r)
-        r2 = self.op(f"fmul {f} {r}, {r}")
-        y = self.fma(self.horner(r, _EXP_P), r2, r)
-        y = self.op(f"fadd {f} {y}, {self.fc(1.0)}")
-        ni = self.op(f"fptosi {f} {n} to {i}")
-        n1 = self.op(f"ashr {i} {ni}, {self.ic(1)}")
-        n2 = self.op(f"sub {i} {ni}, {n1}")
+        t, y = self.exp_parts(a)
+        # n in [-150, 128]: 2**n as two normal factors (the second multiply rounds subnormals)
+        n = self.op(f"sub {i} {t}, {self.ic(_ROUND_BITS)}")
+        n1 = self.op(f"ashr {i} {n}, {self.ic(1)}")
+        n2 = self.op(f"sub {i} {n}, {n1}")
         for k in (n1, n2):
-            e = self.op(f"add {i} {k}, {self.ic(127)}")
-            e = self.op(f"shl {i} {e}, {self.ic(23)}")
-            y = self.op(f"fmul {f} {y}, {self.op(f'bitcast {i} {e} to {f}')}")
+            y = self.op(f"fmul {f} {y}, {self.pow2(k, 0)}")
         nan = self.op(f"fcmp uno {f} {x}, {x}")
         return self.select(nan, x, y)
+
+    def exp_nonpositive(self, a: str) -> str:
+        """``exp(a)`` of ``a <= 0``, or NaN (which clamps to a number: the caller restores it):
+        n in [-150, 0], so ``2**(n + 64)`` is normal and one factor serves, with an exact
+        ``2**-64`` after it (which rounds a subnormal result once)."""
+        f = self.f
+        lo = self.op(f"fcmp ult {f} {a}, {self.fc(_EXP_MIN)}")
+        t, y = self.exp_parts(self.select(lo, self.fc(_EXP_MIN), a))
+        y = self.op(f"fmul {f} {y}, {self.pow2(t, 64)}")
+        return self.op(f"fmul {f} {y}, {self.fc(2.0 ** -64)}")
 
     def tanh(self, x: str) -> str:
         f = self.f
@@ -140,10 +177,11 @@ class _Body:
         # e = exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below, which keeps
         # the relative accuracy where 1 / (1 + exp(-x)) would overflow to 0 (x < -88.7).
         ax = self.call("fabs", x)
-        e = self.exp(self.op(f"fneg {f} {ax}"))
+        e = self.exp_nonpositive(self.op(f"fneg {f} {ax}"))
         s = self.op(f"fdiv {f} {self.fc(1.0)}, {self.op(f'fadd {f} {e}, {self.fc(1.0)}')}")
         neg = self.op(f"fcmp olt {f} {x}, {self.fc(0.0)}")
-        return self.select(neg, self.op(f"fmul {f} {e}, {s}"), s)
+        y = self.select(neg, self.op(f"fmul {f} {e}, {s}"), s)
+        return self.select(self.op(f"fcmp uno {f} {x}, {x}"), x, y)
 
     def erf(self, x: str) -> str:
         f = self.f
@@ -177,7 +215,6 @@ def definition(name: str, lanes: int) -> tuple[str, tuple[str, ...]]:
     f, sfx = body.f, body.sfx
     sym = f"@templtune.{name}.{sfx}"
     intrinsics = [f"declare {f} @llvm.fmuladd.{sfx}({f}, {f}, {f})",
-                  f"declare {f} @llvm.roundeven.{sfx}({f})",
                   f"declare {f} @llvm.fabs.{sfx}({f})",
                   f"declare {f} @llvm.copysign.{sfx}({f}, {f})"]
     text = "\n".join([f"define internal {f} {sym}({f} %x) alwaysinline nounwind {{",
