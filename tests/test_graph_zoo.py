@@ -89,6 +89,44 @@ def test_concatenate_batch_norm_dropout_against_numpy() -> None:
         nn.dropout(a, rate=1.0)
 
 
+@pytest.mark.parametrize("opt_level", [2, 3])
+def test_concatenate_takes_its_element_wise_followers(opt_level: int) -> None:
+    """DenseNet's ``concat -> batch_norm -> relu`` runs as one kernel (the concatenation is
+    never written out), while the convolutions feeding it keep their own groups (a template's
+    output stage never sees a multi-input follower); plain (opt_level 2) and blocked (3) builds
+    match numpy."""
+    from templtune.graph.transform import PassContext
+
+    rng = np.random.default_rng(0)
+    x = nn.var("data", (1, 16, 8, 8))
+    w1, w2 = (nn.var(f"w{k}", (16, 16, 3, 3)) for k in (1, 2))
+    w4 = nn.var("w4", (8, 48, 1, 1))
+    g, be, mu, var = (nn.var(n, (48,)) for n in ("g", "be", "mu", "var"))
+    y1 = nn.relu(nn.conv2d(x, w1, padding=(1, 1)))
+    y2 = nn.relu(nn.conv2d(y1, w2, padding=(1, 1)))
+    cat = relay.concatenate([x, y1, y2], axis=1)
+    act = nn.relu(nn.batch_norm(cat, g, be, mu, var, epsilon=1e-5))
+    net = relay.Function([x, w1, w2, w4, g, be, mu, var], nn.conv2d(act, w4))
+    params = {f"w{k}": (rng.standard_normal(s) * 0.2).astype("float32")
+              for k, s in ((1, (16, 16, 3, 3)), (2, (16, 16, 3, 3)), (4, (8, 48, 1, 1)))}
+    params |= {"g": rng.random(48).astype("float32") + 0.5,
+               "be": rng.standard_normal(48).astype("float32"),
+               "mu": rng.standard_normal(48).astype("float32"),
+               "var": rng.random(48).astype("float32") + 0.1}
+    with PassContext(opt_level=opt_level):
+        lib = graph.build(net, "llvm -num-cores=1", params)
+    names = [cg.group.name for cg in lib.groups]
+    cat_groups = [n for n in names if "concatenate" in n]
+    assert len(cat_groups) == 1 and cat_groups[0].startswith("fused_concatenate")
+    assert cat_groups[0].endswith("nn_relu"), names
+    data = rng.standard_normal((1, 16, 8, 8)).astype("float32")
+    m = graph.GraphModule(lib)
+    m.set_input("data", data)
+    m.run()
+    want = graph.evaluate(net, params, data=data)
+    np.testing.assert_allclose(m.get_output(0).numpy(), want, rtol=1e-4, atol=1e-5)
+
+
 def test_3d_operators_against_brute_force() -> None:
     from templtune.graph.op import get_op
 

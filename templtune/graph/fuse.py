@@ -1,9 +1,9 @@
 """Operator fusion: partition a network into groups, one compiled kernel (and one task) each.
 
 The rule is Relay's for the patterns these networks contain: a compute-heavy *anchor* (conv2d,
-dense, pooling) absorbs the chain of element-wise/injective ops that follows it (bias_add, add,
-relu, batch_flatten) as long as each intermediate value has exactly one consumer; softmax stands
-alone. A residual ``add`` joins the group of its first operand that such a chain ends in; the
+dense, pooling; also concatenate) absorbs the chain of element-wise/injective ops that follows it
+(bias_add, add, relu, batch_flatten) as long as each intermediate value has exactly one
+consumer; softmax stands alone. A residual ``add`` joins the group of its first operand that such a chain ends in; the
 other operand becomes an input of that group. Where a group's last value has several
 consumers whose element-wise paths meet again (GELU reads its input twice), the groups on
 those paths join it (Relay's post-dominator rule, for element-wise diamonds).

@@ -2,8 +2,9 @@
 inference ``nn.batch_norm`` (DenseNet's pre-activation blocks, where it cannot be folded into a
 convolution). Registered into :data:`templtune.graph.op.OPS` on import.
 
-``concatenate`` is OPAQUE here (its own kernel) rather than Relay's injective: an anchor's
-template then never sees a multi-input follower.
+``concatenate`` is an ANCHOR here rather than Relay's injective: it starts its own group, so a
+template's output stage never sees a multi-input follower, and the element-wise ops after it
+(DenseNet's batch norm and relu) join that group, so the concatenation is never written out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from templtune import te
 from templtune.topi.utils import get_const_int
 
 from .ir import TensorType
-from .op import INJECTIVE, OPAQUE, _register
+from .op import ANCHOR, INJECTIVE, _register
 
 
 def _axis(a: dict[str, Any], ndim: int) -> int:
@@ -66,7 +67,7 @@ def _concat_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     return te.compute(tuple(shape), body, name="T_concat", tag="injective")
 
 
-_register("concatenate", OPAQUE, _concat_infer, _concat_compute,
+_register("concatenate", ANCHOR, _concat_infer, _concat_compute,
           lambda x, a: np.concatenate(x, axis=int(a["axis"])))
 
 
