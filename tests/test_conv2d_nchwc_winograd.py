@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 import templtune
 from templtune import autotvm, topi
-from templtune.autotvm import record
+from templtune.autotvm import record, strategy
 from templtune.autotvm.epilogue import Epilogue, EpilogueInput
 from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from templtune.autotvm.strategy import OpCall
 from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.graph import nn, reference
 from templtune.graph.build import build
@@ -132,8 +133,8 @@ RNG = np.random.default_rng(7)
 ARGS = (1, 12, 12, 32, 32, 3, 3, 1, 1)
 
 
-def _net() -> tuple[Function, dict[str, np.ndarray]]:
-    x = nn.var("data", (1, 32, 12, 12))
+def _net(hw: int = 12) -> tuple[Function, dict[str, np.ndarray]]:
+    x = nn.var("data", (1, 32, hw, hw))
     w1, b1, w2 = nn.var("w1", (32, 32, 3, 3)), nn.var("b1", (32,)), nn.var("w2", (32, 32, 3, 3))
     y = nn.relu(nn.bias_add(nn.conv2d(x, w1, padding=(1, 1)), b1))
     out = nn.relu(nn.add(nn.conv2d(y, w2, padding=(1, 1)), y))
@@ -157,11 +158,11 @@ def _record(path, template: str, args: tuple, cost: float) -> None:
                                             time.time())) + "\n")
 
 
-def _impls(log, graph_best=None) -> list[str]:
+def _impls(log, graph_best=None, hw: int = 12) -> list[str]:
     """The implementations the network's groups ran under ``log``'s records (and inside them,
     the graph tuner's ``graph_best`` records), its output checked against the reference."""
-    mod, params = _net()
-    x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
+    mod, params = _net(hw)
+    x = RNG.standard_normal((1, 32, hw, hw)).astype(np.float32)
     inner = nullcontext() if graph_best is None else autotvm.apply_graph_best(str(graph_best))
     with autotvm.apply_history_best(str(log)), inner, PassContext(opt_level=3):
         lib = build(mod, "llvm", params)
@@ -182,6 +183,27 @@ def test_a_layer_runs_winograd_when_its_record_is_faster(tmp_path, winograd_cost
     assert impls.count(f"autotvm:{TEMPLATE}") == (2 if runs else 0), impls
     # NOTE: one blocking through the network: no transform between the two convolutions
     assert impls.count("autotvm:conv2d_NCHWc") == (0 if runs else 2), impls
+
+
+@pytest.mark.parametrize("hw", [12, 8])
+def test_untuned_layers_run_winograd_on_larger_images(tmp_path, hw):
+    """Without any record, a 3x3 stride-1 layer runs Winograd's fallback where its output has
+    UNTUNED_MIN_PIXELS pixels or more (2-3.5x the direct fallback's speed there), else the
+    direct fallback; both at the direct fallback's blocking, matching numpy."""
+    from templtune.templates.x86.conv2d_nchwc_winograd import UNTUNED_MIN_PIXELS
+
+    log = tmp_path / "empty.log"
+    log.write_text("")
+    impls = _impls(log, hw=hw)
+    wino = hw * hw >= UNTUNED_MIN_PIXELS
+    assert impls.count(f"autotvm:{TEMPLATE}") == (2 if wino else 0), impls
+    assert impls.count("autotvm:conv2d_NCHWc") == (0 if wino else 2), impls
+    call = OpCall("nn.contrib_conv2d_NCHWc", ((1, 2, hw, hw, 16), (2, 2, 3, 3, 16, 16)),
+                  "float32", (1, 2, hw, hw, 16), {"strides": (1, 1), "padding": (1, 1)})
+    with autotvm.apply_history_best(str(log)):
+        chosen = strategy.select(call, Target("llvm"))
+    assert chosen is not None and chosen.template == (TEMPLATE if wino else "conv2d_NCHWc")
+    assert chosen.args[-1] == (4 if wino else chosen.args[-1])  # F(4x4) is the fallback
 
 
 def test_a_graph_tuner_choice_runs_on_its_own_template(tmp_path):

@@ -245,10 +245,29 @@ def transform_weight(m: int, ic_bn: int, oc_bn: int) -> Any:
 
 
 # ---- strategy and catalogue ---------------------------------------------------------------------
+#: output pixels from which an untuned layer runs Winograd rather than the direct fallback: the
+#: transformed weights are (m + 2)^2 / 9 times the kernel's, streamed once per inference, which
+#: smaller images do not repay
+UNTUNED_MIN_PIXELS = 100
+
+
 def _when(call: OpCall) -> bool:
     d, k = call.inputs[0], call.inputs[1]
-    return (call.dtype == "float32" and call.attr("groups", 1) == 1 and len(d) == 5
-            and len(k) == 6 and k[2:4] == (3, 3) and call.attr("strides") == (1, 1))
+    if not (call.dtype == "float32" and call.attr("groups", 1) == 1 and len(d) == 5
+            and len(k) == 6 and k[2:4] == (3, 3) and call.attr("strides") == (1, 1)):
+        return False
+    _, _, _, co, ci, *_ = logical_args(call)
+    return ci % d[4] == 0 and co % k[5] == 0  # no zero-padded channel blocks
+
+
+def _untuned_plevel(call: OpCall) -> int:
+    # NOTE: above the direct template's plevel where Winograd's fallback beats the direct
+    # one's (2-3.5x alone over GoogLeNet's, SqueezeNet's, DenseNet's and ResNet's 3x3 layers,
+    # benchmarks/studies/winograd_fallback.py), below it elsewhere
+    _, h, w, *_ = logical_args(call)
+    pad = pad_tuple(call.attr("padding"))
+    oh, ow = h + pad[0] + pad[2] - 2, w + pad[1] + pad[3] - 2
+    return 15 if oh * ow >= UNTUNED_MIN_PIXELS else 5
 
 
 def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
@@ -256,11 +275,11 @@ def _workloads(call: OpCall) -> list[tuple[Any, ...]]:
     return [(*logical_args(call), ic_bn, oc_bn, m) for m in TILE_SIZES]
 
 
-# NOTE: below the direct template's plevel: only a tuning record (faster than the direct
-# kernel's) picks Winograd for a layer.
+# NOTE: a tuning record picks Winograd where it beats the direct kernel's records; without
+# records, _untuned_plevel decides (the fallback is F(4x4), the last workload).
 strategy.register(OP, KEYS, TEMPLATE, plevel=5, when=_when, workloads=_workloads,
                   transform=lambda args: transform_weight(args[11], args[9], args[10]),
-                  epilogue=True)
+                  epilogue=True, untuned_plevel=_untuned_plevel)
 strategy.catalog(TemplateInfo(
     TEMPLATE, "x86", CONV_PARAMS + ("ic_bn", "oc_bn", "m"),
     (1, 56, 56, 64, 64, 3, 3, 1, 1, 32, 32, 4),

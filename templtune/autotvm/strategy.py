@@ -109,7 +109,9 @@ class Strategy:
     ``workloads(call)`` lists the template argument tuples worth trying (the one taking the
     weight as is last); ``transform(args)`` the weight transform those arguments need;
     ``fallback(call, target, impls)`` picks among ``impls`` (this strategy's usable ones) what
-    runs when no implementation has a tuning record. Higher ``plevel`` wins that choice.
+    runs when no implementation has a tuning record. Higher ``plevel`` wins that choice;
+    ``untuned_plevel(call)``, where given, replaces it there (a template that beats the others'
+    fallbacks on some shapes only, such as Winograd, takes those shapes without a record).
     ``epilogue``: the template takes the keyword ``epilogue`` (a fused element-wise tail).
     ``tuned_as(args)``: the arguments of the task whose records configure ``args`` (None:
     ``args`` themselves); the two must define the same config space.
@@ -126,6 +128,11 @@ class Strategy:
     weight: int = 1
     epilogue: bool = False
     tuned_as: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
+    untuned_plevel: Callable[[OpCall], int] | None = None
+
+    def fallback_level(self, call: OpCall) -> int:
+        """This strategy's rank for ``call`` when no implementation has a record."""
+        return self.plevel if self.untuned_plevel is None else self.untuned_plevel(call)
 
     def implementations(self, call: OpCall) -> list[Implementation]:
         if not self.when(call):
@@ -192,8 +199,8 @@ def register(op: str, keys: Sequence[str], template: str, plevel: int = 10,
              transform: Callable[[tuple[Any, ...]], WeightTransform | None] | None = None,
              fallback: Callable[[OpCall, Any, Sequence[Implementation]], Implementation]
              | None = None, weight: int = 1, epilogue: bool = False,
-             tuned_as: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None
-             ) -> Strategy:
+             tuned_as: Callable[[tuple[Any, ...]], tuple[Any, ...] | None] | None = None,
+             untuned_plevel: Callable[[OpCall], int] | None = None) -> Strategy:
     """Declare that template ``template`` implements network op ``op`` on targets with any of
     ``keys`` (``"cpu"``, ``"cuda"``, ``"gpu"``); see :class:`Strategy` for the callables.
     ``epilogue=True``: the template function takes the keyword-only argument ``epilogue``.
@@ -209,7 +216,7 @@ def register(op: str, keys: Sequence[str], template: str, plevel: int = 10,
         raise StrategyError(f"template {template!r} is already registered for {op!r}")
     s = Strategy(op, frozenset(keys), template, int(plevel), when or (lambda call: True),
                  workloads, transform or _no_transform, fallback or _last, weight,
-                 bool(epilogue), tuned_as)
+                 bool(epilogue), tuned_as, untuned_plevel)
     _STRATEGIES.append(s)
     return s
 
@@ -277,7 +284,8 @@ def implementations(call: OpCall, target: Any = None, allow_transform: bool = Tr
 
 def select(call: OpCall, target: Any, allow_transform: bool = True) -> Implementation | None:
     """The implementation to run: the lowest recorded cost in the active dispatch context,
-    else the fallback of the highest-plevel strategy that applies (None: no template does)."""
+    else the fallback of the strategy that applies with the highest untuned plevel (the first
+    of equals in :func:`strategies`' order; None: no template does)."""
     tgt = as_target(target)
     by_strategy = [(s, [i for i in s.implementations(call)
                         if allow_transform or i.transform is None])
@@ -294,7 +302,7 @@ def select(call: OpCall, target: Any, allow_transform: bool = True) -> Implement
                 best, best_cost = i, cost
     if best is not None:
         return best
-    s, impls = by_strategy[0]
+    s, impls = max(by_strategy, key=lambda si: si[0].fallback_level(call))
     return s.fallback(call, tgt, impls)
 
 

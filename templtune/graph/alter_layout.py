@@ -160,8 +160,22 @@ def _options(conv: Call, target: Target) -> list[_Option]:
         if plain_cost is not None:
             return [_Option(None, 0, 0, plain_cost)]
         cfg, ic_bn, oc_bn = blocks_of(impl, ctx.query(target, impl.workload), target)
-        return [_Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, 0.0)]
+        return [_Option(_untuned(conv, target, impl, cfg, ic_bn, oc_bn), ic_bn, oc_bn, 0.0)]
     return out
+
+
+def _untuned(conv: Call, target: Target, direct: Implementation, cfg: Any, ic_bn: int,
+             oc_bn: int) -> LayerChoice:
+    """The choice for a convolution no implementation has a record for: the direct template's
+    fallback blocking, run by the direct fallback config, or with no config where another
+    blocked implementation's fallback ranks above it at that blocking (Winograd on larger
+    images; the build's record lookup then falls back to it)."""
+    (_, ci, _, _), (co, _, _, _) = conv.args[0].shape, conv.args[1].shape
+    if not (ci % ic_bn or co % oc_bn):
+        other = strategy.select(_blocked_call(conv, ic_bn, oc_bn), target)
+        if other is not None and other.template != direct.template:
+            return LayerChoice(None, ic_bn, oc_bn)
+    return LayerChoice(cfg, ic_bn, oc_bn)
 
 
 def _estimated_transform(shape: tuple[int, ...], src: str, dst: str) -> float:
