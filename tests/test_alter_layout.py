@@ -36,7 +36,9 @@ def test_resnet_keeps_activations_blocked():
 def test_resnet18_matches_reference():
     mod, params = resnet.get_workload(18, image_shape=(3, 64, 64), num_classes=10)
     impls = check_blocked_network(mod, params)
-    assert impls.count("autotvm:conv2d_NCHWc") == 20
+    # every conv blocked; the untuned 3x3 stride-1 layers of >= 100 output pixels on Winograd
+    wino = impls.count("autotvm:conv2d_NCHWc_winograd")
+    assert impls.count("autotvm:conv2d_NCHWc") + wino == 20 and wino > 0, impls
 
 
 @pytest.mark.slow
