@@ -262,8 +262,7 @@ def _when(call: OpCall) -> bool:
 
 def _untuned_plevel(call: OpCall) -> int:
     # NOTE: above the direct template's plevel where Winograd's fallback beats the direct
-    # one's (2-3.5x alone over GoogLeNet's, SqueezeNet's, DenseNet's and ResNet's 3x3 layers,
-    # benchmarks/studies/winograd_fallback.py), below it elsewhere
+    # one's (benchmarks/studies/winograd_fallback.py measures it), below it elsewhere
     _, h, w, *_ = logical_args(call)
     pad = pad_tuple(call.attr("padding"))
     oh, ow = h + pad[0] + pad[2] - 2, w + pad[1] + pad[3] - 2

@@ -16,6 +16,7 @@ The polynomial coefficients are least-squares fits of relative error on Chebyshe
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from functools import cache
 
@@ -39,7 +40,7 @@ _EXP_P = (0.5, 0.16666577756404877, 0.04166685417294502, 0.008363140746951103,
 # 1.5 * 2**23: adding it rounds a float below 2**22 in magnitude to a whole number, which then
 # sits in the low mantissa bits (a rounding and a float-to-int conversion in one add)
 _ROUND = 12582912.0
-_ROUND_BITS = 0x4B400000
+_ROUND_BITS = struct.unpack("<i", struct.pack("<f", _ROUND))[0]  # 0x4B400000
 # Outside [_EXP_MIN, _EXP_MAX] exp rounds to 0 or +inf in float32; clamping there keeps
 # 2**n representable as two factors 2**(n >> 1) * 2**(n - (n >> 1)).
 _EXP_MIN, _EXP_MAX = -104.0, 89.0
