@@ -17,7 +17,9 @@ printed; an f32 engine off by more than ``--rtol`` of the output's range fails t
 
 Timing: for each thread count (each engine's own setting: ``kernel.set_num_threads``, ORT's
 ``intra_op_num_threads``, OpenVINO's ``INFERENCE_NUM_THREADS``, ``torch.set_num_threads``)
-rounds interleave the engines, ``--number`` calls each, ``--settle`` idle seconds between
+rounds interleave the engines, ``--number`` calls each (by default as many as make the fastest
+engine's share of a round last ``AUTO_ROUND_S``: a few calls of a 5 ms model after another
+engine ran time its caches refilling as much as the model), ``--settle`` idle seconds between
 engines (spinning worker threads of the previous one); medians over ``--rounds`` rounds. Ratios
 (templtune's speed over an engine's, % of the FMA peak timed at the end of the same round) are
 medians of the rounds' own ratios: a shared host's speed drifts between rounds. With
@@ -127,6 +129,26 @@ def check(outputs: dict[str, np.ndarray], ref: np.ndarray, gated: dict[str, bool
     return bad
 
 
+#: seconds of calls per engine per round the default ``--number`` aims at (for the fastest)
+AUTO_ROUND_S = 0.1
+
+
+def _one_call_ms(fn: Any) -> float:
+    timed = getattr(fn, "timed", None)  # an engine in its own process times itself
+    if timed is not None:
+        return float(timed(1))
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1e3
+
+
+def auto_number(runners: dict[str, Any]) -> int:
+    """Calls per engine per round: at least 3, and enough that the fastest engine's calls
+    last :data:`AUTO_ROUND_S` (each engine timed warm, twice, the faster kept)."""
+    fastest = min(min(_one_call_ms(fn), _one_call_ms(fn)) for fn in runners.values())
+    return max(3, int(np.ceil(AUTO_ROUND_S * 1e3 / max(fastest, 1e-3))))
+
+
 def time_rounds(runners: dict[str, Any], rounds: int, number: int, settle: float,
                 peak: Any = None) -> dict[str, list[float]]:
     """Ms per call of each runner in each of ``rounds`` interleaved rounds; with ``peak`` (a
@@ -135,6 +157,8 @@ def time_rounds(runners: dict[str, Any], rounds: int, number: int, settle: float
     times: dict[str, list[float]] = {k: [] for k in runners}
     for fn in runners.values():  # warm-up: first-call allocations, lazy compilation
         fn()
+    if number <= 0:
+        number = auto_number(runners)
     peaks: list[float] = []
     for _ in range(rounds):
         for name, fn in runners.items():
@@ -225,11 +249,12 @@ def bench_model(name: str, a: argparse.Namespace, peaks: dict[int, float], emit:
                 return False
         # NOTE: the host's speed drifts within a run: ratios are taken within each round (the
         # FMA peak is timed at the end of each), then their median
-        ts = time_rounds(runners, a.rounds, a.number, a.settle, lambda n=nt: fma_peak(n, 0.1))
+        number = a.number if a.number > 0 else auto_number(runners)
+        ts = time_rounds(runners, a.rounds, number, a.settle, lambda n=nt: fma_peak(n, 0.1))
         base, pk = ts[engines[0].name], ts[PEAK]
         emit(f"  {nt} thread(s), FMA peak {statistics.median(pk):.0f} GFLOPS (median of the "
-             f"rounds'; {peaks[nt]:.0f} before), {a.rounds} rounds: median ms, and medians of "
-             "the per-round ratios")
+             f"rounds'; {peaks[nt]:.0f} before), {a.rounds} rounds of {number} calls: median ms, "
+             "and medians of the per-round ratios")
         for e in engines:
             t = ts[e.name]
             m = statistics.median(t)
@@ -250,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", default=None, help="tuning records for a second templtune build")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--number", type=int, default=3, help="calls per engine per round")
+    ap.add_argument("--number", type=int, default=0,
+                    help="calls per engine per round (0: enough to fill AUTO_ROUND_S)")
     ap.add_argument("--settle", type=float, default=0.05)
     ap.add_argument("--rtol", type=float, default=1e-3)
     ap.add_argument("--isolate", action="store_true",
