@@ -25,6 +25,8 @@ from templtune.target import Target
 from templtune.te.expr import Reduce
 from templtune.te.tensor import ComputeOp
 
+from .default_relayout import schedule_relayout
+
 __all__ = ["default_schedule", "register_default_schedule"]
 
 _PARALLEL_MIN = 64  # fuse leading loops until this many parallel iterations (or all but one)
@@ -319,6 +321,8 @@ def default_schedule_cpu(tensors: list[te.Tensor], target: Target | None = None)
     s = te.create_schedule(out.op)
     _inline(s, out)
     threshold = max(_PARALLEL_MIN, 4 * caps.cores)
+    if schedule_relayout(s, out, caps, threshold):
+        return s
     stages = [st for st in s.stages if isinstance(st.op, ComputeOp) and st.op is not out.op
               and st.attach_type != "inline"]
     m = _row_rank(stages, out)

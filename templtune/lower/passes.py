@@ -3,7 +3,10 @@
 * :func:`vectorize_loops` turns a ``VECTORIZED`` loop with a straight-line body (stores only)
   into vector code: the loop variable becomes ``ramp(0, 1, n)``, loads and stores whose index is
   affine in it become ``Ramp``-indexed vector accesses, loop-invariant scalars are broadcast. A
-  body it cannot vectorize (inner loops, guards, non-affine indices) stays a serial loop.
+  body it cannot vectorize (inner loops, guards, non-affine indices) stays a serial loop,
+  except one holding an ``UNROLLED`` loop: that loop stays ``VECTORIZED`` for LLVM's loop
+  vectorizer, which turns the unrolled strided accesses (a layout transform's channel lanes)
+  into interleaved groups (contiguous vectors and shuffles) where a ``Ramp`` would gather.
 * :func:`unroll_loops` expands ``UNROLLED`` loops with constant extents (or keeps them
   ``UNROLLED`` for the backend when ``pragma_unroll_explicit`` is 0) and applies the
   ``pragma_auto_unroll_max_step`` pragma: serial loops below the pragma whose total step count
@@ -167,6 +170,20 @@ class _Vectorizer:
         raise _Fail
 
 
+def _holds_unrolled(s: Stmt) -> bool:
+    """Whether ``s`` is or holds an ``UNROLLED`` loop (other statements are not searched)."""
+    if isinstance(s, For):
+        return s.kind is ForKind.UNROLLED or _holds_unrolled(s.body)
+    if isinstance(s, SeqStmt):
+        return any(_holds_unrolled(x) for x in s.seq)
+    if isinstance(s, IfThenElse):
+        return _holds_unrolled(s.then_case) or (s.else_case is not None
+                                                and _holds_unrolled(s.else_case))
+    if isinstance(s, (LetStmt, AttrStmt)):
+        return _holds_unrolled(s.body)
+    return False
+
+
 class _VectorizePass(Mutator):
     def __init__(self) -> None:
         self.simp = Simplifier()
@@ -188,6 +205,8 @@ class _VectorizePass(Mutator):
                     return _Vectorizer(node.loop_var, n, self.simp).stmt(body)
                 except _Fail:
                     pass
+            if _holds_unrolled(body):
+                return _replace(node, {"body": body})
             return _replace(node, {"body": body, "kind": ForKind.SERIAL})
         return node if body is node.body else _replace(node, {"body": body})
 

@@ -264,10 +264,9 @@ class StmtRenderer(MemoryRenderer):
         if s.kind is ForKind.UNROLLED:
             md = self.mod.loop_md(['!"llvm.loop.unroll.full"'])
         elif s.kind is ForKind.VECTORIZED:
-            props = ['!"llvm.loop.vectorize.enable", i1 true']
-            if isinstance(s.extent, IntImm):
-                props.append(f'!"llvm.loop.vectorize.width", i32 {s.extent.value}')
-            md = self.mod.loop_md(props)
+            # NOTE: a loop lowering could not vectorize (lower.passes): LLVM's vectorizer picks
+            # the width; forcing the loop's extent made interleaved stores slower
+            md = self.mod.loop_md(['!"llvm.loop.vectorize.enable", i1 true'])
         self.serial_loop(s.loop_var, lo[0], end, s.body, md)
 
     def serial_loop(self, var: Var, lo: str, end: str, body: Stmt, md: str | None,
