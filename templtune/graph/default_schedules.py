@@ -8,7 +8,8 @@ computed once per reader); the leading spatial loops are fused and parallel,
 and the innermost non-unit spatial loop is split by the target's vector lanes and vectorized
 (when the lanes, or a power-of-two fraction of them of at least ``_MIN_LANES``, divide it: a
 guarded tail would stay serial). A long single-axis reduction (softmax's max and sum over the
-last axis) is factored (``rfactor``) into lane-wide partial results. A row-wise group
+last axis) is factored (``rfactor``) into lane-wide partial results. An NCHW <-> NCHW[x]c
+layout transform runs by rows instead (:mod:`.default_relayout`). A row-wise group
 (softmax, layer norm: reductions over the output's trailing axes and element-wise steps
 between them) computes every stage inside the output's parallel loop over rows, so a row's
 intermediates stay in cache instead of making whole-tensor passes over memory.
