@@ -143,3 +143,46 @@ def test_xgb_tunes_a_padded_task_and_the_build_uses_its_record(tmp_path) -> None
     assert any(g.tuned for g in lib.groups)
     np.testing.assert_allclose(out, reference.evaluate(f, params, data=x), rtol=1e-4,
                                atol=1e-5)
+
+
+def _downsample(c: int, tail: str) -> tuple[Function, dict[str, np.ndarray]]:
+    """A ShuffleNet v2 downsampling branch on the (plain) input: depthwise 3x3 stride 2 +
+    bias, then ``tail``: a 1x1 conv + relu (``"conv"``), or that conv and the depthwise
+    output itself as a second output (``"shared"``: the depthwise value has two users)."""
+    rng = np.random.default_rng(6)
+    params = {"wd": rng.standard_normal((c, 1, 3, 3)).astype("float32") * 0.3,
+              "bd": rng.standard_normal(c).astype("float32"),
+              "w1": rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.2}
+    v = {k: nn.var(k, a.shape) for k, a in params.items()}
+    x = nn.var("data", (1, c, 14, 14))
+    y = nn.bias_add(nn.conv2d(x, v["wd"], strides=(2, 2), padding=(1, 1, 1, 1), groups=c),
+                    v["bd"])
+    out = nn.relu(nn.conv2d(y, v["w1"]))
+    if tail == "shared":
+        out = nn.concatenate([out, y], axis=1)
+    return Function((x, *v.values()), out), params
+
+
+@pytest.mark.parametrize("c", [116, 64])
+def test_depthwise_on_a_plain_input_takes_its_consumers_blocking(c) -> None:
+    from templtune.graph.alter_layout import alter_op_layout
+
+    f, params = _downsample(c, "conv")
+    g, _ = alter_op_layout(f, params, "llvm")
+    ops = [k.op for k in g.calls()]
+    assert "nn.contrib_depthwise_conv2d_NCHWc" in ops and "nn.conv2d" not in ops
+    dw = next(k for k in g.calls() if k.op == "nn.contrib_depthwise_conv2d_NCHWc")
+    conv = next(k for k in g.calls() if k.op == "nn.contrib_conv2d_NCHWc")
+    assert dw.shape[4] == conv.args[0].shape[4]  # no transform between them
+    impls = check_blocked_network(f, params, fused=False)
+    assert "autotvm:depthwise_conv2d_NCHWc" in impls
+    assert "autotvm:depthwise_conv2d_nchw" not in impls
+
+
+def test_depthwise_whose_value_is_also_used_plain_stays_plain() -> None:
+    from templtune.graph.alter_layout import alter_op_layout
+
+    f, params = _downsample(116, "shared")
+    g, _ = alter_op_layout(f, params, "llvm")
+    assert "nn.contrib_depthwise_conv2d_NCHWc" not in [k.op for k in g.calls()]
+    check_blocked_network(f, params, fused=False)

@@ -221,7 +221,11 @@ def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
     choices = choose_layouts(func, params, tgt)
     if not any(v is not None for v in choices.values()):
         return func, params
-    rw = Rewriter(params, choices)
+    users: dict[int, list[Call]] = {}
+    for c in func.calls():
+        for a in c.args:
+            users.setdefault(id(a), []).append(c)
+    rw = Rewriter(params, choices, users)
     for c in func.calls():
         rw.new[id(c)] = rw.rewrite(c)
     body = rw.as_block(func.body, 0)
