@@ -12,7 +12,8 @@ plain NCHW). An op keeps its input's blocking where it has a blocked form:
 * ``nn.batch_norm`` (not folded into a convolution: DenseNet's pre-activations), as a
   multiply and an add of packed per-channel constants;
 * depthwise convolutions, pooling, a residual ``add``, ``bias_add`` and a ``batch_flatten``
-  of a 1x1 map.
+  of a 1x1 map; a depthwise convolution on a plain input takes the input block of the
+  blocked convolution its value alone feeds (the transform moves before it).
 
 Any other op gets plain inputs: a ``layout_transform`` is inserted once per value and layout.
 """
