@@ -242,3 +242,29 @@ def test_aligned_copy_keeps_values_on_a_cache_line(shape, dtype):
     assert b.shape == a.shape and b.dtype == a.dtype and b.flags.c_contiguous
     assert b.ctypes.data % ALIGN == 0 and not np.shares_memory(a, b)
     np.testing.assert_array_equal(a, b)
+
+
+def _add_kernel(target: str):
+    from templtune import te
+
+    a = te.placeholder((64,), name="a")
+    b = te.compute((64,), lambda i: a[i] + 1.0, name="b")
+    return build(te.create_schedule(b.op), [a, b], target=target)
+
+
+def test_tuning_flags_run_and_missing_isa_features_are_refused():
+    """An LLVM tuning flag (``prefer-256-bit``) is no ISA feature: any host runs the code. An
+    ISA feature the host lacks is refused by name, before the call could raise SIGILL."""
+    from templtune.codegen.llvm.compile import host_spec
+
+    x = RNG.random(64, dtype="float32")
+    out = np.zeros(64, "float32")
+    _add_kernel("llvm -mattr=+prefer-256-bit")(x, out)
+    np.testing.assert_allclose(out, x + 1.0)
+    absent = {f[1:] for f in host_spec().features.split(",") if f.startswith("-")}
+    lacking = next((f for f in ("amx-tile", "avx512fp16", "avx512f", "avx2") if f in absent),
+                   None)
+    if lacking is None:
+        pytest.skip("this host has every ISA feature tried")
+    with pytest.raises(RuntimeCallError, match=lacking):
+        _add_kernel(f"llvm -mattr=+{lacking}")(x, out)

@@ -79,16 +79,19 @@ def missing_host_features(spec: MachineSpec) -> tuple[str, ...]:
     """What ``spec``'s object code needs that this host lacks (empty when it can run here).
 
     Checks the triple and the ISA features of the capability record (the CPU's and the
-    ``+feature`` flags).
+    ``+feature`` flags). Only features the host's detection reports (as present or absent)
+    count: the others are LLVM's tuning flags (``prefer-256-bit``), which any host runs.
     """
     host = host_spec()
     if spec.triple != host.triple:
         return (f"triple {spec.triple}",)
-    have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+    flags = [f for f in host.features.split(",") if f[:1] in ("+", "-")]
+    have = {f[1:] for f in flags if f.startswith("+")}
+    known = {f[1:] for f in flags}
     need = {f[1:] for f in spec.features.split(",") if f.startswith("+")}
     if spec.cpu != host.cpu:
         need |= cpu_isa(spec.cpu, spec.features)
-    return tuple(sorted(need - have))
+    return tuple(sorted((need & known) - have))
 
 
 def machine_spec(target: object | None = None) -> MachineSpec:
