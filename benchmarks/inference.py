@@ -157,8 +157,6 @@ def time_rounds(runners: dict[str, Any], rounds: int, number: int, settle: float
     times: dict[str, list[float]] = {k: [] for k in runners}
     for fn in runners.values():  # warm-up: first-call allocations, lazy compilation
         fn()
-    if number <= 0:
-        number = auto_number(runners)
     peaks: list[float] = []
     for _ in range(rounds):
         for name, fn in runners.items():

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from models import load_model, onnx_input  # noqa: E402
+from models import load_model  # noqa: E402
+from peers import ort_engine  # noqa: E402
 
 from templtune import graph  # noqa: E402
 from templtune.graph.transform import PassContext  # noqa: E402
@@ -52,17 +53,9 @@ def main() -> None:
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     path = Path(args.model)
-    if path.suffix == ".onnx":
-        import onnx
-
-        from templtune.relay import frontend
-
-        model = onnx.load(str(path))
-        name, shape = onnx_input(model, path)
-        net, params = frontend.from_onnx(model, {name: shape})
-    else:
-        net, params = load_model(args.model)
-        name, shape = net.params[0].name, net.params[0].shape
+    net, params = load_model(args.model)  # a zoo name or an ONNX file
+    data = next(v for v in net.params if v.name not in params)
+    name, shape = data.name, data.shape
     with PassContext(opt_level=3):
         lib = graph.build(net, "llvm -num-cores=1", params)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
@@ -83,12 +76,8 @@ def main() -> None:
     for (group, impl, t), key in sorted(zip(rows, keys), key=lambda r: -r[0][2])[:args.top]:
         print(f"  {t * 1e3:7.3f} ms  {impl:30s} {group[:55]:55s} {str(key)[:90]}")
     if args.ort and path.suffix == ".onnx":
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        t_ort = min(_best(lambda: sess.run(None, {name: x}), args.runs) for _ in range(2))
+        ort_run = ort_engine(path, x, name).prepare(1)
+        t_ort = min(_best(ort_run, args.runs) for _ in range(2))
         t_tt = min(_best(gm.run, args.runs) for _ in range(2))
         print(f"ORT {t_ort * 1e3:.2f} ms, templtune {t_tt * 1e3:.2f} ms: "
               f"templtune / ORT speed {t_ort / t_tt:.2f}")

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from models import onnx_input  # noqa: E402
+from models import load_model  # noqa: E402
+from peers import ort_engine  # noqa: E402
 
 from templtune import graph  # noqa: E402
 from templtune.graph.transform import PassContext  # noqa: E402
@@ -60,27 +61,19 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
-    import onnx
-    import onnxruntime as ort
-
-    from templtune.relay import frontend
-
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         raise SystemExit("needs two cores: one for the engines, one for the neighbour")
     os.sched_setaffinity(0, {cores[0]})
-    path = Path(args.model)
-    model = onnx.load(str(path))
-    name, shape = onnx_input(model, path)
-    net, params = frontend.from_onnx(model, {name: shape})
+    net, params = load_model(args.model)
+    data = next(v for v in net.params if v.name not in params)
+    name, shape = data.name, data.shape
     with PassContext(opt_level=3):
         lib = graph.build(net, "llvm -num-cores=1", params)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     gm = graph.GraphModule(lib)
     gm.set_input(name, x)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    ort_run = ort_engine(Path(args.model), x, name).prepare(1)
     sizes = [float(s) for s in args.hog_mb.split(",")]
     profiles = {}
     for mb in sizes:
@@ -90,7 +83,7 @@ def main() -> None:
                                     str(cores[1])])
             time.sleep(1.0)
         try:
-            pairs = [(_median_ms(gm.run), _median_ms(lambda: sess.run(None, {name: x})))
+            pairs = [(_median_ms(gm.run), _median_ms(ort_run))
                      for _ in range(args.rounds)]
             tt = float(np.median([a for a, _ in pairs]))
             on = float(np.median([b for _, b in pairs]))

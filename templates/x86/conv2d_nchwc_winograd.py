@@ -264,9 +264,9 @@ def _untuned_plevel(call: OpCall) -> int:
     # NOTE: above the direct template's plevel where Winograd's fallback beats the direct
     # one's (benchmarks/studies/winograd_fallback.py measures it), below it elsewhere
     _, h, w, *_ = logical_args(call)
-    pad = pad_tuple(call.attr("padding"))
-    oh, ow = h + pad[0] + pad[2] - 2, w + pad[1] + pad[3] - 2
-    return 15 if oh * ow >= UNTUNED_MIN_PIXELS else 5
+    pt, pl, pb, pr = pad_tuple(call.attr("padding"))
+    pixels = out_size(h, 3, pt, pb, 1) * out_size(w, 3, pl, pr, 1)
+    return 15 if pixels >= UNTUNED_MIN_PIXELS else 5
 
 
 def _workloads(call: OpCall) -> list[tuple[Any, ...]]:

@@ -32,7 +32,7 @@ from templtune.autotvm.strategy import Implementation, OpCall
 from templtune.target import Target
 
 from .alter_rewrite import Rewriter, is_blockable_depthwise
-from .ir import Call, Function, Var
+from .ir import Call, Function, Var, readers
 from .op import is_depthwise
 
 logger = logging.getLogger("templtune.graph")
@@ -221,12 +221,9 @@ def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
     choices = choose_layouts(func, params, tgt)
     if not any(v is not None for v in choices.values()):
         return func, params
-    users: dict[int, list[Call]] = {}
-    for c in func.calls():
-        for a in c.args:
-            users.setdefault(id(a), []).append(c)
-    rw = Rewriter(params, choices, users)
-    for c in func.calls():
+    calls = func.calls()
+    rw = Rewriter(params, choices, readers(calls))
+    for c in calls:
         rw.new[id(c)] = rw.rewrite(c)
     body = rw.as_block(func.body, 0)
     assert isinstance(body, Call)

@@ -22,7 +22,6 @@ __all__ = ["schedule_relayout"]
 
 #: the widest channel block interleaved in vector registers of more than eight float lanes
 INTERLEAVE_MAX = 8
-_PARALLEL_WORK = 1 << 15  # fewer elements run on one thread (as the generic schedule's)
 
 
 def _extent(iv: Any) -> int:
@@ -33,13 +32,14 @@ def _interleaves(caps: Any, block: int) -> bool:
     return block <= INTERLEAVE_MAX or caps.lanes("float32") <= 8
 
 
-def schedule_relayout(s: Any, out: te.Tensor, caps: Any, threshold: int) -> bool:
+def schedule_relayout(s: Any, out: te.Tensor, caps: Any) -> list[Any] | None:
     """Schedule ``out`` (the group's output, its producers inlined) if it is a float32
-    NCHW <-> NCHW[x]c ``layout_transform``; False (nothing done) otherwise."""
+    NCHW <-> NCHW[x]c ``layout_transform``, but for its parallel loop: returns the leading
+    loops the threads may share, outermost first. None (nothing done) for any other output."""
     op = out.op
     if (not isinstance(op, ComputeOp) or op.name != "layout_transform" or op.reduce_axis
             or str(out.dtype) != "float32" or len(op.input_tensors) != 1):
-        return False
+        return None
     src = op.input_tensors[0].shape
     stage = s[out]
     if len(op.axis) == 5 and len(src) == 4:  # NCHW -> NCHW[x]c
@@ -49,25 +49,18 @@ def schedule_relayout(s: Any, out: te.Tensor, caps: Any, threshold: int) -> bool
     elif len(op.axis) == 4 and len(src) == 5:  # NCHW[x]c -> NCHW
         n, c, y, x = op.axis
         block, padded = int(src[4]), False
-        if _extent(c) % block:
-            return False  # a padded source block: the generic schedule's guarded lanes
+        # NOTE: a padded source block keeps the generic schedule's guarded lanes
+        if _extent(c) % block or block < 2 or _extent(x) < 2:
+            return None
         c1, lane = stage.split(c, factor=block)
     else:
-        return False
+        return None
     if block < 2 or _extent(x) < 2:
-        return False
+        return None
     stage.reorder(n, c1, y, x, lane)
     stage.unroll(lane)
     if _interleaves(caps, block):
         stage.vectorize(x)
     # NOTE: a padded block's lane test reads the block's loop variable: fused with the rows
     # (a division) or inside them, LLVM no longer vectorizes the loop
-    outer = [n, c1] if padded else [n, c1, y]
-    if block * _extent(x) * _extent(n) * _extent(y) * _extent(c1) < _PARALLEL_WORK:
-        return True
-    k, extent = 0, 1
-    while k < len(outer) and extent < threshold:
-        extent *= _extent(outer[k])
-        k += 1
-    stage.parallel(stage.fuse(*outer[:k]) if k > 1 else outer[0])
-    return True
+    return [n, c1] if padded else [n, c1, y]

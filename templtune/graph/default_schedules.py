@@ -322,7 +322,9 @@ def default_schedule_cpu(tensors: list[te.Tensor], target: Target | None = None)
     s = te.create_schedule(out.op)
     _inline(s, out)
     threshold = max(_PARALLEL_MIN, 4 * caps.cores)
-    if schedule_relayout(s, out, caps, threshold):
+    outer = schedule_relayout(s, out, caps)
+    if outer is not None:
+        _parallel(s[out], outer, len(outer), threshold)
         return s
     stages = [st for st in s.stages if isinstance(st.op, ComputeOp) and st.op is not out.op
               and st.attach_type != "inline"]

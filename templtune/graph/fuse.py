@@ -1,12 +1,12 @@
 """Operator fusion: partition a network into groups, one compiled kernel (and one task) each.
 
 The rule is Relay's for the patterns these networks contain: a compute-heavy *anchor* (conv2d,
-dense, pooling; also concatenate) absorbs the chain of element-wise/injective ops that follows it
-(bias_add, add, relu, batch_flatten) as long as each intermediate value has exactly one
-consumer; softmax stands alone. A residual ``add`` joins the group of its first operand that such a chain ends in; the
-other operand becomes an input of that group. Where a group's last value has several
-consumers whose element-wise paths meet again (GELU reads its input twice), the groups on
-those paths join it (Relay's post-dominator rule, for element-wise diamonds).
+dense, pooling; also concatenate) absorbs the chain of element-wise/injective ops that follows
+it (bias_add, add, relu, batch_flatten) as long as each intermediate value has exactly one
+consumer; softmax stands alone. A residual ``add`` joins the group of its first operand that
+such a chain ends in; the other operand becomes an input of that group. Where a group's last
+value has several consumers whose element-wise paths meet again (GELU reads its input twice),
+the groups on those paths join it (Relay's post-dominator rule, for element-wise diamonds).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from templtune import te
 from templtune.te.tensor import ComputeOp
 
-from .ir import Call, Expr, Function, Var
+from .ir import Call, Expr, Function, Var, readers
 from .op import INJECTIVE, OPAQUE, get_op
 
 
@@ -129,10 +129,7 @@ def _join_diamonds(groups: list[list[Call]], group_of: dict[int, int], calls: li
     element-wise groups between it and the value where those paths meet again (Relay's
     post-dominator rule: GELU's ``x * (1 + erf(x / sqrt 2)) / 2`` reads ``x`` twice). Merged
     groups are left empty."""
-    consumers: dict[int, list[Call]] = {}
-    for c in calls:
-        for a in c.args:
-            consumers.setdefault(id(a), []).append(c)
+    consumers = readers(calls)
     for g0, g in enumerate(groups):
         if not g or get_op(g[0].op).kind == OPAQUE or len(consumers.get(id(g[-1]), ())) < 2:
             continue

@@ -95,6 +95,15 @@ class Function:
         return "\n".join(lines)
 
 
+def readers(calls: list[Call]) -> dict[int, list[Call]]:
+    """The calls among ``calls`` that read each value (by ``id``), in ``calls``' order."""
+    out: dict[int, list[Call]] = {}
+    for c in calls:
+        for a in c.args:
+            out.setdefault(id(a), []).append(c)
+    return out
+
+
 def topo_order(out: Expr) -> list[Call]:
     """Calls reachable from ``out`` in post order (iterative: networks are deep)."""
     order: list[Call] = []

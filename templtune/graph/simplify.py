@@ -32,6 +32,7 @@ import dataclasses
 import math
 
 from .ir import Call, Expr, Function
+from .ir import readers as call_readers
 from .op import make_call
 from .ops.batch_matmul import batch_matmul
 from .ops.batch_matmul import flags as batch_matmul_flags
@@ -198,10 +199,8 @@ def simplify_reshapes(func: Function) -> Function:
         return func
     # NOTE: a reshape sinks when element-wise ops are all that read it (they all sink, so it
     # goes); with another reader it would stay, and its input would gain a reader
-    readers: dict[int, list[Call]] = {id(func.body): [func.body]}
-    for c in calls:
-        for a in c.args:
-            readers.setdefault(id(a), []).append(c)
+    readers = call_readers(calls)
+    readers[id(func.body)] = [func.body]  # the output: read by the network's caller
     sinkable = {id(c) for c in calls if id(c) != id(func.body)
                 and all(u.op in ELEMENTWISE for u in readers.get(id(c), ()))}
     only_reader = {i for i, r in readers.items() if len(r) == 1 and r[0].op == "nn.batch_matmul"

@@ -171,17 +171,10 @@ class _Vectorizer:
 
 
 def _holds_unrolled(s: Stmt) -> bool:
-    """Whether ``s`` is or holds an ``UNROLLED`` loop (other statements are not searched)."""
-    if isinstance(s, For):
-        return s.kind is ForKind.UNROLLED or _holds_unrolled(s.body)
-    if isinstance(s, SeqStmt):
-        return any(_holds_unrolled(x) for x in s.seq)
-    if isinstance(s, IfThenElse):
-        return _holds_unrolled(s.then_case) or (s.else_case is not None
-                                                and _holds_unrolled(s.else_case))
-    if isinstance(s, (LetStmt, AttrStmt)):
-        return _holds_unrolled(s.body)
-    return False
+    """Whether ``s`` is or holds an ``UNROLLED`` loop."""
+    if isinstance(s, For) and s.kind is ForKind.UNROLLED:
+        return True
+    return any(_holds_unrolled(c) for c in children(s) if isinstance(c, Stmt))
 
 
 class _VectorizePass(Mutator):
