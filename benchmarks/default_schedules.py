@@ -1,9 +1,9 @@
 """Default schedules of non-tuned groups: old (parallel only) vs new (vectorized + parallel).
 
-Times ResNet-18's max-pool 3x3/2 (1x64x112x112 NCHW), softmax (1x1000 and ViT attention rows)
-and ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU) at 1 and 2 threads,
-interleaving old, new and numpy rounds in one process (the median of the rounds is robust to
-a loaded machine), and prints the per-call medians and the ratios. Kernels are timed by their
+Times ResNet-18's max-pool 3x3/2 (1x64x112x112 NCHW), softmax (1x1000 and ViT attention rows),
+ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU) and NCHW -> NCHW[x]c layout
+transforms at 1 and 2 threads, interleaving old, new and numpy rounds in one process (the
+median of the rounds is robust to a loaded machine), and prints the per-call medians and the ratios. Kernels are timed by their
 native timer (``time_evaluator``: no Python call overhead, about 15 us per call here), numpy
 by ``perf_counter`` around its calls (its own per-call overhead included).
 
@@ -122,6 +122,21 @@ def _pool() -> tuple[te.Tensor, te.Tensor]:
     return x, topi.nn.pool2d(x, 3, 2, 1, "max")
 
 
+def _relayout(shape: tuple[int, ...], dst: str, channels: int = 0
+              ) -> tuple[te.Tensor, te.Tensor]:
+    from templtune.graph.ops.nchwc import _lt_compute
+
+    x = te.placeholder(shape, name="x")
+    return x, _lt_compute([x], {"src_layout": "NCHW", "dst_layout": dst,
+                                **({"channels": channels} if channels else {})})
+
+
+def _pack_numpy(b: int) -> Callable[[np.ndarray], np.ndarray]:
+    from templtune.graph.ops.nchwc import pack_data
+
+    return lambda a: pack_data(a, b)
+
+
 def _gelu(v: te.PrimExpr) -> te.PrimExpr:
     half, one = te.const(0.5, "float32"), te.const(1.0, "float32")
     return v * half * (one + te.erf(v * te.const(0.5**0.5, "float32")))
@@ -140,6 +155,15 @@ CASES: dict[str, tuple[Callable[[], tuple[te.Tensor, te.Tensor]],
                            lambda a: 1.0 / (1.0 + np.exp(-a)), 20),
     "tanh 1x197x3072": (lambda: _unary((1, 197, 3072), te.tanh), np.tanh, 20),
     "gelu(erf) 1x197x3072": (lambda: _unary((1, 197, 3072), _gelu), _gelu_numpy, 20),
+    # NCHW -> NCHW[x]c: a network's RGB input, ShuffleNet's 116 and 232 channels (116 padded)
+    "relayout 1x3x224x224 3c": (lambda: _relayout((1, 3, 224, 224), "NCHW3c"),
+                                _pack_numpy(3), 50),
+    "relayout 1x116x28x28 8c": (lambda: _relayout((1, 116, 28, 28), "NCHW8c", 116),
+                                _pack_numpy(8), 100),
+    "relayout 1x232x14x14 8c": (lambda: _relayout((1, 232, 14, 14), "NCHW8c"),
+                                _pack_numpy(8), 100),
+    "relayout 1x128x28x28 32c": (lambda: _relayout((1, 128, 28, 28), "NCHW32c"),
+                                 _pack_numpy(32), 100),
 }
 
 
