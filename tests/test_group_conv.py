@@ -141,36 +141,77 @@ def test_space_holds_whole_and_merged_blocks_only() -> None:
         if space.is_index_valid(i):
             cfg = space.get(i)
             seen.add((cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]))
-    assert (lanes, lanes) in seen
+    # the neighbours' blockings are there: merged blocks waste no multiplies at any width
+    assert {(lanes, lanes), (2 * lanes, 2 * lanes)} <= seen
     for ic_bn, oc_bn in seen:
-        # whole groups of 4 per block, merged up to one register; input blocks within it
-        assert oc_bn % 4 == 0 and oc_bn <= lanes and oc_bn % ic_bn == 0
-    assert not any(oc_bn > lanes for _, oc_bn in seen)
+        if oc_bn > 4:  # whole groups of 4, reading the one input block of their channels
+            assert oc_bn % 4 == 0 and ic_bn == oc_bn
+        else:  # within a group: input blocks within its 4 channels
+            assert 4 % oc_bn == 0 and 4 % ic_bn == 0
 
 
-@pytest.mark.parametrize("groups,co,lanes,preferred,want", [
-    (32, 128, 16, 32, (16, 16)),   # groups of 4 merge 4 to a zmm register
-    (32, 1024, 16, 32, (32, 32)),  # groups of 32: the neighbours' block, no merge
-    (32, 512, 16, 32, (16, 16)),   # 16 in a group: one register, not 2 merged
-    (13, 104, 16, 8, (8, 8)),      # groups of 8 at the neighbours' 8: no transform
-    (26, 208, 8, 8, (8, 8)),       # AVX2: a group is a register
-    (3, 24, 16, 8, (8, 8)),        # groups of 8 within the 8-lane lane filter
+@pytest.mark.parametrize("groups,co,lanes,fma,preferred,want", [
+    (32, 128, 16, 16, 32, (32, 32)),  # groups of 4: every block's vectors as full: the
+    (32, 128, 16, 8, 32, (32, 32)),   # neighbours' (merged groups waste no multiplies)
+    (32, 1024, 16, 16, 32, (32, 32)),  # groups of 32: the neighbours' block, no merge
+    (32, 512, 16, 16, 32, (32, 32)),  # 16 in a group: a zmm per group, 2 merged
+    (32, 512, 16, 16, 64, (64, 64)),  # ... at whatever block the neighbours run
+    (13, 104, 16, 16, 8, (8, 8)),     # groups of 8 at the neighbours' 8: no transform
+    (6, 48, 16, 8, 16, (16, 16)),     # Zen 4: ymm vectors of one group each, merged
+    (6, 48, 16, 16, 16, (16, 16)),    # AVX-512 units: as good as any other block
+    (26, 208, 8, 8, 8, (8, 8)),       # AVX2: a group is a register
+    (3, 24, 16, 16, 8, (8, 8)),       # groups of 8 within the 8-lane lane filter
 ])
-def test_fallback_blocks(groups, co, lanes, preferred, want) -> None:
-    assert grouping.fallback_blocks(groups, co, co, lanes, preferred) == want
+def test_fallback_blocks(groups, co, lanes, fma, preferred, want) -> None:
+    assert grouping.fallback_blocks(groups, co, co, lanes, preferred, fma) == want
 
 
-def test_merged_kernel_is_block_diagonal() -> None:
+@pytest.mark.parametrize("groups,co,oc_bn,lanes,want", [
+    (32, 128, 32, 16, 4), (32, 256, 32, 16, 8), (32, 512, 32, 16, 16), (32, 1024, 32, 16, 16),
+    (6, 48, 16, 16, 8), (32, 512, 16, 16, 16), (1, 64, 64, 16, 16)])
+def test_vector_lanes_stay_within_a_group(groups, co, oc_bn, lanes, want) -> None:
+    assert grouping.vector_lanes(groups, co, oc_bn, lanes) == want
+
+
+def test_merged_kernel_is_split_by_group() -> None:
     k = np.arange(8 * 2 * 1 * 1, dtype=np.float32).reshape(8, 2, 1, 1) + 1
     packed = pack_group_kernel(k, 4, 4, 4)  # groups of 2 merged in pairs
-    assert packed.shape == (2, 1, 1, 1, 4, 4)
-    dense = packed.transpose(0, 5, 1, 4, 2, 3).reshape(8, 4)
-    want = np.zeros((8, 4), np.float32)
+    # each output lane keeps only its own group's 2 weights, no zeros between groups
+    assert packed.shape == (2, 1, 1, 1, 2, 4)
     for o in range(8):
-        g = o // 2
-        want[o, (g % 2) * 2:(g % 2) * 2 + 2] = k[o, :, 0, 0]
-    np.testing.assert_array_equal(dense, want)
+        np.testing.assert_array_equal(packed[o // 4, 0, 0, 0, :, o % 4], k[o, :, 0, 0])
     assert merged_groups(4, 8, 4) == 2
+    with pytest.raises(ValueError, match="one input block"):
+        pack_group_kernel(k, 4, 2, 4)  # the 2 groups' 4 input channels are one block
+
+
+def test_network_op_reads_the_split_kernel() -> None:
+    # the graph op's compute (its default schedule) and its numpy reference on the split form
+    from templtune.graph.ops.nchwc import conv2d_nchwc
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 16, 5, 6)).astype("float32")
+    w = rng.standard_normal((16, 2, 3, 3)).astype("float32")  # 8 groups of 2 in, 2 out
+    want = per_group(x, w, 8, 1, 1)
+    xb, kb = pack_data(x, 8), pack_group_kernel(w, 8, 8, 8)
+    assert kb.shape == (2, 1, 3, 3, 2, 8)
+    d, kv = nn.var("data", xb.shape), nn.var("w", kb.shape)
+    f = Function((d, kv), conv2d_nchwc(d, kv, (1, 1), (1, 1, 1, 1), groups=8))
+    np.testing.assert_allclose(unpack_data(reference.evaluate(f, {"w": kb}, data=xb)), want,
+                               rtol=1e-4, atol=1e-4)
+    # without a config the template's fallback would choose 16-lane blocks: the build
+    # refuses it (same sizes, misread data) and runs the op's own compute
+    out, lib = _run(f, {"w": kb}, xb)
+    assert [g.impl for g in lib.groups] == ["default"]
+    np.testing.assert_allclose(unpack_data(out), want, rtol=1e-4, atol=1e-4)
+    space = autotvm.task.create(TEMPLATE, (1, 5, 6, 16, 16, 3, 3, 1, 1, 8), "llvm").config_space
+    cfg = next(e for e in (space.get(i) for i in range(space.range_length)
+                           if space.is_index_valid(i))
+               if e["tile_ic"].size[-1] == e["tile_oc"].size[-1] == 8)
+    f = Function((d, kv), conv2d_nchwc(d, kv, (1, 1), (1, 1, 1, 1), cfg, groups=8))
+    out, lib = _run(f, {"w": kb}, xb)
+    assert [g.impl for g in lib.groups] == [f"autotvm:{TEMPLATE}"]
+    np.testing.assert_allclose(unpack_data(out), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("c,groups,hw,cout,stride", [
@@ -283,3 +324,37 @@ def test_extract_tune_and_apply_a_grouped_conv(tmp_path) -> None:
     assert any(g.tuned and g.impl == f"autotvm:{TEMPLATE}" for g in lib.groups)
     np.testing.assert_allclose(out, reference.evaluate(f, params, data=x), rtol=1e-4,
                                atol=1e-4)
+
+
+def test_a_stale_merged_record_is_skipped(tmp_path) -> None:
+    # an older template ran blocks of 2 groups of 4 at ic_bn 4 (a block-diagonal kernel);
+    # the split kernel reads the groups' one 8-channel input block: the record is not used
+    import json
+    import time
+
+    from templtune.autotvm import record
+    from templtune.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
+    from templtune.graph.alter_layout import nchwc_implementation
+
+    f, params = _net(32, 8, 6, 32)
+    conv = next(c for c in f.calls() if c.op == "nn.conv2d" and c.attr("groups") == 8)
+    wkl = nchwc_implementation(conv, Target("llvm")).workload
+    task = autotvm.task.create(wkl[0], wkl[1:], "llvm")
+    space = task.config_space
+    cfg = next(c for c in (space.get(i) for i in range(space.range_length)
+                           if space.is_index_valid(i))
+               if c["tile_ic"].size[-1] == c["tile_oc"].size[-1] == 8)
+    line = json.loads(record.encode(MeasureInput(Target("llvm"), task, cfg),
+                                    MeasureResult((1e-6,), MeasureErrorNo.NO_ERROR, 1e-6,
+                                                  time.time())))
+    line["config"]["entity"] = [[n, k, [-1, 4] if n == "tile_ic" else v]
+                                for n, k, v in line["config"]["entity"]]
+    log = tmp_path / "stale.log"
+    log.write_text(json.dumps(line) + "\n")
+    with Target("llvm"), pytest.raises(ValueError, match="one input block"):
+        stale = next(iter(record.load_from_file(str(log))))[0].config
+        with autotvm.ApplyConfig(stale):
+            task.func(*task.args)
+    with autotvm.apply_history_best(str(log)):
+        impls = check_blocked_network(f, params)
+    assert f"autotvm:{TEMPLATE}" in impls

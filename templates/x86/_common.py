@@ -56,6 +56,13 @@ def target_vector(target: Any = None) -> tuple[int, int]:
     return caps.lanes("float32"), caps.accumulator_registers
 
 
+def fma_lanes(target: Any = None) -> int:
+    """float32 lanes of one pass through ``target``'s FMA units (default: the current scope's,
+    else the host): 16 with 512-bit units, 8 with 256-bit ones (AVX2, and AVX-512 on Zen 4,
+    which runs a zmm FMA as two halves: there an 8-lane ymm FMA issues at twice a zmm's rate)."""
+    return max(1, int(_cpu_caps(target).fma_bits) // 32)
+
+
 def register_file(target: Any = None) -> int:
     """Architectural vector registers of ``target`` (default: the current scope's, else the
     host): 32 with AVX-512, 16 with AVX2."""

@@ -23,12 +23,13 @@ row allows) and unrolls ``kw`` only where LLVM keeps the unrolled body in regist
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from templtune import autotvm, te
 from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, output_stage
-from templtune.autotvm.space import OtherOptionEntity, SplitEntity
+from templtune.autotvm.space import ConfigSpace, OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
 from templtune.topi.utils import round_up
 
@@ -36,6 +37,7 @@ from .._strategy import CONV_PARAMS, KEYS, scalar
 from ._common import (
     check_positive,
     divisor_at_most,
+    fma_lanes,
     host_vector,
     inner_sizes,
     lane_filter,
@@ -53,6 +55,7 @@ from .conv2d_nchwc_channels import (
     fallback_blocks,
     merge_factor,
     oc_filter,
+    vector_lanes,
 )
 from .conv2d_nchwc_pixels import pointwise_pixels
 from .conv2d_nchwc_registers import (
@@ -127,7 +130,11 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
                                              e["tile_oc"].size[-1], lanes),
                          knobs=("tile_ic", "tile_oc"))
         oc_blocks = inner_sizes(co, keep_oc)
-    vec_counts = sorted({vec_regs(v, lanes) for v in oc_blocks})
+
+    def vecs_of(oc_bn: int) -> int:  # accumulator registers of a pixel's output channels
+        return vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, lanes))
+
+    vec_counts = sorted({vecs_of(v) for v in oc_blocks})
     tails = tail_blocks(ow, pixels, vec_counts, regs, nregs)
     ows = sorted(set(inner_sizes(ow, max_inner(32))) | set(tails))
     if tails:
@@ -143,7 +150,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
              for v in vec_counts}
 
     def fits(e: Any) -> bool:
-        ow_bn, vecs = e["tile_ow"].size[-1], vec_regs(e["tile_oc"].size[-1], lanes)
+        ow_bn, vecs = e["tile_ow"].size[-1], vecs_of(e["tile_oc"].size[-1])
         taps = kw if e["unroll_kw"].val else 1
         return ow_bn * vecs >= floor.get(vecs, 1) and spill_free(ow_bn, vecs, taps, regs, nregs)
 
@@ -152,8 +159,8 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         flanes, fregs = host_vector()
         oc_bn, ic_bn = fallback_block(co, flanes), fallback_block(ci, flanes)
         if groups > 1:
-            ic_bn, oc_bn = fallback_blocks(groups, co, ci, flanes, oc_bn)
-        vecs = vec_regs(oc_bn, flanes)
+            ic_bn, oc_bn = fallback_blocks(groups, co, ci, flanes, oc_bn, fma_lanes())
+        vecs = vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, flanes))
         for name, n, b in (("tile_ic", ci, ic_bn), ("tile_oc", co, oc_bn)):
             if n % b:
                 cfg[name] = SplitEntity([-1, b])  # a padded block: set, not split
@@ -226,10 +233,19 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     # the blocks hold zeros past channels they do not divide (padded_blocks)
     cib, cob = round_up(CI, ic_bn) // ic_bn, round_up(CO, oc_bn) // oc_bn
     # the input channels each output block reads: a (merged) group's, all of them ungrouped
-    reads = cib * ic_bn if groups == 1 else CI // groups * merge_factor(groups, CO, oc_bn)
+    merged = 1 if groups == 1 else merge_factor(groups, CO, oc_bn)
+    reads = cib * ic_bn if groups == 1 else CI // groups * merged
+    # NOTE: a block of m > 1 groups has the split kernel (graph.ops.nchwc.pack_group_kernel):
+    # each output lane weighs only its group's inputs, vectors within one group
+    taps_in = CI // groups if merged > 1 else ic_bn
+    # NOTE: a space being collected runs its first, unfiltered point; a record's config must
+    # be a blocking the kernel packing takes (an older template's merged blocks are not)
+    if merged > 1 and ic_bn != reads and not isinstance(cfg, ConfigSpace):
+        raise ValueError(f"group_{TEMPLATE}: a block of {merged} groups reads one input "
+                         f"block of their {reads} channels, not {ic_bn}")
 
     data = te.placeholder((N, cib, H, W, ic_bn), name="data")
-    kernel = te.placeholder((cob, reads // ic_bn, KH, KW, ic_bn, oc_bn), name="kernel")
+    kernel = te.placeholder((cob, reads // ic_bn, KH, KW, taps_in, oc_bn), name="kernel")
     if pointwise and ow % ow_bn:
         chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
@@ -246,17 +262,22 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     else:
         dpad = data
     rco = te.reduce_axis((0, reads // ic_bn), name="rco")
-    rci = te.reduce_axis((0, ic_bn), name="rci")
+    rci = te.reduce_axis((0, taps_in), name="rci")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
     per_group = cob * reads // CI  # output blocks per (merged) group
 
+    og = oc_bn // merged  # output lanes per group in a merged block
+
     def block(o: Any) -> Any:
         return rco if groups == 1 else o // per_group * (reads // ic_bn) + rco
 
+    def lane(v: Any) -> Any:
+        return rci if merged == 1 else v // og * taps_in + rci
+
     conv = te.compute(
         (N, cob, oh, ow, oc_bn),
-        lambda n, o, y, x, v: te.sum(dpad[n, block(o), y * sh + ry, x * sw + rx, rci]
+        lambda n, o, y, x, v: te.sum(dpad[n, block(o), y * sh + ry, x * sw + rx, lane(v)]
                                      * kernel[o, rco, ry, rx, rci, v],
                                      axis=[rco, ry, rx, rci]),
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
@@ -272,9 +293,12 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     out, acc = output_stage(s, tail)
     chunk = reduction_chunk(reads, ic_bn, oc_bn, KH, KW)
     unroll_kw = bool(cfg["unroll_kw"].val)
-    width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1)
+    # a vector never spans two groups of a merged block: its lanes broadcast one input
+    vlanes = vector_lanes(groups, CO, oc_bn, target_vector()[0])
+    width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1, vlanes)
+    vector = math.gcd(width, og) if merged > 1 and og < width else None
     if chunk:
-        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, width, unroll_kw)
+        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, width, unroll_kw, vector)
         return s, [data, kernel, *tail.extras, out]
     n, o, y, x, v = s[out].op.axis
     xo, xi = s[out].split(x, factor=ow_bn)
@@ -285,28 +309,35 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     s[acc].compute_at(s[out], vo)
     _, _, _, ax, av = s[acc].op.axis
     arco, _, _, _ = s[acc].op.reduce_axis
-    _micro_kernel(s, acc, [arco], ax, av, unroll_kw)
+    _micro_kernel(s, acc, [arco], ax, av, unroll_kw, vector)
     return s, [data, kernel, *tail.extras, out]
 
 
 def _micro_kernel(s: Any, acc: Any, outer: list[Any], pixels: Any, lanes: Any,
-                  unroll_kw: bool) -> None:
+                  unroll_kw: bool, vector: int | None = None) -> None:
     """Order ``acc``'s register block: ``outer`` loops, then the kernel taps and the input
-    channels of a block, then the ``pixels`` (unrolled) x ``lanes`` (vectorized) accumulators.
+    channels of a block, then the ``pixels`` (unrolled) x ``lanes`` (vectorized; with
+    ``vector``, that many lanes at a time, the vectors unrolled) accumulators.
 
     Innermost: one broadcast of data[.., rci] times one weight vector per pixel; with
     ``unroll_kw`` the kw taps are unrolled around the pixel chain (TVM's order)."""
     _, ary, arx, arci = s[acc].op.reduce_axis
     taps = [ary, arci, arx] if unroll_kw else [ary, arx, arci]
-    s[acc].reorder(*outer, *taps, pixels, lanes)
+    vecs = []
+    if vector is not None:
+        vo, lanes = s[acc].split(lanes, factor=vector)
+        vecs.append(vo)
+    s[acc].reorder(*outer, *taps, pixels, *vecs, lanes)
     if unroll_kw:
         s[acc].unroll(arx)
     s[acc].unroll(pixels)
+    for vo in vecs:
+        s[acc].unroll(vo)
     s[acc].vectorize(lanes)
 
 
 def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int, width: int,
-             unroll_kw: bool) -> None:
+             unroll_kw: bool, vector: int | None) -> None:
     """Schedule a conv whose reduction is chunked (:func:`reduction_chunk`): bands of
     ``band`` output rows run in parallel; within one, per chunk of ``chunk`` input-channel
     blocks, each register block (``ow_bn`` pixels x ``oc_bn`` channels) is loaded from the
@@ -325,7 +356,7 @@ def _chunked(s: Any, out: Any, acc: Any, chunk: int, band: int, ow_bn: int, widt
     axo, axi = s[acc].split(ax, factor=ow_bn)
     avo, avi = s[acc].split(av, factor=width)
     rco_o, rco_i = s[acc].split(arco, factor=chunk)
-    _micro_kernel(s, acc, [rco_o, ay, axo, avo, rco_i], axi, avi, unroll_kw)
+    _micro_kernel(s, acc, [rco_o, ay, axo, avo, rco_i], axi, avi, unroll_kw, vector)
 
 
 conv2d_NCHWc = autotvm.template(TEMPLATE)(_conv2d_nchwc)

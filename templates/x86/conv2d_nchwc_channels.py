@@ -6,23 +6,24 @@ A padded block holds zeros past the channels: the graph packs data and weights w
 only ops that keep those lanes finite run on such a layout. In a grouped convolution a block
 of ``oc_bn`` output channels either lies within one group (``oc_bn`` divides the
 group's output channels; its input blocks then lie within the group's input channels) or
-holds whole groups: ``m = oc_bn / og`` neighbouring groups merge into one whose kernel is
-block-diagonal (``graph.ops.nchwc.pack_group_kernel``), computing ``m`` times the
-multiplies. A merged block is kept only up to one vector register (or one group): it pays
-for filling the register's lanes, where narrower vectors would waste the same share of the
-FMA pipes, and no more.
+holds ``m = oc_bn / og`` whole groups and reads the one input block of their channels. Its
+kernel is split (``graph.ops.nchwc.pack_group_kernel``): each output lane weighs only its own
+group's inputs and each vector lies within one group, so merging wastes no multiplies, and a
+grouped convolution can run at its neighbours' blocking.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from templtune.topi.nn.conv2d import group_blocks_ok, group_merge
 from templtune.topi.utils import round_up
 
 from ._common import divisor_at_most, has_lane_multiple, inner_sizes, lane_filter, vec_regs
 
 __all__ = ["fallback_block", "padded_blocks", "channel_split", "merge_factor",
-           "blocks_ok", "oc_filter", "fallback_blocks"]
+           "vector_lanes", "blocks_ok", "oc_filter", "fallback_blocks"]
 
 _CAP = 64
 
@@ -73,30 +74,31 @@ def channel_split(cfg: Any, name: str, n: int, keep: Any, lanes: int) -> list[in
 
 def merge_factor(groups: int, co: int, oc_bn: int) -> int:
     """The groups one output block of ``oc_bn`` channels holds (1: it lies within one)."""
-    og = co // groups
-    return 1 if oc_bn <= og else oc_bn // og
+    return group_merge(groups, co, oc_bn)
 
 
-def _oc_ok(groups: int, co: int, oc_bn: int, lanes: int) -> bool:
+def vector_lanes(groups: int, co: int, oc_bn: int, lanes: int) -> int:
+    """Lanes of one accumulator vector of an ``oc_bn`` output block: ``lanes`` (a register),
+    fewer in a block of several groups, whose vectors each lie within one group."""
     og = co // groups
-    if og % oc_bn == 0:
-        return True
-    m = oc_bn // og
-    return oc_bn % og == 0 and groups % m == 0 and oc_bn <= max(lanes, og)
+    return math.gcd(og, lanes) if groups > 1 and oc_bn > og else lanes
+
+
+def _oc_ok(groups: int, co: int, oc_bn: int) -> bool:
+    og = co // groups
+    return og % oc_bn == 0 or (oc_bn % og == 0 and groups % (oc_bn // og) == 0)
 
 
 def blocks_ok(groups: int, co: int, ci: int, ic_bn: int, oc_bn: int, lanes: int) -> bool:
     """Whether ``(ic_bn, oc_bn)`` is a blocking of a convolution of ``ci -> co`` channels in
-    ``groups`` groups: each output block reads whole input blocks of its (merged) group."""
-    if not _oc_ok(groups, co, oc_bn, lanes):
-        return False
-    return (ci // groups * merge_factor(groups, co, oc_bn)) % ic_bn == 0
+    ``groups`` groups (:func:`templtune.topi.nn.conv2d.group_blocks_ok`)."""
+    return group_blocks_ok(groups, ci, co, ic_bn, oc_bn)
 
 
 def _oc_blocks(groups: int, co: int, lanes: int) -> list[int]:
     """The output blocks up to 64 a grouped convolution can run at: those the lane filter
     keeps (whole registers), else any."""
-    ok = [b for b in range(1, min(co, _CAP) + 1) if co % b == 0 and _oc_ok(groups, co, b, lanes)]
+    ok = [b for b in range(1, min(co, _CAP) + 1) if co % b == 0 and _oc_ok(groups, co, b)]
     whole = set(inner_sizes(co, lane_filter(co, lanes=lanes), _CAP))
     return [b for b in ok if b in whole] or ok
 
@@ -107,16 +109,25 @@ def oc_filter(groups: int, co: int, lanes: int) -> Any:
     return lambda e: int(e.size[-1]) in allowed
 
 
-def fallback_blocks(groups: int, co: int, ci: int, lanes: int, preferred: int) -> tuple[int, int]:
-    """``(ic_bn, oc_bn)`` of the fallback config: the output block whose lanes do the most
-    useful work (``1 / m`` of a merged block's, a register's share of a narrow one's), the
-    ``preferred`` block (the ungrouped fallback's, which its neighbours run at: no layout
-    transform) among equals, else the wider; the input block equal to it where that divides
-    the group's input channels, else the largest that does."""
+def fallback_blocks(groups: int, co: int, ci: int, lanes: int, preferred: int,
+                    fma_lanes: int | None = None) -> tuple[int, int]:
+    """``(ic_bn, oc_bn)`` of the fallback config: the output block whose vectors fill the
+    FMA units best (``fma_lanes`` wide, default ``lanes``; a merged block's vectors hold one
+    group each), the ``preferred`` block (the ungrouped fallback's, which its neighbours run
+    at: no layout transform) among equals, else the wider; the input block: a merged
+    block's groups' channels, else equal to it where that divides a group's input channels,
+    else the largest that does."""
+    unit = lanes if fma_lanes is None else fma_lanes
+    cg = ci // groups
+
     def useful(b: int) -> float:
-        return b / (vec_regs(b, lanes) * lanes) / merge_factor(groups, co, b)
+        # NOTE: with 256-bit FMA units (Zen 4) an 8-lane ymm FMA issues at twice a zmm's
+        # rate: vectors of one 8-channel group each run at full speed
+        v = min(b, vector_lanes(groups, co, b, lanes))
+        return v / (vec_regs(v, unit) * unit)
 
     oc_bn = max(_oc_blocks(groups, co, lanes), key=lambda b: (useful(b), b == preferred, b))
-    width = ci // groups * merge_factor(groups, co, oc_bn)
-    ic_bn = oc_bn if width % oc_bn == 0 else divisor_at_most(width, _CAP)
-    return ic_bn, oc_bn
+    m = merge_factor(groups, co, oc_bn)
+    if m > 1:
+        return cg * m, oc_bn
+    return (oc_bn if cg % oc_bn == 0 else divisor_at_most(cg, _CAP)), oc_bn

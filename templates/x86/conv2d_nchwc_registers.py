@@ -90,9 +90,10 @@ def row_steps(ow: int, block: int, vecs: int, acc_regs: int) -> int:
     return sum(max(p * vecs, acc_regs // 2) for p in sizes)
 
 
-def pass_width(ow_bn: int, oc_bn: int, taps: int) -> int:
+def pass_width(ow_bn: int, oc_bn: int, taps: int, vector: int = 0) -> int:
     """Output-channel lanes of one pass of the ``ow_bn`` x ``oc_bn`` block (``taps``: kw
-    taps unrolled around it): a whole number of :func:`register_vectors`, else ``oc_bn``."""
-    lanes = target_vector()[0]
+    taps unrolled around it) of ``vector``-lane accumulators (default: a register's): a
+    whole number of :func:`register_vectors`, else ``oc_bn``."""
+    lanes = vector or target_vector()[0]
     width = lanes * register_vectors(ow_bn, vec_regs(oc_bn, lanes), taps, register_file())
     return width if oc_bn % width == 0 else oc_bn

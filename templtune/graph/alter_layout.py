@@ -29,7 +29,9 @@ import numpy as np
 from templtune.autotvm import strategy
 from templtune.autotvm.dispatcher import ApplyGraphBest, DispatchContext
 from templtune.autotvm.strategy import Implementation, OpCall
+from templtune.autotvm.task.space import FallbackConfigEntity
 from templtune.target import Target
+from templtune.topi.nn.conv2d import group_blocks_ok
 
 from .alter_rewrite import Rewriter, is_blockable_depthwise
 from .ir import Call, Function, Var, readers
@@ -90,8 +92,17 @@ def config_blocks(cfg: Any) -> tuple[int, int]:
 
 def blocks_of(impl: Implementation, config: Any, target: Any) -> tuple[Any, int, int]:
     """``(config, ic_bn, oc_bn)``: the template run once under ``config`` (a fallback config
-    is filled in by it), its blocks read back."""
-    strategy.instantiate(impl, target, config=config)
+    is filled in by it), its blocks read back; a config the template refuses (a record of an
+    older version of it) gives way to the fallback config."""
+    try:
+        strategy.instantiate(impl, target, config=config)
+    except ValueError as exc:
+        if config.is_fallback:
+            raise
+        logger.warning("record for %s unusable (%s); using a fallback configuration",
+                       impl.workload, exc)
+        config = FallbackConfigEntity()
+        strategy.instantiate(impl, target, config=config)
     return (config, *config_blocks(config))
 
 
@@ -138,8 +149,14 @@ def _options(conv: Call, target: Target) -> list[_Option]:
         cfg, ic_bn, oc_bn = blocks_of(impl, ctx.query(target, impl.workload), target)
         return [_Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, 0.0)]
     opts: dict[tuple[int, int], _Option] = {}
+    (_, ci, _, _), co, groups = conv.args[0].shape, conv.shape[1], int(conv.attr("groups", 1))
     for cfg, c in ctx.query_candidates(target, impl.workload):
         ic_bn, oc_bn = config_blocks(cfg)
+        if not group_blocks_ok(groups, ci, co, ic_bn, oc_bn):
+            # NOTE: a record of an older template whose merged groups' blocks the kernel
+            # packing no longer takes
+            logger.debug("record blocks (%d, %d) of %s unusable", ic_bn, oc_bn, impl.workload)
+            continue
         if (ic_bn, oc_bn) not in opts:
             opts[(ic_bn, oc_bn)] = _Option(LayerChoice(cfg, ic_bn, oc_bn), ic_bn, oc_bn, c)
     best = min((o.cost for o in opts.values()), default=None)

@@ -97,6 +97,19 @@ class CompiledGroup:
         return tuple(st.kernel for st in self.steps if not isinstance(st.kernel, View))
 
 
+def _check_inputs(anchor: Call, cand: Candidate, tensors: list[Any]) -> None:
+    """Raise ``ValueError`` where the template's kernel takes another shape than the
+    anchor's input it will be given (a blocked call whose config chooses other blocks than its
+    layouts hold: same sizes, so it would compute on misread data)."""
+    for i, a in enumerate(anchor.args):
+        if i == cand.weight and cand.transform is not None:
+            continue  # given transformed, in the template's own layout
+        got = tuple(int(d) for d in tensors[i].shape)
+        if got != tuple(a.shape):
+            raise ValueError(f"its kernel takes input {i} as {got}, the network gives "
+                             f"{tuple(a.shape)}")
+
+
 def _auto_scheduled(group: FusedGroup, target: Target, use_records: bool, consts: set[int]
                     ) -> tuple[Any, list[te.Tensor], str, dict[int, Any]]:
     """``(schedule, tensors, workload_key, layouts)`` of the auto-scheduler record for the
@@ -248,10 +261,17 @@ class _Compiler:
         key = (repr((cand.workload, cand.args)) + ("" if config is None else repr(config))
                + ("" if ep is None else "|" + ep.key))
         name = _c_name(f"{group.name}_{cand.name}")
-        try:
+        anchor = group.calls[0]
+
+        def make() -> tuple[Any, list[Any]]:
             # NOTE: config only when a pass chose one (instantiate's signature otherwise)
             extra = {} if config is None else {"config": config}
-            return self.kernel(key, lambda: instantiate(cand, self.target, ep, **extra), name)
+            sch, tensors = instantiate(cand, self.target, ep, **extra)
+            _check_inputs(anchor, cand, tensors)
+            return sch, tensors
+
+        try:
+            return self.kernel(key, make, name)
         except (TempltuneError, ValueError) as exc:
             fallback = "without the epilogue" if ep is not None else "the default schedule"
             logger.warning("template %s cannot run %s%s (%s); using %s", cand.name, group.name,

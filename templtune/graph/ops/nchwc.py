@@ -15,6 +15,7 @@ import numpy as np
 
 from templtune import te
 from templtune.topi import testing as ref
+from templtune.topi.nn.conv2d import group_merge
 from templtune.topi.utils import round_up
 
 from ..ir import Call, Expr, TensorType
@@ -90,26 +91,24 @@ def pack_kernel(k: np.ndarray, ic_bn: int, oc_bn: int) -> np.ndarray:
 def merged_groups(groups: int, out_channels: int, oc_bn: int) -> int:
     """Groups of a grouped convolution whose output block ``oc_bn`` exceeds a group's output
     channels: neighbouring groups merge until one block holds whole groups."""
-    og = out_channels // groups
-    return groups if oc_bn <= og else groups // (oc_bn // og)
+    return groups // group_merge(groups, out_channels, oc_bn)
 
 
 def pack_group_kernel(k: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.ndarray:
-    """A grouped OIHW kernel (``[O, I/groups, KH, KW]``) as ``OIHW{ic_bn}i{oc_bn}o`` over the
-    groups :func:`merged_groups` gives: each merged group's kernel is block-diagonal, its
-    original groups' kernels on the diagonal, zeros elsewhere."""
+    """A grouped OIHW kernel (``[O, I/groups, KH, KW]``) as ``OIHW{ic_bn}i{oc_bn}o``; where an
+    output block holds ``m > 1`` whole groups (:func:`merged_groups`), in the split form
+    ``[O/oc_bn, 1, KH, KW, I/groups, oc_bn]``: output lane ``v`` of a block weighs the input
+    channels of its own group (``v // (oc_bn/m)``), whose ``m`` groups' inputs make up input
+    block ``ic_bn = m * I/groups`` (no zero weights between the groups)."""
     o, cg, kh, kw = k.shape
-    merged = merged_groups(groups, o, oc_bn)
-    m = groups // merged
-    if m > 1:
-        og = o // groups
-        wide = np.zeros((o, m * cg, kh, kw), k.dtype)
-        sub = (np.arange(o) // og) % m  # each output channel's group within its merged one
-        for j in range(m):
-            rows = sub == j
-            wide[rows, j * cg:(j + 1) * cg] = k[rows]
-        k = wide
-    return pack_kernel(k, ic_bn, oc_bn)
+    m = groups // merged_groups(groups, o, oc_bn)
+    if m == 1:
+        return pack_kernel(k, ic_bn, oc_bn)
+    if ic_bn != m * cg:
+        raise ValueError(f"an output block of {m} groups reads one input block of their "
+                         f"{m * cg} channels, not {ic_bn}")
+    return np.ascontiguousarray(
+        k.reshape(o // oc_bn, oc_bn, 1, cg, kh, kw).transpose(0, 2, 4, 5, 3, 1))
 
 
 def pack_bias(b: np.ndarray, oc_bn: int) -> np.ndarray:
@@ -200,12 +199,28 @@ def _pad_blocked(data: te.Tensor, pads: tuple[int, int, int, int]) -> te.Tensor:
 
 
 # ---- conv2d_NCHWc -------------------------------------------------------------------------------
-def _group_geometry(data: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, int, int]:
-    """``(groups, input blocks per group, output blocks per group)`` of a blocked convolution
-    from its shapes: each output block reads the input blocks of its group (a kernel whose
-    blocks span several of the op's groups holds them block-diagonally, zeros between)."""
+def _split_groups(data: tuple[int, ...], kernel: tuple[int, ...]) -> int:
+    """The groups one block holds in a split-form kernel (:func:`pack_group_kernel`: its
+    input-channel axis narrower than the data's block), 1 for any other."""
     n, c1, h, w, ib = data
     o1, i1, kh, kw, kib, ob = kernel
+    if kib >= ib:
+        return 1
+    m = ib // kib
+    if ib % kib or i1 != 1 or o1 != c1 or ob % m:
+        raise ValueError(f"kernel {kernel} does not match data {data}")
+    return m
+
+
+def _group_geometry(data: tuple[int, ...], kernel: tuple[int, ...]) -> tuple[int, int, int]:
+    """``(groups, input blocks per group, output blocks per group)`` of a blocked convolution
+    from its shapes: each output block reads the input blocks of its group (a split-form
+    kernel's block holds several groups: ``groups`` counts them all, the blocks 1 and 1)."""
+    n, c1, h, w, ib = data
+    o1, i1, kh, kw, kib, ob = kernel
+    m = _split_groups(data, kernel)
+    if m > 1:
+        return c1 * m, 1, 1
     if kib != ib or c1 % i1 or o1 % (c1 // i1):
         raise ValueError(f"kernel {kernel} does not match data {data}")
     g = c1 // i1
@@ -226,31 +241,38 @@ def _conv_infer(t: list[TensorType], a: dict[str, Any]) -> tuple[int, ...]:
 def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     data, kernel = x
     n, c1, h, w, ib = (int(s) for s in data.shape)
-    o1, i1, kh, kw, _, ob = (int(s) for s in kernel.shape)
+    o1, i1, kh, kw, kib, ob = (int(s) for s in kernel.shape)
     oh, ow = _window_out(h, w, kh, kw, a)
     sh, sw = a["strides"]
-    g, _, og = _group_geometry((n, c1, h, w, ib), (o1, i1, kh, kw, ib, ob))
+    m = _split_groups((n, c1, h, w, ib), (o1, i1, kh, kw, kib, ob))
+    g, _, og = _group_geometry((n, c1, h, w, ib), (o1, i1, kh, kw, kib, ob))
     dpad = _pad_blocked(data, a["padding"])
     rco = te.reduce_axis((0, i1), name="rco")
-    rci = te.reduce_axis((0, ib), name="rci")
+    rci = te.reduce_axis((0, kib), name="rci")
     ry = te.reduce_axis((0, kh), name="ry")
     rx = te.reduce_axis((0, kw), name="rx")
 
     def block(o: Any) -> Any:
         return rco if g == 1 else o // og * i1 + rco
 
+    def lane(v: Any) -> Any:  # the input lane of output lane v's group
+        return rci if m == 1 else v // (ob // m) * kib + rci
+
     return te.compute(
         (n, o1, oh, ow, ob),
-        lambda b, o, y, z, v: te.sum(dpad[b, block(o), y * sh + ry, z * sw + rx, rci]
+        lambda b, o, y, z, v: te.sum(dpad[b, block(o), y * sh + ry, z * sw + rx, lane(v)]
                                      * kernel[o, rco, ry, rx, rci, v], axis=[rco, ry, rx, rci]),
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
 
 
 def _conv_ref(x: list[np.ndarray], a: dict[str, Any]) -> np.ndarray:
     data, kernel = x
-    o1, i1, kh, kw, ib, ob = kernel.shape
+    o1, i1, kh, kw, kib, ob = kernel.shape
     g, _, _ = _group_geometry(data.shape, kernel.shape)
-    k = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(o1 * ob, i1 * ib, kh, kw)
+    if kib < data.shape[4]:  # split form: [o1, 1, kh, kw, cg, ob] -> grouped OIHW
+        k = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(o1 * ob, kib, kh, kw)
+    else:
+        k = kernel.transpose(0, 5, 1, 4, 2, 3).reshape(o1 * ob, i1 * kib, kh, kw)
     out = ref.conv2d_nchw_python(unpack_data(data), k, a["strides"], a["padding"], groups=g)
     return pack_data(out, ob)
 

@@ -11,7 +11,7 @@ from templtune.topi.nn.pad import pad
 from templtune.topi.utils import get_const_int, get_pad_tuple, pair
 
 __all__ = ["conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "group_conv2d_nchw",
-           "conv_out_size"]
+           "conv_out_size", "group_merge", "group_blocks_ok"]
 
 
 def conv_out_size(size: Any, k: int, pad_lo: int, pad_hi: int, stride: int, dilation: int
@@ -167,3 +167,24 @@ def group_conv2d_nchw(Input: te.Tensor, Filter: te.Tensor, stride: Any, padding:
             temp[nn, ff // per * fc + rc, yy * sh + ry * dh, xx * sw + rx * dw].astype(out_dtype)
             * Filter[ff, rc, ry, rx].astype(out_dtype), axis=[rc, ry, rx]),
         name="group_conv2d_nchw", tag="group_conv2d_nchw")
+
+
+def group_merge(groups: int, out_channels: int, oc_bn: int) -> int:
+    """The whole groups an output block of ``oc_bn`` channels of a grouped convolution holds
+    (1: it lies within one group), in the blocked (NCHW[x]c) layouts."""
+    og = out_channels // groups
+    return 1 if oc_bn <= og else oc_bn // og
+
+
+def group_blocks_ok(groups: int, ci: int, co: int, ic_bn: int, oc_bn: int) -> bool:
+    """Whether a convolution of ``ci -> co`` channels in ``groups`` groups runs at channel
+    blocks ``(ic_bn, oc_bn)``: an output block within a group reads whole input blocks of
+    it; one of ``m > 1`` whole groups reads the one input block of their channels (its
+    kernel split by group: each output lane weighs its own group's inputs)."""
+    if groups == 1:
+        return True
+    og, cg = co // groups, ci // groups
+    if og % oc_bn == 0:
+        return cg % ic_bn == 0
+    m = oc_bn // og
+    return oc_bn % og == 0 and groups % m == 0 and ic_bn == m * cg
