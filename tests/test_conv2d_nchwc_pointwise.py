@@ -93,3 +93,34 @@ def test_a_network_runs_tail_blocks_with_their_epilogues(target):
     # bias, residual add and relu run inside the convs' kernels
     assert all(impl == "autotvm:conv2d_NCHWc" for impl, ops in groups
                if "add" in ops or "nn.relu" in ops), groups
+
+
+@pytest.mark.parametrize("ow_bn", [15, 16, 24])
+def test_a_pixel_block_accumulates_only_its_pixels(ow_bn):
+    # the output stage reads the 5-D conv as a view, (p // 7) * 7 + p % 7: unsimplified after
+    # the split of p, bound inference gave each block of ow_bn pixels the accumulators of
+    # every row it touches (all 49 here: 2-4x the work, spilled)
+    from templtune.lower.ir import Allocate
+    from templtune.te.functor import post_order
+
+    args = (1, 7, 7, 64, 64, 1, 1, 1, 0)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    cfg = next(c for c in _tail_configs(args, "llvm")
+               if c["tile_oc"].size[-1] == 8 and c["tile_ow"].size[-1] == ow_bn)
+    with Target("llvm"), autotvm.ApplyConfig(cfg):
+        sch, tensors = task.func(*args)
+    body = templtune.lower(sch, tensors).body
+    sizes = {int(np.prod([int(d) for d in n.buffer.shape])) for n in post_order(body)
+             if isinstance(n, Allocate) and "pixels" in n.buffer.name}
+    assert sizes == {ow_bn * 8}
+
+
+def test_a_7_pixel_row_of_one_vector_runs_wider_blocks_over_the_fused_pixels():
+    # 7 accumulators leave the FMA chains latency-bound: 28 pixels (4 rows, the last block
+    # peeled) fill the AVX-512 accumulators; AVX2's 12 are already half full with 7
+    args = (1, 7, 7, 440, 440, 1, 1, 1, 0)
+    for target, want in (("llvm -mcpu=skylake-avx512", 28), ("llvm -mcpu=haswell", 7)):
+        cfg = FallbackConfigEntity()
+        with Target(target), autotvm.ApplyConfig(cfg):
+            autotvm.task.create("conv2d_NCHWc", args, target).func(*args)
+        assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (8, want)

@@ -177,7 +177,10 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         # tail's share is larger and the best block depends on it: left to tuning, unless
         # only latency-bound blocks divide the row (13 pixels: 1 x 2 ymm with AVX2)
         whole = [b for b in tails if one_pass(b, vecs, regs, nregs)]
-        if pixels > ow and whole and register_vectors(ow_bn, vecs, 1, nregs) < vecs:
+        # NOTE: over fused pixels the widest whole block also serves a row block that fills
+        # under half the accumulators (7 pixels x one vector: latency-bound chains)
+        if pixels > ow and whole and (register_vectors(ow_bn, vecs, 1, nregs) < vecs
+                                      or 2 * ow_bn * vecs < fregs):
             ow_bn = max(whole)
             cfg["tile_ow"] = SplitEntity([-1, ow_bn])  # not a divisor: set, not split
         elif pixels == ow and whole and 2 * ow_bn * vecs < fregs:

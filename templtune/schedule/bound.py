@@ -48,6 +48,7 @@ class _Inliner(Mutator):
     def __init__(self, sch: Schedule, inline: dict[Tensor, tuple[ComputeOp, int]],
                  memo: dict[Tensor, PrimExpr]) -> None:
         self.sch, self.inline, self.memo = sch, inline, memo
+        self.simp = Simplifier()
 
     @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
@@ -62,7 +63,25 @@ class _Inliner(Mutator):
         if body is None:
             body = self.visit(op.body[k])
             self.memo[t] = body
-        return substitute(body, {a.var: i for a, i in zip(op.axis, idx)})
+        # NOTE: the substituted indices are simplified while they are in the consumer's own
+        # axes: a view's round trip ``(p // w) * w + p % w`` folds to ``p`` here, where after
+        # a split of ``p`` bound inference would see whole rows for a block of pixels
+        return _LoadIndices(self.simp).visit(
+            substitute(body, {a.var: i for a, i in zip(op.axis, idx)}))
+
+
+class _LoadIndices(Mutator):
+    """Simplify the indices of the tensor loads in an expression."""
+
+    def __init__(self, simp: Simplifier) -> None:
+        self.simp = simp
+
+    @handles(TensorLoad)
+    def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
+        idx = tuple(self.simp.visit(self.visit(i)) for i in node.indices)
+        if all(a is b for a, b in zip(idx, node.indices)):
+            return node
+        return TensorLoad(node.tensor, idx)
 
 
 def infer_bound(sch: Schedule) -> BoundResult:
