@@ -1,5 +1,5 @@
 """Where a network's time goes, group by group, in one process: an ONNX file or a zoo model
-built at opt_level 3 (the packaged logs) for one thread, its whole run timed, then
+built at opt_level 3 (the packaged logs) for ``--threads`` (default 1), its whole run timed, then
 ``GraphModule.profile`` summed by implementation with the slowest groups listed; with
 ``--ort``, ONNX Runtime on the same input beside it (min of runs, alternating).
 
@@ -9,12 +9,14 @@ whose time depends on where its buffers lie shows up as different totals. Run::
     python3 benchmarks/studies/group_profile.py /tmp/zoo/squeezenet1_1.onnx [--ort] [--top 15]
         [--modules 3]
     PYTHONPATH=benchmarks/studies/avx2_proxy python3 benchmarks/studies/group_profile.py ...
+    python3 benchmarks/studies/group_profile.py resnet-50 --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections import defaultdict
@@ -50,14 +52,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--modules", type=int, default=1)
     ap.add_argument("--ort", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="threads of the build and its run")
     args = ap.parse_args()
+    # NOTE: read when the runtime modules are made (below), not at import
+    os.environ["TEMPLTUNE_NUM_THREADS"] = str(args.threads)
     logging.disable(logging.WARNING)
     path = Path(args.model)
     net, params = load_model(args.model)  # a zoo name or an ONNX file
     data = next(v for v in net.params if v.name not in params)
     name, shape = data.name, data.shape
     with PassContext(opt_level=3):
-        lib = graph.build(net, "llvm -num-cores=1", params)
+        lib = graph.build(net, f"llvm -num-cores={args.threads}", params)
     x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     for k in range(args.modules):
         gm = graph.GraphModule(lib)
@@ -76,7 +81,7 @@ def main() -> None:
     for (group, impl, t), key in sorted(zip(rows, keys), key=lambda r: -r[0][2])[:args.top]:
         print(f"  {t * 1e3:7.3f} ms  {impl:30s} {group[:55]:55s} {str(key)[:90]}")
     if args.ort and path.suffix == ".onnx":
-        ort_run = ort_engine(path, x, name).prepare(1)
+        ort_run = ort_engine(path, x, name).prepare(args.threads)
         t_ort = min(_best(ort_run, args.runs) for _ in range(2))
         t_tt = min(_best(gm.run, args.runs) for _ in range(2))
         print(f"ORT {t_ort * 1e3:.2f} ms, templtune {t_tt * 1e3:.2f} ms: "
