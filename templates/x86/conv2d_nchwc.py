@@ -23,7 +23,6 @@ row allows) and unrolls ``kw`` only where LLVM keeps the unrolled body in regist
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from templtune import autotvm, te
@@ -31,6 +30,7 @@ from templtune.autotvm import strategy
 from templtune.autotvm.epilogue import Epilogue, attach, output_stage
 from templtune.autotvm.space import ConfigSpace, OtherOptionEntity, SplitEntity
 from templtune.autotvm.strategy import OpCall, TemplateInfo
+from templtune.topi.nn.conv2d import group_merge
 from templtune.topi.utils import round_up
 
 from .._strategy import CONV_PARAMS, KEYS, scalar
@@ -53,7 +53,6 @@ from .conv2d_nchwc_channels import (
     channel_split,
     fallback_block,
     fallback_blocks,
-    merge_factor,
     oc_filter,
     vector_lanes,
 )
@@ -236,7 +235,7 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     # the blocks hold zeros past channels they do not divide (padded_blocks)
     cib, cob = round_up(CI, ic_bn) // ic_bn, round_up(CO, oc_bn) // oc_bn
     # the input channels each output block reads: a (merged) group's, all of them ungrouped
-    merged = 1 if groups == 1 else merge_factor(groups, CO, oc_bn)
+    merged = 1 if groups == 1 else group_merge(groups, CO, oc_bn)
     reads = cib * ic_bn if groups == 1 else CI // groups * merged
     # NOTE: a block of m > 1 groups has the split kernel (graph.ops.nchwc.pack_group_kernel):
     # each output lane weighs only its group's inputs, vectors within one group
@@ -299,7 +298,7 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     # a vector never spans two groups of a merged block: its lanes broadcast one input
     vlanes = vector_lanes(groups, CO, oc_bn, target_vector()[0])
     width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1, vlanes)
-    vector = math.gcd(width, og) if merged > 1 and og < width else None
+    vector = vlanes if merged > 1 and vlanes < width else None
     if chunk:
         _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, width, unroll_kw, vector)
         return s, [data, kernel, *tail.extras, out]

@@ -17,13 +17,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from templtune.topi.nn.conv2d import group_blocks_ok, group_merge
+from templtune.topi.nn.conv2d import group_blocks_ok, group_merge, group_oc_block_ok
 from templtune.topi.utils import round_up
 
 from ._common import divisor_at_most, has_lane_multiple, inner_sizes, lane_filter, vec_regs
 
-__all__ = ["fallback_block", "padded_blocks", "channel_split", "merge_factor",
-           "vector_lanes", "blocks_ok", "oc_filter", "fallback_blocks"]
+__all__ = ["fallback_block", "padded_blocks", "channel_split", "vector_lanes", "blocks_ok", "oc_filter", "fallback_blocks"]
 
 _CAP = 64
 
@@ -72,21 +71,11 @@ def channel_split(cfg: Any, name: str, n: int, keep: Any, lanes: int) -> list[in
     return sizes
 
 
-def merge_factor(groups: int, co: int, oc_bn: int) -> int:
-    """The groups one output block of ``oc_bn`` channels holds (1: it lies within one)."""
-    return group_merge(groups, co, oc_bn)
-
-
 def vector_lanes(groups: int, co: int, oc_bn: int, lanes: int) -> int:
     """Lanes of one accumulator vector of an ``oc_bn`` output block: ``lanes`` (a register),
     fewer in a block of several groups, whose vectors each lie within one group."""
     og = co // groups
     return math.gcd(og, lanes) if groups > 1 and oc_bn > og else lanes
-
-
-def _oc_ok(groups: int, co: int, oc_bn: int) -> bool:
-    og = co // groups
-    return og % oc_bn == 0 or (oc_bn % og == 0 and groups % (oc_bn // og) == 0)
 
 
 def blocks_ok(groups: int, co: int, ci: int, ic_bn: int, oc_bn: int, lanes: int) -> bool:
@@ -98,7 +87,7 @@ def blocks_ok(groups: int, co: int, ci: int, ic_bn: int, oc_bn: int, lanes: int)
 def _oc_blocks(groups: int, co: int, lanes: int) -> list[int]:
     """The output blocks up to 64 a grouped convolution can run at: those the lane filter
     keeps (whole registers), else any."""
-    ok = [b for b in range(1, min(co, _CAP) + 1) if co % b == 0 and _oc_ok(groups, co, b)]
+    ok = [b for b in range(1, min(co, _CAP) + 1) if co % b == 0 and group_oc_block_ok(groups, co, b)]
     whole = set(inner_sizes(co, lane_filter(co, lanes=lanes), _CAP))
     return [b for b in ok if b in whole] or ok
 
@@ -127,7 +116,7 @@ def fallback_blocks(groups: int, co: int, ci: int, lanes: int, preferred: int,
         return v / (vec_regs(v, unit) * unit)
 
     oc_bn = max(_oc_blocks(groups, co, lanes), key=lambda b: (useful(b), b == preferred, b))
-    m = merge_factor(groups, co, oc_bn)
+    m = group_merge(groups, co, oc_bn)
     if m > 1:
         return cg * m, oc_bn
     return (oc_bn if cg % oc_bn == 0 else divisor_at_most(cg, _CAP)), oc_bn

@@ -48,7 +48,7 @@ class _Inliner(Mutator):
     def __init__(self, sch: Schedule, inline: dict[Tensor, tuple[ComputeOp, int]],
                  memo: dict[Tensor, PrimExpr]) -> None:
         self.sch, self.inline, self.memo = sch, inline, memo
-        self.simp = Simplifier()
+        self.indices = _LoadIndices(Simplifier())
 
     @handles(TensorLoad)
     def visit_TensorLoad(self, node: TensorLoad) -> PrimExpr:
@@ -66,8 +66,7 @@ class _Inliner(Mutator):
         # NOTE: the substituted indices are simplified while they are in the consumer's own
         # axes: a view's round trip ``(p // w) * w + p % w`` folds to ``p`` here, where after
         # a split of ``p`` bound inference would see whole rows for a block of pixels
-        return _LoadIndices(self.simp).visit(
-            substitute(body, {a.var: i for a, i in zip(op.axis, idx)}))
+        return self.indices.visit(substitute(body, {a.var: i for a, i in zip(op.axis, idx)}))
 
 
 class _LoadIndices(Mutator):

@@ -244,8 +244,8 @@ def _conv_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
     o1, i1, kh, kw, kib, ob = (int(s) for s in kernel.shape)
     oh, ow = _window_out(h, w, kh, kw, a)
     sh, sw = a["strides"]
-    m = _split_groups((n, c1, h, w, ib), (o1, i1, kh, kw, kib, ob))
     g, _, og = _group_geometry((n, c1, h, w, ib), (o1, i1, kh, kw, kib, ob))
+    m = ib // kib  # groups per block of a split-form kernel (1: any other)
     dpad = _pad_blocked(data, a["padding"])
     rco = te.reduce_axis((0, i1), name="rco")
     rci = te.reduce_axis((0, kib), name="rci")

@@ -11,7 +11,7 @@ from templtune.topi.nn.pad import pad
 from templtune.topi.utils import get_const_int, get_pad_tuple, pair
 
 __all__ = ["conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "group_conv2d_nchw",
-           "conv_out_size", "group_merge", "group_blocks_ok"]
+           "conv_out_size", "group_merge", "group_oc_block_ok", "group_blocks_ok"]
 
 
 def conv_out_size(size: Any, k: int, pad_lo: int, pad_hi: int, stride: int, dilation: int
@@ -176,6 +176,13 @@ def group_merge(groups: int, out_channels: int, oc_bn: int) -> int:
     return 1 if oc_bn <= og else oc_bn // og
 
 
+def group_oc_block_ok(groups: int, co: int, oc_bn: int) -> bool:
+    """Whether an output block of ``oc_bn`` channels lies within one group of ``co / groups``
+    or holds whole groups of a grouped convolution (their count dividing ``groups``)."""
+    og = co // groups
+    return og % oc_bn == 0 or (oc_bn % og == 0 and groups % (oc_bn // og) == 0)
+
+
 def group_blocks_ok(groups: int, ci: int, co: int, ic_bn: int, oc_bn: int) -> bool:
     """Whether a convolution of ``ci -> co`` channels in ``groups`` groups runs at channel
     blocks ``(ic_bn, oc_bn)``: an output block within a group reads whole input blocks of
@@ -183,8 +190,7 @@ def group_blocks_ok(groups: int, ci: int, co: int, ic_bn: int, oc_bn: int) -> bo
     kernel split by group: each output lane weighs its own group's inputs)."""
     if groups == 1:
         return True
-    og, cg = co // groups, ci // groups
-    if og % oc_bn == 0:
-        return cg % ic_bn == 0
-    m = oc_bn // og
-    return oc_bn % og == 0 and groups % m == 0 and ic_bn == m * cg
+    if not group_oc_block_ok(groups, co, oc_bn):
+        return False
+    m, cg = group_merge(groups, co, oc_bn), ci // groups
+    return ic_bn == m * cg if m > 1 else cg % ic_bn == 0
