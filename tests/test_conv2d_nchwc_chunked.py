@@ -100,3 +100,35 @@ def test_chunked_epilogue_and_registers():
     loop = hottest_loop(mod.get_source("asm"))
     assert loop.fmas == 7 * vecs and loop.accumulators == 7 * vecs and loop.stack_accesses == 0
     _check_bias_residual_relu(mod, args, ic_bn, oc_bn, seed=4)
+
+
+def test_chunked_bands_share_few_blocks_among_the_threads():
+    """Three output-channel blocks of a 14x14 map run in bands of 7 rows on 2 cores: 6
+    parallel iterations instead of 3 (one of the threads idle a third of the time), one band
+    of 14 rows on 1 core; the kernel still matches numpy."""
+    import re
+
+    import templtune
+    from templtune.graph.ops.nchwc import pack_data, pack_kernel, unpack_data
+    from templtune.target import Target
+    from templtune.templates.x86.conv2d_nchwc import band_rows
+    from templtune.topi import testing as ref
+
+    assert band_rows(14, 14, 3, 2) == 7 and band_rows(14, 14, 3, 1) == 14
+    assert band_rows(7, 7, 5, 2) == 1 and band_rows(7, 7, 16, 2) == 7
+    assert band_rows(56, 56, 4, 2) == 4 and band_rows(14, 14, 3, 4) == 1
+    args = (1, 14, 14, 3 * 32, 576, 1, 1, 1, 0)
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    cfg = _entities(32, 32, 14, False)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 576, 14, 14)).astype(np.float32)
+    k = rng.standard_normal((96, 576, 1, 1)).astype(np.float32)
+    for cores, extent in ((2, 6), (1, 3)):
+        with Target(f"llvm -num-cores={cores}"), autotvm.ApplyConfig(cfg):
+            sch, tensors = task.func(*args)
+        ir = str(templtune.lower(sch, tensors, simple_mode=True))
+        assert re.findall(r"for \(\S+: int32, 0, (\d+)\) \"parallel\"", ir) == [str(extent)]
+        out = np.full((1, 3, 14, 14, 32), np.nan, np.float32)
+        templtune.build(sch, tensors, target="llvm")(pack_data(x, 32), pack_kernel(k, 32, 32), out)
+        np.testing.assert_allclose(unpack_data(out), ref.conv2d_nchw_python(x, k, 1, 0),
+                                   rtol=1e-3, atol=1e-3)

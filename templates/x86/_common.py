@@ -63,6 +63,18 @@ def fma_lanes(target: Any = None) -> int:
     return max(1, int(_cpu_caps(target).fma_bits) // 32)
 
 
+def cores(target: Any = None) -> int:
+    """Threads a kernel for ``target`` runs on (default: the current scope's, else the host):
+    its ``-num-cores``, else the cores this process may run on."""
+    return max(1, int(_cpu_caps(target).cores))
+
+
+def idle_share(units: int, threads: int) -> float:
+    """Share of ``threads`` threads' time spent waiting for the busiest one when a parallel
+    loop of ``units`` equal iterations runs on them (0: every thread gets as many)."""
+    return 1.0 - units / (threads * -(-units // threads))
+
+
 def register_file(target: Any = None) -> int:
     """Architectural vector registers of ``target`` (default: the current scope's, else the
     host): 32 with AVX-512, 16 with AVX2."""

@@ -36,9 +36,11 @@ from templtune.topi.utils import round_up
 from .._strategy import CONV_PARAMS, KEYS, scalar
 from ._common import (
     check_positive,
+    cores,
     divisor_at_most,
     fma_lanes,
     host_vector,
+    idle_share,
     inner_sizes,
     lane_filter,
     max_inner,
@@ -106,10 +108,26 @@ def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
     return divisor_at_most(ci // ic_bn, max(1, L1_BYTES // 2 // block))
 
 
-def band_rows(oh: int, ow: int) -> int:
+#: idle share of the threads (:func:`._common.idle_share`) a band split may leave
+BAND_IDLE = 0.1
+
+
+def band_rows(oh: int, ow: int, blocks: int = 1, threads: int = 1) -> int:
     """Output rows per band of a chunked conv: the most (dividing ``oh``) within
-    :data:`BAND_PIXELS` pixels, at least one."""
-    return divisor_at_most(oh, max(1, BAND_PIXELS // ow))
+    :data:`BAND_PIXELS` pixels, at least one, whose bands x ``blocks`` (batch x output-channel
+    blocks: the parallel loop's iterations) leave ``threads`` threads evenly loaded.
+
+    Three blocks of a 14x14 map in one band each keep one of two threads idle a third of the
+    time; bands of 7 rows give 6 iterations. A band's weights chunk serves fewer pixels (one
+    7-pixel row at the least), which costs little: they come from L2.
+    """
+    rows = [d for d in range(divisor_at_most(oh, max(1, BAND_PIXELS // ow)), 0, -1)
+            if oh % d == 0]
+
+    def idle(d: int) -> float:
+        return idle_share(blocks * (oh // d), threads)
+
+    return next((d for d in rows if idle(d) <= BAND_IDLE), min(rows, key=idle))
 
 
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:
@@ -300,7 +318,8 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1, vlanes)
     vector = vlanes if merged > 1 and vlanes < width else None
     if chunk:
-        _chunked(s, out, acc, chunk, band_rows(oh, ow), ow_bn, width, unroll_kw, vector)
+        band = band_rows(oh, ow, N * cob, cores())
+        _chunked(s, out, acc, chunk, band, ow_bn, width, unroll_kw, vector)
         return s, [data, kernel, *tail.extras, out]
     n, o, y, x, v = s[out].op.axis
     xo, xi = s[out].split(x, factor=ow_bn)
