@@ -20,7 +20,7 @@ from templtune.graph.default_schedules import default_schedule
 from templtune.lower.ir import Buffer, For, ForKind, Load, Ramp, Store
 from templtune.lower.passes import vectorize_loops
 from templtune.target import Target
-from templtune.te.expr import Select, Var, const
+from templtune.te.expr import IntImm, Select, Var, const
 from templtune.topi.testing import adaptive_pool2d_python, pool2d_python, softmax_python
 
 TARGET = Target("llvm")
@@ -83,6 +83,33 @@ def test_global_and_adaptive_pool_match_numpy(shape: tuple, pool_type: str, layo
     np.testing.assert_allclose(_run([x, y], a), want, rtol=1e-5, atol=1e-6)
     y = topi.nn.adaptive_pool2d(x, (2, 3), pool_type, layout)
     want = adaptive_pool2d_python(a, (2, 3), pool_type, layout)
+    np.testing.assert_allclose(_run([x, y], a), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pool_type", ["max", "avg"])
+@pytest.mark.parametrize("shape,layout", [((1, 15, 28, 28, 8), "NCHW8c"),
+                                          ((1, 3, 9, 5, 16), "NCHW16c"),
+                                          ((1, 7, 7, 96), "NHWC"), ((1, 40, 6, 6), "NCHW")])
+def test_global_pool_accumulates_independent_vectors(shape: tuple, layout: str,
+                                                     pool_type: str) -> None:
+    """Global pooling (every window whole: no bounds test) accumulates a block of
+    independent vectors inside its reduction, unrolled; the result is numpy's."""
+    from templtune.schedule.relations import IterKind
+
+    a = _rand(*shape)
+    x = te.placeholder(shape, name="x")
+    y = topi.nn.global_pool2d(x, pool_type, layout)
+    op = y.op if y.op.reduce_axis else y.op.input_tensors[0].op  # avg: the sum, then / n
+    cond = op.body[0].condition
+    assert isinstance(cond, IntImm) and cond.value == 1  # no bounds test
+    s = default_schedule([x, y], TARGET)
+    st = s[op.output(0)]
+    kinds = [getattr(st.iter_var_attrs.get(iv), "kind", None) for iv in st.leaf_iter_vars]
+    names = [iv.var.name for iv in st.leaf_iter_vars]
+    assert kinds[-2:] == [IterKind.UNROLLED, IterKind.VECTORIZED], (names, kinds)
+    assert names[-3].startswith("rv"), names
+    hw = (1, 2) if layout == "NHWC" else (2, 3)
+    want = (a.max if pool_type == "max" else a.mean)(axis=hw, keepdims=True)
     np.testing.assert_allclose(_run([x, y], a), want, rtol=1e-5, atol=1e-6)
 
 

@@ -161,6 +161,33 @@ def _row_block(axes: list[Any], k: int) -> int | None:
     return next((f for f in range(min(n, _ROW_BLOCK_MAX), 1, -1) if n % f == 0), None)
 
 
+def _divisor_block(n: int) -> int | None:
+    """The largest divisor of ``n`` in 2.._ROW_BLOCK_MAX, or None."""
+    return next((f for f in range(min(n, _ROW_BLOCK_MAX), 1, -1) if n % f == 0), None)
+
+
+def _chain_block(stage: Any, axes: list[Any], k: int, vo: Any, v: int
+                 ) -> tuple[list[Any], list[Any]]:
+    """``(outer, inner)`` loops of a long reduction into vectors of ``v`` lanes over
+    ``axes[k]`` (split into ``vo`` x ``v``): ``inner`` (inside the reduction) holds a block of
+    independent accumulators, neighbouring vectors of ``axes[k]`` where ``v`` divides it and
+    it holds several, else a block of the nearest longer outer axis; empty where neither has a
+    divisor up to ``_ROW_BLOCK_MAX``.
+
+    One vector accumulating a whole 28x28 plane (global pooling) is a chain of 784 dependent
+    adds, bound by the add latency; a block of independent ones keeps the adders busy and
+    reads several neighbouring streams at once."""
+    n = _extent(axes[k])
+    if n % v == 0 and (b := _divisor_block(n // v)) is not None:
+        vo_o, vo_i = stage.split(vo, factor=b)
+        return axes[:k] + [vo_o], [vo_i]
+    j = next((i for i in range(k - 1, -1, -1) if _extent(axes[i]) > 1), None)
+    if j is None or (b := _divisor_block(_extent(axes[j]))) is None:
+        return axes[:k] + [vo], []
+    jo, ji = stage.split(axes[j], factor=b)
+    return axes[:j] + [jo] + axes[j + 1:k] + [vo], [ji]
+
+
 def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
     op = stage.op
     axes = list(stage.leaf_iter_vars[:len(op.axis)])
@@ -188,13 +215,15 @@ def _schedule_stage(s: Any, stage: Any, caps: Any, threshold: int) -> None:
             xo, xi = stage.split(axes[k - 1], factor=block)
             outer = axes[:k - 1] + [xo, vo]
             inner = [xi]
+        elif reduce and not window:
+            outer, inner = _chain_block(stage, axes, k, vo, v)
         stage.reorder(*outer, *axes[k + 1:], *red, *inner, vi)
         stage.vectorize(vi)
         if window:
             for r in red:  # a short window: one straight run of vector ops
                 stage.unroll(r)
-            for x in inner:
-                stage.unroll(x)
+        for x in inner:
+            stage.unroll(x)
         _parallel(stage, outer, len(outer), threshold)
         return
     if reduce and len(axes) > 1:

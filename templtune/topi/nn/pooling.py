@@ -153,29 +153,43 @@ def adaptive_pool2d(data: te.Tensor, output_size: Any, pool_type: str = "avg",
     def bounds(o: Any, n: int, osz: int) -> tuple[Any, Any]:
         return (o * n) // osz, ((o + 1) * n + osz - 1) // osz
 
+    # NOTE: where the cells split a dimension evenly (global pooling) every window is whole:
+    # no bounds test, so the reduction vectorizes instead of running lane by lane. A whole
+    # plane with W innermost (NCHW) is one reduction over contiguous values, which the
+    # default schedule factors into lane-wide partial sums.
+    even = in_h % oh == 0 and in_w % ow == 0
+    flat = te.reduce_axis((0, in_h * in_w), name="rv") if (
+        even and oh == ow == 1 and wax == len(shape) - 1) else None
+    raxes = [rh, rw] if flat is None else [flat]
+
     def src(i: tuple[Any, ...]) -> tuple[Any, Any]:
         hs, he = bounds(i[hax], in_h, oh)
         ws, we = bounds(i[wax], in_w, ow)
         ind = list(i)
+        if flat is not None:
+            ind[hax], ind[wax] = flat // in_w, flat % in_w
+            return data[tuple(ind)], None
         ind[hax], ind[wax] = hs + rh, ws + rw
-        return data[tuple(ind)], te.all(hs + rh < he, ws + rw < we)
+        return data[tuple(ind)], None if even else te.all(hs + rh < he, ws + rw < we)
 
     if pool_type == "max":
         def fmax(*i: Any) -> PrimExpr:
             v, cond = src(i)
-            return te.max(v, axis=[rh, rw], where=cond)
+            return te.max(v, axis=raxes, where=cond)
 
         return te.compute(tuple(out_shape), _named(fmax, ("ax",) * len(shape)), name="tensor",
                           tag="adaptive_pool_max")
 
     def fsum(*i: Any) -> PrimExpr:
         v, cond = src(i)
-        return te.sum(v, axis=[rh, rw], where=cond)
+        return te.sum(v, axis=raxes, where=cond)
 
     psum = te.compute(tuple(out_shape), _named(fsum, ("ax",) * len(shape)), name="tensor",
                       tag="adaptive_pool_sum")
 
     def favg(*i: Any) -> PrimExpr:
+        if even:
+            return psum[i] / te.const(float(kh * kw), data.dtype)
         hs, he = bounds(i[hax], in_h, oh)
         ws, we = bounds(i[wax], in_w, ow)
         return psum[i] / ((he - hs) * (we - ws)).astype(data.dtype)
