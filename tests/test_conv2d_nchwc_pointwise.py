@@ -124,3 +124,36 @@ def test_a_7_pixel_row_of_one_vector_runs_wider_blocks_over_the_fused_pixels():
         with Target(target), autotvm.ApplyConfig(cfg):
             autotvm.task.create("conv2d_NCHWc", args, target).func(*args)
         assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (8, want)
+
+
+def test_few_blocks_run_in_pixel_bands_on_several_threads():
+    """One block of 16 channels over 15x15 fused pixels (12-pixel register blocks) runs in 9
+    equal bands of 25 pixels on 2 cores (each peeling its own 1-pixel tail), in one piece on
+    1 core; both match numpy."""
+    import re
+
+    from templtune.autotvm.space import ConfigEntity
+    from templtune.templates.x86.conv2d_nchwc import pixel_bands
+
+    assert pixel_bands(225, 12, 1, 2) == 9 and pixel_bands(225, 12, 1, 1) == 1
+    assert pixel_bands(3025, 28, 1, 2) == 11 and pixel_bands(49, 28, 5, 2) == 1
+    assert pixel_bands(196, 16, 3, 2) == 2
+    args = (1, 15, 15, 16, 64, 1, 1, 1, 0)
+    cfg = ConfigEntity.from_json_dict({"index": 0, "entity": [
+        ["tile_ic", "sp", [-1, 16]], ["tile_oc", "sp", [-1, 16]], ["tile_ow", "sp", [-1, 12]],
+        ["unroll_kw", "ot", False]]})
+    task = autotvm.task.create("conv2d_NCHWc", args, "llvm")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 64, 15, 15)).astype(np.float32)
+    k = rng.standard_normal((16, 64, 1, 1)).astype(np.float32)
+    for cores, loops in ((2, ["9"]), (1, [])):  # one block, one band: a serial loop
+        with Target(f"llvm -num-cores={cores}"), autotvm.ApplyConfig(cfg):
+            sch, tensors = task.func(*args)
+        ir = str(templtune.lower(sch, tensors, simple_mode=True))
+        par = re.findall(r"for \(\S+: int32, 0, (\d+)\) \"parallel\"", ir)
+        assert par == loops
+        out = np.full((1, 1, 225, 16), np.nan, np.float32)
+        templtune.build(sch, tensors, target="llvm")(pack_data(x, 16), pack_kernel(k, 16, 16),
+                                                     out)
+        np.testing.assert_allclose(unpack_data(out.reshape(1, 1, 15, 15, 16)),
+                                   ref.conv2d_nchw_python(x, k, 1, 0), rtol=1e-3, atol=1e-3)

@@ -130,6 +130,21 @@ def band_rows(oh: int, ow: int, blocks: int = 1, threads: int = 1) -> int:
     return next((d for d in rows if idle(d) <= BAND_IDLE), min(rows, key=idle))
 
 
+def pixel_bands(pixels: int, ow_bn: int, blocks: int = 1, threads: int = 1) -> int:
+    """Equal bands of the fused pixels an unchunked pointwise conv runs in parallel beside its
+    ``blocks`` (:func:`band_rows`' balance): the fewest dividing ``pixels``, each at least one
+    register block of ``ow_bn``, that leave the threads evenly loaded (1 where none helps).
+
+    SqueezeNet's 55x55 conv to one block of 16 channels ran on one thread: 3025 pixels in 11
+    bands of 275 run on both (each band peels its own partial last block)."""
+    counts = [k for k in range(1, pixels // ow_bn + 1) if pixels % k == 0]
+
+    def idle(k: int) -> float:
+        return idle_share(blocks * k, threads)
+
+    return next((k for k in counts if idle(k) <= BAND_IDLE), min(counts, key=idle))
+
+
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:
     """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
     (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
@@ -269,8 +284,10 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     if pointwise and ow % ow_bn:
         chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
+        # NOTE: a chunked conv's bands stay serial (a band of its own may end in a tail)
+        split = 1 if chunk else pixel_bands(oh * ow, ow_bn, N * cob, cores())
         return pointwise_pixels(data, kernel, (sh, sw), ow_bn, pass_width(ow_bn, oc_bn, 1),
-                                chunk, band, epilogue)
+                                chunk, band, epilogue, split)
     hp, wp = H + pt + pb, W + pl + pr
     if pt or pl or pb or pr:
         dpad = te.compute(

@@ -23,14 +23,16 @@ from templtune.autotvm.epilogue import Epilogue, attach, inline_tail
 
 def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, stride: tuple[int, int], ow_bn: int,
                      width: int, chunk: int, band: int,
-                     epilogue: Epilogue | None) -> tuple[Any, list[Any]]:
+                     epilogue: Epilogue | None, split: int = 1) -> tuple[Any, list[Any]]:
     """``(schedule, [data, kernel, *epilogue inputs, output])`` of a pointwise conv whose
     register blocks are ``ow_bn`` consecutive pixels x ``width`` lanes.
 
     ``data`` is ``[N, CI/ic_bn, H, W, ic_bn]``, ``kernel`` ``[CO/oc_bn, CI/ic_bn, 1, 1, ic_bn,
     oc_bn]``, ``stride`` ``(sh, sw)``; ``chunk`` input-channel blocks per reduction chunk (0:
     unchunked; see ``conv2d_nchwc.reduction_chunk``), each accumulated over ``band`` pixels (a
-    multiple of ``ow_bn``) while its weights are in L1.
+    multiple of ``ow_bn``) while its weights are in L1; ``split`` equal bands of the pixels
+    (unchunked only) run in parallel beside the output-channel blocks, each with its own
+    partial last register block.
     """
     n_, cib, ih, iw, ic_bn = (int(d) for d in data.shape)
     cob, oc_bn = int(kernel.shape[0]), int(kernel.shape[5])
@@ -57,8 +59,13 @@ def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, stride: tuple[int, int]
     s[conv].compute_inline()
 
     n, o, p, v = s[out].op.axis
-    # NOTE: the block loops stay serial below the parallel (n, o) loop, so their partial last
-    # iterations can be peeled; a fused parallel loop would keep the guards in every block
+    # NOTE: the block loops stay serial below the parallel (n, o[, band]) loop, so their
+    # partial last iterations can be peeled; a fused parallel loop would keep the guards in
+    # every block. Equal bands divide the pixels: no guard on the band loop.
+    par = [n, o]
+    if split > 1 and not chunk:
+        pb, p = s[out].split(p, nparts=split)
+        par.append(pb)
     if chunk:
         po, pi = s[out].split(p, factor=band)
         pio, pii = s[out].split(pi, factor=ow_bn)
@@ -67,9 +74,9 @@ def pointwise_pixels(data: te.Tensor, kernel: te.Tensor, stride: tuple[int, int]
     else:
         po, pi = s[out].split(p, factor=ow_bn)
         vo, vec = s[out].split(v, factor=width)
-        s[out].reorder(n, o, po, vo, pi, vec)
+        s[out].reorder(*par, po, vo, pi, vec)
         at = vo
-    s[out].parallel(s[out].fuse(n, o))
+    s[out].parallel(s[out].fuse(*par))
     s[out].vectorize(vec)
     s[acc].compute_at(s[out], at)
     _, _, ap, av = s[acc].op.axis
