@@ -179,10 +179,48 @@ def test_depthwise_on_a_plain_input_takes_its_consumers_blocking(c) -> None:
     assert "autotvm:depthwise_conv2d_nchw" not in impls
 
 
-def test_depthwise_whose_value_is_also_used_plain_stays_plain() -> None:
+@pytest.mark.parametrize("c", [116, 64])
+def test_depthwise_whose_value_is_also_used_plain_stays_plain(c) -> None:
     from templtune.graph.alter_layout import alter_op_layout
 
-    f, params = _downsample(116, "shared")
+    f, params = _downsample(c, "shared")
     g, _ = alter_op_layout(f, params, "llvm")
     assert "nn.contrib_depthwise_conv2d_NCHWc" not in [k.op for k in g.calls()]
     check_blocked_network(f, params, fused=False)
+
+
+def _convnext_block(c: int) -> tuple[Function, dict[str, np.ndarray]]:
+    """ConvNeXt's token mixer on a channels-last input: transpose to NCHW, depthwise 7x7 +
+    bias, transpose back, layer norm over the channels; then (not next to the depthwise
+    conv: through the layer norm) transposed again into a 1x1 conv."""
+    rng = np.random.default_rng(8)
+    params = {"wd": rng.standard_normal((c, 1, 7, 7)).astype("float32") * 0.2,
+              "bd": rng.standard_normal(c).astype("float32"),
+              "g": rng.standard_normal(c).astype("float32"),
+              "b": rng.standard_normal(c).astype("float32"),
+              "w1": rng.standard_normal((32, c, 1, 1)).astype("float32") * 0.2}
+    v = {k: nn.var(k, a.shape) for k, a in params.items()}
+    x = nn.var("data", (1, 14, 14, c))
+    y = make_call("transpose", [x], axes=(0, 3, 1, 2))
+    y = nn.bias_add(nn.conv2d(y, v["wd"], padding=(3, 3, 3, 3), groups=c), v["bd"])
+    y = make_call("transpose", [y], axes=(0, 2, 3, 1))
+    y = make_call("nn.layer_norm", [y, v["g"], v["b"]], axis=3, epsilon=1e-6)
+    out = nn.conv2d(make_call("transpose", [y], axes=(0, 3, 1, 2)), v["w1"])
+    return Function((x, *v.values()), out), params
+
+
+@pytest.mark.parametrize("c", [64, 24, 20])
+def test_depthwise_between_plain_ops_runs_blocked(c) -> None:
+    """A depthwise conv with no blocked neighbour runs at a block of two vectors, else one,
+    where one divides its channels (20: plain); the network matches numpy."""
+    from templtune.graph.alter_layout import alter_op_layout
+    from templtune.target import Target
+
+    lanes = Target("llvm").capabilities.lanes("float32")
+    want = next((b for b in (2 * lanes, lanes) if c % b == 0), 0)
+    f, params = _convnext_block(c)
+    g, _ = alter_op_layout(f, params, "llvm")
+    dws = [k for k in g.calls() if k.op == "nn.contrib_depthwise_conv2d_NCHWc"]
+    assert [k.shape[4] for k in dws] == ([want] if want else [])
+    impls = check_blocked_network(f, params, fused=False)
+    assert ("autotvm:depthwise_conv2d_NCHWc" in impls) == bool(want)

@@ -239,7 +239,7 @@ def alter_op_layout(func: Function, params: dict[str, np.ndarray], target: Any
     if not any(v is not None for v in choices.values()):
         return func, params
     calls = func.calls()
-    rw = Rewriter(params, choices, readers(calls))
+    rw = Rewriter(params, choices, readers(calls), tgt.capabilities.lanes("float32"))
     for c in calls:
         rw.new[id(c)] = rw.rewrite(c)
     body = rw.as_block(func.body, 0)
