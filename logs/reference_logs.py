@@ -21,8 +21,9 @@ pipeline
    :data:`templtune.autotvm.task.reference.FAMILY_LOGS`); with ``--only TEMPLATE`` only that
    template's records are replaced in place, every other line of the log is kept (and with
    ``--network NAME`` only the records of the workloads whose note names that network);
-4. with ``--block [B]``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log over the
-   points of its space with ``B``-channel blocks in and out (default: the family's;
+4. with ``--block [B]``, re-ranks every ``conv2d_NCHWc`` workload of the packaged log (and
+   grouped one, ``group_conv2d_NCHWc.x86``) over the points of its space with ``B``-channel
+   blocks in and out (default: the family's;
    ``logs/rerank.py --block``), so the network's convolutions keep one blocking and pay no
    layout transform between them;
 5. with ``--threads N``, times every implementation of each blocked conv layer that has more
@@ -243,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {n} records to {out}")
     if a.block is not None:
         block = a.block or pipeline_block(a.target)
-        reblock(raw_dir, out, [w for w in workloads if w.template == "conv2d_NCHWc"], block)
+        from rerank import BLOCKED
+
+        reblock(raw_dir, out, [w for w in workloads if w.template in BLOCKED], block)
     if a.threads:
         multithread(raw_dir, out, a.target, a.threads)
     return 0
@@ -282,7 +285,7 @@ def multithread(raw_dir: Path, out: Path, target: str, threads: int) -> None:
 
 
 def reblock(raw_dir: Path, out: Path, workloads: list[Workload], block: int) -> None:
-    """Step 4: the ``conv2d_NCHWc`` records of ``out`` re-ranked with ``block``-channel
+    """Step 4: the (grouped) ``conv2d_NCHWc`` records of ``out`` re-ranked with ``block``-channel
     blocks (each raw log names its workload; see ``logs/rerank.py``)."""
     from rerank import rerank, write_winners
 
@@ -297,7 +300,7 @@ def reblock(raw_dir: Path, out: Path, workloads: list[Workload], block: int) -> 
         if raw.exists():
             winners.update(rerank(str(raw), top=1, rounds=7, number=5, block=block))
     write_winners(winners, out)
-    print(f"re-ranked {len(winners)} conv2d_NCHWc records with {block}-channel blocks")
+    print(f"re-ranked {len(winners)} records with {block}-channel blocks")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ threads prefers records timed at N (see ``ApplyHistoryBest``), so records at 1 a
 threads of one workload can both ship: an implementation that wins on one thread can stall
 on memory bandwidth at two.
 
-``--block B`` (``conv2d_NCHWc`` workloads): the candidates are instead every point of the
+``--block B`` (``conv2d_NCHWc`` and grouped workloads): the candidates are instead every point of the
 task's space with channel blocks ``B`` in and out (any input block where ``B`` does not divide
 the input channels, as the stem's 3), so that a network whose convs all take these records
 keeps one layout from conv to conv and pays no layout transform between them; the raw log
@@ -78,8 +78,12 @@ def _timer(mod: object, number: int, threads: int):
     return ev
 
 
+#: the templates whose configs choose the network's channel blocks (``--block`` re-ranks them)
+BLOCKED = ("conv2d_NCHWc", "group_conv2d_NCHWc.x86")
+
+
 def block_candidates(inp: object, block: int) -> list[object]:
-    """Measure inputs of every point of ``inp``'s ``conv2d_NCHWc`` space whose output block
+    """Measure inputs of every point of ``inp``'s (grouped) ``conv2d_NCHWc`` space whose output block
     is ``block`` and whose input block is ``block`` too where ``block`` divides the input
     channels."""
     from templtune.autotvm.measure import MeasureInput
@@ -116,7 +120,7 @@ def candidates(path: str, top: int, block: int | None = None
     out: dict[tuple[str, str], list[object]] = {}
     for key, cfgs in groups.items():
         cands = [inp for _, inp in sorted(cfgs.values(), key=lambda t: t[0])[:top]]
-        if block is not None and key[0] == "conv2d_NCHWc":
+        if block is not None and key[0] in BLOCKED:
             cands = block_candidates(cands[0], block)
             if not cands:
                 raise SystemExit(f"{key[0]}{key[1]}: no config with {block}-channel blocks")

@@ -43,6 +43,28 @@ def test_block_candidates_are_the_spaces_uniform_points(args, ic_any):
         assert {_blocks(c.config)[0] for c in got} == {1, 3}
 
 
+def test_grouped_workloads_are_reranked_at_the_block_too(tmp_path):
+    """A grouped conv's raw log (ResNeXt's groups of 4) re-ranks over the grouped space's
+    points with 32-channel blocks in and out, as a plain conv's does."""
+    from templtune.autotvm.record import encode
+    from templtune.measure.measure import MeasureErrorNo, MeasureResult
+
+    load_templates()
+    rr = _rerank()
+    name, args = "group_conv2d_NCHWc.x86", (1, 14, 14, 128, 128, 3, 3, 1, 1, 32)
+    assert name in rr.BLOCKED
+    task = autotvm.task.create(name, args, "llvm")
+    space = task.config_space
+    valid = [i for i in range(space.range_length) if space.is_index_valid(i)]
+    other = next(i for i in valid if _blocks(space.get(i)) != (32, 32))
+    log = tmp_path / "raw.log"
+    res = MeasureResult((1e-3,), MeasureErrorNo.NO_ERROR, 0.0, 1.0)
+    log.write_text(encode(MeasureInput("llvm", task, space.get(other)), res) + "\n")
+    (got,) = rr.candidates(str(log), top=1, block=32).values()
+    want = {i for i in valid if _blocks(space.get(i)) == (32, 32)}
+    assert {c.config.index for c in got} == want and want
+
+
 def test_candidates_are_timed_in_thread_cpu_time():
     """Time another process (or a sleep) takes from the kernel's thread does not count."""
     import time
