@@ -40,7 +40,6 @@ from ._common import (
     divisor_at_most,
     fma_lanes,
     host_vector,
-    idle_share,
     inner_sizes,
     lane_filter,
     max_inner,
@@ -50,6 +49,7 @@ from ._common import (
     target_vector,
     vec_regs,
 )
+from .conv2d_nchwc_bands import BAND_PIXELS, band_rows, pixel_bands
 from .conv2d_nchwc_channels import (
     blocks_ok,
     channel_split,
@@ -84,8 +84,6 @@ L1_BYTES = 32 * 1024
 #: the smallest L2 of those cores (Haswell): an output-channel block's weights above it do
 #: not stay cached from one network run to the next, so a KxK conv streams them from memory
 STREAM_BYTES = 256 * 1024
-#: output pixels a chunk of weights serves while it is in L1 (one band of rows)
-BAND_PIXELS = 256
 
 
 def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
@@ -107,42 +105,6 @@ def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
         return 0
     return divisor_at_most(ci // ic_bn, max(1, L1_BYTES // 2 // block))
 
-
-#: idle share of the threads (:func:`._common.idle_share`) a band split may leave
-BAND_IDLE = 0.1
-
-
-def band_rows(oh: int, ow: int, blocks: int = 1, threads: int = 1) -> int:
-    """Output rows per band of a chunked conv: the most (dividing ``oh``) within
-    :data:`BAND_PIXELS` pixels, at least one, whose bands x ``blocks`` (batch x output-channel
-    blocks: the parallel loop's iterations) leave ``threads`` threads evenly loaded.
-
-    Three blocks of a 14x14 map in one band each keep one of two threads idle a third of the
-    time; bands of 7 rows give 6 iterations. A band's weights chunk serves fewer pixels (one
-    7-pixel row at the least), which costs little: they come from L2.
-    """
-    rows = [d for d in range(divisor_at_most(oh, max(1, BAND_PIXELS // ow)), 0, -1)
-            if oh % d == 0]
-
-    def idle(d: int) -> float:
-        return idle_share(blocks * (oh // d), threads)
-
-    return next((d for d in rows if idle(d) <= BAND_IDLE), min(rows, key=idle))
-
-
-def pixel_bands(pixels: int, ow_bn: int, blocks: int = 1, threads: int = 1) -> int:
-    """Equal bands of the fused pixels an unchunked pointwise conv runs in parallel beside its
-    ``blocks`` (:func:`band_rows`' balance): the fewest dividing ``pixels``, each at least one
-    register block of ``ow_bn``, that leave the threads evenly loaded (1 where none helps).
-
-    SqueezeNet's 55x55 conv to one block of 16 channels ran on one thread: 3025 pixels in 11
-    bands of 275 run on both (each band peels its own partial last block)."""
-    counts = [k for k in range(1, pixels // ow_bn + 1) if pixels % k == 0]
-
-    def idle(k: int) -> float:
-        return idle_share(blocks * k, threads)
-
-    return next((k for k in counts if idle(k) <= BAND_IDLE), min(counts, key=idle))
 
 
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:

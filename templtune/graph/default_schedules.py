@@ -152,18 +152,14 @@ def _factor(s: Any, stage: Any, caps: Any, threshold: int,
     return rst
 
 
-def _row_block(axes: list[Any], k: int) -> int | None:
-    """The register block over the spatial axis outside the vector axis ``k``: its largest
-    divisor in 2.._ROW_BLOCK_MAX (no tail), or None."""
-    if k < 1:
-        return None
-    n = _extent(axes[k - 1])
-    return next((f for f in range(min(n, _ROW_BLOCK_MAX), 1, -1) if n % f == 0), None)
-
-
 def _divisor_block(n: int) -> int | None:
-    """The largest divisor of ``n`` in 2.._ROW_BLOCK_MAX, or None."""
+    """The largest divisor of ``n`` in 2.._ROW_BLOCK_MAX (a block with no tail), or None."""
     return next((f for f in range(min(n, _ROW_BLOCK_MAX), 1, -1) if n % f == 0), None)
+
+
+def _row_block(axes: list[Any], k: int) -> int | None:
+    """The register block over the spatial axis outside the vector axis ``k``, or None."""
+    return _divisor_block(_extent(axes[k - 1])) if k >= 1 else None
 
 
 def _chain_block(stage: Any, axes: list[Any], k: int, vo: Any, v: int
