@@ -1,8 +1,8 @@
 """Default schedules of non-tuned groups: old (parallel only) vs new (vectorized + parallel).
 
 Times ResNet-18's max-pool 3x3/2 (1x64x112x112 NCHW), softmax (1x1000 and ViT attention rows),
-ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU) and NCHW -> NCHW[x]c layout
-transforms at 1 and 2 threads, interleaving old, new and numpy rounds in one process (the
+ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU), global average pooling and NCHW ->
+NCHW[x]c layout transforms at 1 and 2 threads, interleaving old, new and numpy rounds in one process (the
 median of the rounds is robust to a loaded machine), and prints the per-call medians and the ratios. Kernels are timed by their
 native timer (``time_evaluator``: no Python call overhead, about 15 us per call here), numpy
 by ``perf_counter`` around its calls (its own per-call overhead included).
@@ -122,6 +122,15 @@ def _pool() -> tuple[te.Tensor, te.Tensor]:
     return x, topi.nn.pool2d(x, 3, 2, 1, "max")
 
 
+def _global_pool(shape: tuple[int, ...], layout: str) -> tuple[te.Tensor, te.Tensor]:
+    x = te.placeholder(shape, name="x")
+    return x, topi.nn.global_pool2d(x, "avg", layout)
+
+
+def _mean_numpy(axes: tuple[int, int]) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda a: a.mean(axis=axes, keepdims=True)
+
+
 def _relayout(shape: tuple[int, ...], dst: str, channels: int = 0
               ) -> tuple[te.Tensor, te.Tensor]:
     from templtune.graph.ops.nchwc import _lt_compute
@@ -155,6 +164,16 @@ CASES: dict[str, tuple[Callable[[], tuple[te.Tensor, te.Tensor]],
                            lambda a: 1.0 / (1.0 + np.exp(-a)), 20),
     "tanh 1x197x3072": (lambda: _unary((1, 197, 3072), te.tanh), np.tanh, 20),
     "gelu(erf) 1x197x3072": (lambda: _unary((1, 197, 3072), _gelu), _gelu_numpy, 20),
+    # global average pooling: MobileNetV3's and EfficientNet's squeeze-excitation inputs
+    # (blocked), ResNet-50's last map channels-last and plain
+    "global_pool 1x15x28x28x8c": (lambda: _global_pool((1, 15, 28, 28, 8), "NCHW8c"),
+                                  _mean_numpy((2, 3)), 100),
+    "global_pool 1x1x112x112x32c": (lambda: _global_pool((1, 1, 112, 112, 32), "NCHW32c"),
+                                    _mean_numpy((2, 3)), 50),
+    "global_pool 1x7x7x2048 NHWC": (lambda: _global_pool((1, 7, 7, 2048), "NHWC"),
+                                    _mean_numpy((1, 2)), 100),
+    "global_pool 1x2048x7x7 NCHW": (lambda: _global_pool((1, 2048, 7, 7), "NCHW"),
+                                    _mean_numpy((2, 3)), 100),
     # NCHW -> NCHW[x]c: a network's RGB input, ShuffleNet's 116 and 232 channels (116 padded)
     "relayout 1x3x224x224 3c": (lambda: _relayout((1, 3, 224, 224), "NCHW3c"),
                                 _pack_numpy(3), 50),
