@@ -1,0 +1,85 @@
+"""Which groups of a network lose time on 2 threads: each group's time on 1 thread and on
+``--threads`` (each in its own process, the thread count read when the runtime is made), the
+groups listed by the time lost against perfect scaling (``t1 / N``), with their scaling.
+
+Group times are the minimum of ``--profiles`` ``GraphModule.profile`` runs (a busy host
+inflates single runs; the minimum is each group's undisturbed time). Run::
+
+    python3 benchmarks/studies/thread_scaling.py /tmp/zoo/mobilenet_v2.onnx [--threads 2]
+        [--top 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _profile(model: str, threads: int, profiles: int) -> list[dict]:
+    """``[{group, impl, t, key}]`` of ``model`` built and run on ``threads`` threads."""
+    import logging
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from models import load_model
+
+    from templtune import graph
+    from templtune.graph.transform import PassContext
+
+    logging.disable(logging.WARNING)
+    net, params = load_model(model)
+    data = next(v for v in net.params if v.name not in params)
+    with PassContext(opt_level=3):
+        lib = graph.build(net, f"llvm -num-cores={threads}", params)
+    gm = graph.GraphModule(lib)
+    gm.set_input(data.name, np.random.default_rng(0).standard_normal(data.shape)
+                 .astype("float32"))
+    best: list[float] | None = None
+    for _ in range(profiles):
+        rows = gm.profile(number=20)
+        ts = [t for _, _, t in rows]
+        best = ts if best is None else [min(a, b) for a, b in zip(best, ts)]
+    assert best is not None
+    return [dict(group=g, impl=i, t=t, key=str(cg.workload_key))
+            for (g, i, _), t, cg in zip(rows, best, lib.groups)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="an ONNX file or a zoo name (resnet-18, ...)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--profiles", type=int, default=5)
+    ap.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        print(json.dumps(_profile(a.model, a.worker, a.profiles)))
+        return
+    runs = {}
+    for n in (1, a.threads):
+        env = {**os.environ, "TEMPLTUNE_NUM_THREADS": str(n)}
+        out = subprocess.run([sys.executable, __file__, a.model, "--worker", str(n),
+                              "--profiles", str(a.profiles)], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        runs[n] = json.loads(out.strip().splitlines()[-1])
+    one, many = runs[1], runs[a.threads]
+    t1, tn = sum(r["t"] for r in one), sum(r["t"] for r in many)
+    print(f"{a.model}: groups sum {t1 * 1e3:.2f} ms on 1 thread, {tn * 1e3:.2f} ms on "
+          f"{a.threads} (perfect {t1 / a.threads * 1e3:.2f}: {(tn - t1 / a.threads) * 1e3:.2f} "
+          f"ms lost)")
+    rows = sorted(zip(one, many), key=lambda r: -(r[1]["t"] - r[0]["t"] / a.threads))
+    for x, y in rows[:a.top]:
+        print(f"  {x['t'] * 1e6:8.1f} {y['t'] * 1e6:8.1f} us  x{x['t'] / y['t']:4.2f}  lost "
+              f"{(y['t'] - x['t'] / a.threads) * 1e6:6.1f}  {x['impl'][:28]:28s} "
+              f"{x['key'][:100]}")
+
+
+if __name__ == "__main__":
+    main()
