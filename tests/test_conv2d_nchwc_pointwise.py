@@ -138,6 +138,7 @@ def test_few_blocks_run_in_pixel_bands_on_several_threads():
     assert pixel_bands(225, 12, 1, 2) == 9 and pixel_bands(225, 12, 1, 1) == 1
     assert pixel_bands(3025, 28, 1, 2) == 11 and pixel_bands(49, 28, 5, 2) == 1
     assert pixel_bands(196, 16, 3, 2) == 2
+    assert pixel_bands(9, 16, 1, 2) == 1  # a (hand-written) block wider than the map
     args = (1, 15, 15, 16, 64, 1, 1, 1, 0)
     cfg = ConfigEntity.from_json_dict({"index": 0, "entity": [
         ["tile_ic", "sp", [-1, 16]], ["tile_oc", "sp", [-1, 16]], ["tile_ow", "sp", [-1, 12]],

@@ -35,7 +35,7 @@ def pixel_bands(pixels: int, ow_bn: int, blocks: int = 1, threads: int = 1) -> i
 
     SqueezeNet's 55x55 conv to one block of 16 channels ran on one thread: 3025 pixels in 11
     bands of 275 run on both (each band peels its own partial last block)."""
-    counts = [k for k in range(1, pixels // ow_bn + 1) if pixels % k == 0]
+    counts = [k for k in range(1, max(1, pixels // ow_bn) + 1) if pixels % k == 0]
     return _balanced(counts, lambda k: blocks * k, threads)
 
 
