@@ -21,6 +21,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,18 @@ def _best(fn, runs: int) -> float:
     return min(times)
 
 
+def build(model: str, threads: int) -> tuple[Any, str, np.ndarray]:
+    """``(lib, input name, seeded normal input)`` of ``model`` (an ONNX file or a zoo name)
+    built at opt_level 3 with the packaged logs for ``threads`` threads."""
+    logging.disable(logging.WARNING)
+    net, params = load_model(model)
+    data = next(v for v in net.params if v.name not in params)
+    with PassContext(opt_level=3):
+        lib = graph.build(net, f"llvm -num-cores={threads}", params)
+    x = np.random.default_rng(0).standard_normal(data.shape).astype("float32")
+    return lib, data.name, x
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="an ONNX file or a zoo name (resnet-18, ...)")
@@ -56,14 +69,8 @@ def main() -> None:
     args = ap.parse_args()
     # NOTE: read when the runtime modules are made (below), not at import
     os.environ["TEMPLTUNE_NUM_THREADS"] = str(args.threads)
-    logging.disable(logging.WARNING)
     path = Path(args.model)
-    net, params = load_model(args.model)  # a zoo name or an ONNX file
-    data = next(v for v in net.params if v.name not in params)
-    name, shape = data.name, data.shape
-    with PassContext(opt_level=3):
-        lib = graph.build(net, f"llvm -num-cores={args.threads}", params)
-    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    lib, name, x = build(args.model, args.threads)
     for k in range(args.modules):
         gm = graph.GraphModule(lib)
         gm.set_input(name, x)

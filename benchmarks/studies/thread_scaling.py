@@ -18,29 +18,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _profile(model: str, threads: int, profiles: int) -> list[dict]:
     """``[{group, impl, t, key}]`` of ``model`` built and run on ``threads`` threads."""
-    import logging
-
-    import numpy as np
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from models import load_model
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from group_profile import build
 
     from templtune import graph
-    from templtune.graph.transform import PassContext
 
-    logging.disable(logging.WARNING)
-    net, params = load_model(model)
-    data = next(v for v in net.params if v.name not in params)
-    with PassContext(opt_level=3):
-        lib = graph.build(net, f"llvm -num-cores={threads}", params)
+    lib, name, x = build(model, threads)
     gm = graph.GraphModule(lib)
-    gm.set_input(data.name, np.random.default_rng(0).standard_normal(data.shape)
-                 .astype("float32"))
+    gm.set_input(name, x)
     best: list[float] | None = None
     for _ in range(profiles):
         rows = gm.profile(number=20)

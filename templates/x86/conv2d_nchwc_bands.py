@@ -33,8 +33,8 @@ def pixel_bands(pixels: int, ow_bn: int, blocks: int = 1, threads: int = 1) -> i
     ``blocks`` (:func:`band_rows`' balance): the fewest dividing ``pixels``, each at least one
     register block of ``ow_bn``, that leave the threads evenly loaded (1 where none helps).
 
-    SqueezeNet's 55x55 conv to one block of 16 channels ran on one thread: 3025 pixels in 11
-    bands of 275 run on both (each band peels its own partial last block)."""
+    A 55x55 conv to one block of 16 channels has one parallel iteration: its 3025 pixels in
+    11 bands of 275 keep 2 threads busy (each band peels its own partial last block)."""
     counts = [k for k in range(1, max(1, pixels // ow_bn) + 1) if pixels % k == 0]
     return _balanced(counts, lambda k: blocks * k, threads)
 

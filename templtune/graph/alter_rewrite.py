@@ -20,6 +20,7 @@ Any other op gets plain inputs: a ``layout_transform`` is inserted once per valu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -186,25 +187,40 @@ class Rewriter:
             return make_call(c.op, [vals[0][0]], **attrs), 0
         return self._plain(c, attrs)
 
+    def _chain_end(self, c: Call, through: Callable[[Call], bool],
+                   steps: int | None = None) -> tuple[Call, Call] | None:
+        """Following ``c``'s value through its sole users while ``through`` holds (at most
+        ``steps`` of them): ``(e, u)``, the last value and its sole user that ``through``
+        stops; None where a value has no user or several, or the steps run out."""
+        e, n = c, 0
+        while True:
+            users = self.users.get(id(e), [])
+            if len(users) != 1:
+                return None
+            u = users[0]
+            if not through(u):
+                return e, u
+            n += 1
+            if steps is not None and n >= steps:
+                return None
+            e = u
+
+    def _keeps_blocks(self, u: Call) -> bool:
+        """An element-wise op, a bias or a per-channel constant: any blocking passes through."""
+        return u.op in ELEMENTWISE or u.op == "nn.bias_add" or (
+            u.op in BROADCAST and len(u.args) == 2
+            and any(self._bound(a) is not None for a in u.args)
+            and self._broadcast_block(u, [1, 1]) == 1)
+
     def _fed_block(self, c: Call) -> int:
         """The input block of the blocked convolution ``c``'s value alone feeds, through
         element-wise ops and per-channel constants that keep any blocking; 0 if none."""
-        e: Call = c
-        for _ in range(4):
-            users = self.users.get(id(e), [])
-            if len(users) != 1:
-                return 0
-            u = users[0]
-            choice = self.choices.get(id(u))
-            if choice is not None and u.args[0] is e:
-                return choice.ic_bn
-            if not (u.op in ELEMENTWISE or u.op == "nn.bias_add" or (
-                    u.op in BROADCAST and len(u.args) == 2
-                    and any(self._bound(a) is not None for a in u.args)
-                    and self._broadcast_block(u, [1, 1]) == 1)):
-                return 0
-            e = u
-        return 0
+        end = self._chain_end(c, self._keeps_blocks, 4)
+        if end is None:
+            return 0
+        e, u = end
+        choice = self.choices.get(id(u))
+        return choice.ic_bn if choice is not None and u.args[0] is e else 0
 
     def _own_block(self, c: Call) -> int:
         """The block of a depthwise conv ``c`` with no blocked input or consumer whose value
@@ -213,16 +229,11 @@ class Rewriter:
 
         ConvNeXt's depthwise 7x7 convs sit between layer norms over channels-last values:
         blocked, with a transform on each side (the one after it fused into its output
-        stage), they run 2-3 times faster than the plain kernel. A value also used elsewhere
-        stays plain: blocking it would add a transform back for each plain user."""
-        e: Call = c
-        while True:
-            users = self.users.get(id(e), [])
-            if len(users) != 1:
-                return 0
-            if not (users[0].op in ELEMENTWISE or users[0].op == "nn.bias_add"):
-                break
-            e = users[0]
+        stage), they run the blocked kernel instead of the plain one, whose vectors along a
+        row reload every tap. A value also used elsewhere stays plain: blocking it would add
+        a transform back for each plain user."""
+        if self._chain_end(c, lambda u: u.op in ELEMENTWISE or u.op == "nn.bias_add") is None:
+            return 0
         ch = c.shape[1]
         return next((b for b in (2 * self.lanes, self.lanes) if b and ch % b == 0), 0)
 
