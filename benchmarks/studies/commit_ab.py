@@ -1,5 +1,6 @@
 """Two commits' library code timed on one network, alternating: for each round and each
-commit, ``templates/`` and ``templtune/`` are checked out from that commit and a fresh process
+commit, ``templates/`` and ``templtune/`` are made as at that commit (checked out, files it
+lacks removed) and a fresh process
 builds the network (opt_level 3, packaged logs) and reports the median of ``--runs`` runs;
 the working tree's own files are put back at the end (and on an error). Prints each commit's
 times and the minimum of its medians per thread count.
@@ -53,6 +54,16 @@ def _git(*args: str) -> str:
                           text=True).stdout
 
 
+def _switch(rev: str) -> None:
+    """The tree's ``templates/`` and ``templtune/`` as at ``rev``: checked out, and the
+    tracked files ``rev`` lacks removed (a module added since would still be imported)."""
+    _git("checkout", rev, "--", *PATHS)
+    have = set(_git("ls-files", "--", *PATHS).split())
+    keep = set(_git("ls-tree", "-r", "--name-only", rev, "--", *PATHS).split())
+    for extra in sorted(have - keep):
+        (ROOT / extra).unlink(missing_ok=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="an ONNX file or a zoo name (resnet-18, ...)")
@@ -72,7 +83,7 @@ def main() -> None:
     try:
         for _ in range(a.rounds):
             for rev in a.commits:
-                _git("checkout", rev, "--", *PATHS)
+                _switch(rev)
                 for n in threads:
                     env = {**os.environ, "TEMPLTUNE_NUM_THREADS": str(n)}
                     out = subprocess.run(
