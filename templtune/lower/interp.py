@@ -34,6 +34,7 @@ from templtune.lower.ir import (
     PrimFunc,
     Ramp,
     SeqStmt,
+    Shuffle,
     Stmt,
     Store,
 )
@@ -110,8 +111,12 @@ class _Gen:
             return f"({self.e(x.base)} + {lane} * {self.e(x.stride)})"
         if isinstance(x, Broadcast):
             return self.e(x.value)
+        if isinstance(x, Shuffle):
+            return self.e(x.vector, x.indices[lane])
         if isinstance(x, Load):
             idx = self.e(x.index, lane)
+            if x.predicate is not None:  # a masked-off lane reads nothing (it may lie outside)
+                return f"({self.buf(x.buffer)}[{idx}] if {self.e(x.predicate, lane)} else 0)"
             return f"{self.buf(x.buffer)}[{idx}]"
         if isinstance(x, BinOp):
             a, b = self.e(x.a, lane), self.e(x.b, lane)

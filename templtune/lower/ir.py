@@ -2,8 +2,8 @@
 
 Statements are frozen, slotted dataclasses compared by identity (edit with ``dataclasses.replace``).
 Expressions are the scalar nodes of :mod:`templtune.te.expr` plus the memory/vector nodes defined
-here: :class:`Load` (flat index into a :class:`Buffer`), :class:`Ramp` and :class:`Broadcast`
-(vector lanes after vectorization). A vector expression has a vector dtype such as
+here: :class:`Load` (flat index into a :class:`Buffer`), :class:`Ramp`, :class:`Broadcast` and
+:class:`Shuffle` (vector lanes after vectorization). A vector expression has a vector dtype such as
 ``"float32x16"``; ``Load``/``Store`` with a ``Ramp`` index access consecutive elements.
 
 Thread binding for GPUs is a ``For`` of kind ``THREAD_BINDING`` with a ``thread_tag``
@@ -79,6 +79,21 @@ class Broadcast(PrimExpr):
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return dt.with_lanes(self.value.dtype, self.lanes)
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class Shuffle(PrimExpr):
+    """Lanes of ``vector`` picked by constant ``indices``: lane ``k`` is ``vector``'s lane
+    ``indices[k]`` (LLVM's ``shufflevector`` of one vector). The vectorizer reads a window of
+    consecutive elements through it where lanes repeat or permute elements (a grouped conv's
+    per-group broadcasts), instead of gathering them."""
+
+    vector: PrimExpr
+    indices: tuple[int, ...]
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return dt.with_lanes(dt.element_of(self.vector.dtype), len(self.indices))
 
 
 # ----------------------------------------------------------------------------- statements

@@ -2,7 +2,9 @@
 
 * :func:`vectorize_loops` turns a ``VECTORIZED`` loop with a straight-line body (stores only)
   into vector code: the loop variable becomes ``ramp(0, 1, n)``, loads and stores whose index is
-  affine in it become ``Ramp``-indexed vector accesses, loop-invariant scalars are broadcast. A
+  affine in it become ``Ramp``-indexed vector accesses, loop-invariant scalars are broadcast, and
+  a load whose lanes read constant offsets within ``n`` elements becomes a window (one
+  contiguous load, masked past its span, and a ``Shuffle``) where it would have to gather. A
   body it cannot vectorize (inner loops, guards, non-affine indices) stays a serial loop,
   except one holding an ``UNROLLED`` loop: that loop stays ``VECTORIZED`` for LLVM's loop
   vectorizer, which turns the unrolled strided accesses (a layout transform's channel lanes)
@@ -30,6 +32,7 @@ from templtune.lower.ir import (
     Load,
     Ramp,
     SeqStmt,
+    Shuffle,
     Stmt,
     Store,
     seq,
@@ -38,6 +41,7 @@ from templtune.te.expr import (
     COMPARE_OPS,
     LOGIC_OPS,
     BinOp,
+    BinOpKind,
     Call,
     Cast,
     FloatImm,
@@ -87,6 +91,7 @@ class _Vectorizer:
         self.v, self.n, self.simp = var, lanes, simp
         self.sub = _SubstOne(var)  # remembers which nodes use the loop variable
         self._index: dict[PrimExpr, PrimExpr | None] = {}
+        self.windows = True  # whether a load may read a window (see window)
 
     def uses(self, e: PrimExpr) -> bool:
         return self.sub.uses(e)
@@ -122,6 +127,34 @@ class _Vectorizer:
             return e0
         return Ramp(e0, const(c, e.dtype), self.n)
 
+    def window(self, e: Load) -> PrimExpr:
+        """``e`` (an index not affine in the lanes) as a :class:`Shuffle` of one contiguous
+        load, where each lane reads a constant offset from lane 0's element and the offsets
+        span fewer than ``n`` elements (lanes that repeat an element per group, or permute a
+        window). Lanes past the span are masked off: every element the load reads lies
+        between two that the lanes read, so it stays inside the buffer."""
+        if not self.windows:
+            raise _Fail
+        s, zero = self.simp, const(0, self.v.dtype)
+        base = s.visit(self.sub.subst(e.index, zero))
+        offsets = []
+        for k in range(self.n):
+            off = const_int(s.visit(self.sub.subst(e.index, const(k, self.v.dtype)) - base))
+            if off is None:
+                raise _Fail
+            offsets.append(off)
+        lo, span = min(offsets), max(offsets) - min(offsets) + 1
+        if span > self.n:
+            raise _Fail
+        itype = e.index.dtype
+        lanes = Ramp(const(0, itype), const(1, itype), self.n)
+        pred = None if span == self.n else BinOp(
+            BinOpKind.LT, lanes, Broadcast(const(span, itype), self.n),
+            dt.with_lanes("bool", self.n))
+        start = s.visit(base + lo) if lo else base
+        load = Load(e.buffer, Ramp(start, const(1, itype), self.n), pred)
+        return Shuffle(load, tuple(o - lo for o in offsets))
+
     def expr(self, e: PrimExpr) -> PrimExpr:
         if isinstance(e, (IntImm, FloatImm)) or not self.uses(e):
             return e
@@ -133,7 +166,10 @@ class _Vectorizer:
         if isinstance(e, Load):
             if e.predicate is not None:
                 raise _Fail
-            idx = self.index(e.index)
+            try:
+                idx = self.index(e.index)
+            except _Fail:
+                return self.window(e)
             return Load(e.buffer, idx) if idx is not e.index else e
         if isinstance(e, BinOp):
             a, b = self.expr(e.a), self.expr(e.b)
@@ -146,11 +182,18 @@ class _Vectorizer:
         if isinstance(e, Not):
             return Not(self.bcast(self.expr(e.a)), dt.with_lanes("bool", self.n))
         if isinstance(e, Select):
-            if e.guarded and self.uses(e.cond) and not (
+            lanewise = e.guarded and self.uses(e.cond)
+            if lanewise and not (
                     _speculable(e.true_value, self.n) and _speculable(e.false_value, self.n)):
                 raise _Fail
-            return Select(self.bcast(self.expr(e.cond)), self.bcast(self.expr(e.true_value)),
-                          self.bcast(self.expr(e.false_value)), e.guarded)
+            # NOTE: a lane-wise guard masks its branches' loads by output lane, which says
+            # nothing about a window's lanes: no windows there
+            outer, self.windows = self.windows, self.windows and not lanewise
+            try:
+                return Select(self.bcast(self.expr(e.cond)), self.bcast(self.expr(e.true_value)),
+                              self.bcast(self.expr(e.false_value)), e.guarded)
+            finally:
+                self.windows = outer
         if isinstance(e, Call) and e.name in _PURE_CALLS:
             args = tuple(self.bcast(self.expr(a)) for a in e.args)
             return Call(dt.with_lanes(e.dtype, self.n), e.name, args)

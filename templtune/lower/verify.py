@@ -2,7 +2,7 @@
 
 Checks: every variable is defined (parameter, loop, let) before use; every load/store touches a
 parameter buffer or one allocated around it; stores' value lanes match their index lanes;
-binary operands agree in lanes; thread-binding loops carry a thread tag and other loops do not.
+binary operands agree in lanes; a shuffle picks lanes its vector has; thread-binding loops carry a thread tag and other loops do not.
 Violations raise :class:`~templtune.errors.LoweringError` naming the problem.
 """
 
@@ -20,6 +20,7 @@ from templtune.lower.ir import (
     LetStmt,
     Load,
     PrimFunc,
+    Shuffle,
     Store,
     shape_vars,
 )
@@ -74,6 +75,11 @@ class _Verifier:
                 if n.buffer not in self.bufs:
                     raise LoweringError(f"load from buffer {n.buffer.name} outside its "
                                         f"allocation")
+            elif isinstance(n, Shuffle):
+                width = dt.lanes(n.vector.dtype)
+                if not n.indices or any(not 0 <= i < width for i in n.indices):
+                    raise LoweringError(f"shuffle of a {width}-lane vector picks lanes "
+                                        f"{list(n.indices)}")
             elif isinstance(n, BinOp):
                 if dt.lanes(n.a.dtype) != dt.lanes(n.b.dtype):
                     raise LoweringError(f"operands with different lanes: {n.a.dtype} "

@@ -24,7 +24,7 @@ _FUNC_OPS = {BinOpKind.MIN: "min", BinOpKind.MAX: "max", BinOpKind.FLOORDIV: "fl
 
 
 def expr_str(e: Any) -> str:
-    """Render an expression; loop-IR nodes (Load, Ramp, Broadcast) are rendered by name."""
+    """Render an expression; loop-IR nodes (Load, Ramp, Broadcast, Shuffle) are rendered by name."""
     if isinstance(e, IntImm):
         if e.dtype == "bool":
             return "True" if e.value else "False"
@@ -56,9 +56,13 @@ def expr_str(e: Any) -> str:
         return f"reduce({e.combiner.name}, source=[{src}], axis=[{axes}], where={expr_str(e.condition)})"
     name = type(e).__name__
     if name == "Load":
+        if e.predicate is not None:
+            return f"{e.buffer.name}[{expr_str(e.index)}, mask={expr_str(e.predicate)}]"
         return f"{e.buffer.name}[{expr_str(e.index)}]"
     if name == "Ramp":
         return f"ramp({expr_str(e.base)}, {expr_str(e.stride)}, {e.lanes})"
     if name == "Broadcast":
         return f"broadcast({expr_str(e.value)}, {e.lanes})"
+    if name == "Shuffle":
+        return f"shuffle({expr_str(e.vector)}, {list(e.indices)})"
     return f"<{name}>"

@@ -7,14 +7,27 @@ its lanes, so the renderer only meets scalar statements and whole-vector copies.
 
 from __future__ import annotations
 
+from typing import Any
+
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import divisible
 from templtune.codegen.cuda.csyntax import _VEC_TYPES
 from templtune.errors import CodegenError
-from templtune.lower.ir import Broadcast, For, ForKind, IfThenElse, Load, Ramp, Stmt, Store
+from templtune.lower.ir import (
+    Broadcast,
+    For,
+    ForKind,
+    IfThenElse,
+    Load,
+    Ramp,
+    Shuffle,
+    Stmt,
+    Store,
+    seq,
+)
 from templtune.te.dispatch import Dispatch
 from templtune.te.expr import BinOp, Call, Cast, Not, PrimExpr, Select, Var, const, const_int
-from templtune.te.functor import Mutator, handles
+from templtune.te.functor import Mutator, children, handles
 
 _LANE: Dispatch[PrimExpr] = Dispatch(
     "CUDA scalarization", missing=lambda e: CodegenError(f"cannot scalarize vector expression {e}"))
@@ -36,6 +49,14 @@ def _lane_ramp(lane: PrimExpr, e: Ramp) -> PrimExpr:
 @_LANE.register(Broadcast)
 def _lane_broadcast(lane: PrimExpr, e: Broadcast) -> PrimExpr:
     return e.value
+
+
+@_LANE.register(Shuffle)
+def _lane_shuffle(lane: PrimExpr, e: Shuffle) -> PrimExpr:
+    k = const_int(lane)
+    if k is None:  # visit_Store unrolls the lanes of a store that reads a shuffle
+        raise CodegenError(f"a shuffle's lane must be constant, not {lane}")
+    return _lane(e.vector, const(e.indices[k]))
 
 
 @_LANE.register(Load)
@@ -93,12 +114,27 @@ class _Scalarize(Mutator):
         if dt.lanes(node.index.dtype) == 1 or _vector_copy_ok(node):
             return node
         lanes = dt.lanes(node.index.dtype)
+        if _holds_shuffle(node.value):
+            # NOTE: a shuffle picks its lanes by a constant table: each lane is its own store
+            return seq(*(self._lane_store(node, const(k)) for k in range(lanes)))
         lv = Var("vec", "int32")
-        pred = None if node.predicate is None else _lane(node.predicate, lv)
-        body: Stmt = Store(node.buffer, _lane(node.index, lv), _lane(node.value, lv))
-        if pred is not None:
-            body = IfThenElse(pred, body)
-        return For(lv, const(0), const(lanes), ForKind.UNROLLED, body)
+        return For(lv, const(0), const(lanes), ForKind.UNROLLED, self._lane_store(node, lv))
+
+    @staticmethod
+    def _lane_store(node: Store, lane: PrimExpr) -> Stmt:
+        pred = None if node.predicate is None else _lane(node.predicate, lane)
+        body: Stmt = Store(node.buffer, _lane(node.index, lane), _lane(node.value, lane))
+        return body if pred is None else IfThenElse(pred, body)
+
+
+def _holds_shuffle(e: PrimExpr) -> bool:
+    stack: list[Any] = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Shuffle):
+            return True
+        stack.extend(c for c in children(n) if isinstance(c, PrimExpr))
+    return False
 
 
 def scalarize(stmt: Stmt) -> Stmt:

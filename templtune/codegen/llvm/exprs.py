@@ -13,7 +13,7 @@ from templtune import dtype as dt
 from templtune.codegen.llvm import types as T
 from templtune.codegen.llvm.vmath import VMATH, MathCalls
 from templtune.errors import CodegenError
-from templtune.lower.ir import Broadcast, Ramp
+from templtune.lower.ir import Broadcast, Ramp, Shuffle
 from templtune.te.dispatch import Dispatch, handles, method_tables
 from templtune.te.expr import (
     BinOp,
@@ -217,6 +217,14 @@ class ExprRenderer(MathCalls):
     @handles(Broadcast, table="expr")
     def expr_Broadcast(self, e: Broadcast) -> V:
         return self.broadcast(self.expr(e.value), e.lanes)
+
+    @handles(Shuffle, table="expr")
+    def expr_Shuffle(self, e: Shuffle) -> V:
+        text, d = self.expr(e.vector)
+        ty = f"<{dt.lanes(d)} x {T.ll_type(dt.element_of(d))}>"
+        mask = ", ".join(f"i32 {i}" for i in e.indices)
+        return (self.op(f"shufflevector {ty} {text}, {ty} poison, <{len(e.indices)} x i32> "
+                        f"<{mask}>"), dt.with_lanes(dt.element_of(d), len(e.indices)))
 
     @handles(Ramp, table="expr")
     def expr_Ramp(self, e: Ramp) -> V:

@@ -54,10 +54,12 @@ def _loads(e: PrimExpr) -> bool:
     return any(isinstance(n, Load) for n in _walk(e))
 
 
-def _clampable(e: PrimExpr) -> bool:
+def _clampable(e: PrimExpr, uniform: bool = False) -> bool:
     """True when ``e`` can be evaluated speculatively once its load indices are clamped: its
     loads read buffers with enough constant elements for index 0 (or a vector at 0), and it
-    has no integer division by a non-constant divisor."""
+    has no integer division by a non-constant divisor. A load with its own lane mask (a
+    window, ``lower.passes``) qualifies only under a ``uniform`` guard: a lane-wise one
+    masks by output lane, and a window's lanes are not the output's."""
     for n in _walk(e):
         if isinstance(n, Load):
             size = 1
@@ -65,14 +67,14 @@ def _clampable(e: PrimExpr) -> bool:
                 if not isinstance(d, IntImm):
                     return False
                 size *= d.value
-            if size < dt.lanes(n.index.dtype) or n.predicate is not None:
+            if size < dt.lanes(n.index.dtype) or (n.predicate is not None and not uniform):
                 return False
         elif isinstance(n, BinOp) and n.op in (BinOpKind.DIV, BinOpKind.FLOORDIV,
                                                BinOpKind.FLOORMOD):
             if not dt.is_float(n.dtype) and not isinstance(n.b, IntImm):
                 return False
         elif isinstance(n, Select) and n.guarded and not (
-                _clampable(n.true_value) and _clampable(n.false_value)):
+                _clampable(n.true_value, uniform) and _clampable(n.false_value, uniform)):
             return False
     return True
 
@@ -136,7 +138,8 @@ class MemoryRenderer(ExprRenderer):
     def _guarded_vector_select(self, e: Select) -> V:
         # NOTE: a lane-wise ``if_then_else``: vector loads in each branch are masked by the
         # lanes that take it; scalar loads are clamped unless some lane takes the branch.
-        if not (_clampable(e.true_value) and _clampable(e.false_value)):
+        uniform = _uniform(e.cond)
+        if not (_clampable(e.true_value, uniform) and _clampable(e.false_value, uniform)):
             raise CodegenError("a vector if_then_else over buffers of unknown size cannot be "
                                "rendered safely; do not vectorize this loop")
         n = dt.lanes(e.cond.dtype)

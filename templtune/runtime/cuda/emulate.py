@@ -38,6 +38,7 @@ from templtune.lower.ir import (
     PrimFunc,
     Ramp,
     SeqStmt,
+    Shuffle,
     Stmt,
     Store,
 )
@@ -200,6 +201,11 @@ def _ramp(r: _Launch, e: Ramp, mask: np.ndarray) -> Any:
     base = np.asarray(r.ev(e.base, mask))
     stride = r.ev(e.stride, mask)
     return base[..., None] + np.asarray(stride)[..., None] * np.arange(e.lanes)
+
+
+@_EV.register(Shuffle)
+def _shuffle(r: _Launch, e: Shuffle, mask: np.ndarray) -> Any:
+    return np.asarray(r.ev(e.vector, mask))[..., list(e.indices)]
 
 
 @_EV.register(Broadcast)
