@@ -173,6 +173,53 @@ def test_vector_lanes_stay_within_a_group(groups, co, oc_bn, lanes, want) -> Non
     assert grouping.vector_lanes(groups, co, oc_bn, lanes) == want
 
 
+@pytest.mark.parametrize("groups,co,ci,lanes,fma,want", [
+    (32, 128, 128, 16, 8, 16),   # groups of 4, Zen 4: a zmm spans 4 groups
+    (32, 128, 128, 16, 16, 16),  # ... and with 512-bit FMA units
+    (32, 128, 128, 8, 8, 8),     # AVX2: a ymm spans 2 groups
+    (32, 64, 64, 16, 8, 16),     # groups of 2
+    (32, 256, 256, 16, 16, 8),   # groups of 8 would need a cross-lane permute
+    (32, 256, 256, 16, 8, 8),    # ... and fill Zen 4's 256-bit units anyway
+    (32, 128, 256, 16, 16, 4),   # 8 inputs per group of 4 outputs: no window of them
+    (32, 128, 128, 4, 4, 4),     # SSE: a group is a register
+])
+def test_vector_lanes_span_narrow_groups(groups, co, ci, lanes, fma, want) -> None:
+    assert grouping.vector_lanes(groups, co, 32, lanes, ci, fma) == want
+
+
+@pytest.mark.parametrize("args", [(1, 6, 7, 128, 128, 3, 3, 1, 1, 32),
+                                  (1, 9, 9, 64, 64, 3, 3, 2, 1, 32),
+                                  (1, 5, 5, 32, 32, 1, 1, 1, 0, 8)])
+def test_spanning_vectors_read_windows(args) -> None:
+    # narrow groups merged in a block: each vector reads a window of its groups' inputs
+    # (a shuffle of one load), in sampled configs of the space, against numpy per group
+    from templtune.lower.ir import Shuffle
+    from templtune.te.functor import post_order
+    from templtune.templates.x86._common import fma_lanes
+
+    co, ci, g = args[3], args[4], args[9]
+    lanes = target_vector()[0]
+    if not grouping.spans_groups(g, co, ci, lanes, fma_lanes()):
+        pytest.skip("this host's vectors hold one group each")
+    task = autotvm.task.create(TEMPLATE, args, "llvm")
+    space = task.config_space
+    rng = np.random.default_rng(5)
+    merged = 0
+    for i in range(space.range_length):
+        if not space.is_index_valid(i):
+            continue
+        cfg = space.get(i)
+        if cfg["tile_oc"].size[-1] <= co // g or rng.random() > 0.3:
+            continue
+        merged += 1
+        with Target("llvm"), autotvm.ApplyConfig(cfg):
+            sch, tensors = task.func(*args)
+        f = templtune.lower(sch, tensors)
+        assert any(isinstance(n, Shuffle) for n in post_order(f.body)), str(cfg)
+        _template_run(args, cfg, rng)
+    assert merged
+
+
 def test_merged_kernel_is_split_by_group() -> None:
     k = np.arange(8 * 2 * 1 * 1, dtype=np.float32).reshape(8, 2, 1, 1) + 1
     packed = pack_group_kernel(k, 4, 4, 4)  # groups of 2 merged in pairs

@@ -112,7 +112,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
     (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
     the last one partial); :mod:`.conv2d_nchwc_channels` gives the channel blocks."""
     lanes, regs = target_vector()
-    nregs = register_file()
+    nregs, fma = register_file(), fma_lanes()
     if groups == 1:
         channel_split(cfg, "tile_ic", ci, max_inner(64), lanes)
         oc_blocks = channel_split(cfg, "tile_oc", co, lane_filter(co), lanes)
@@ -126,7 +126,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         oc_blocks = inner_sizes(co, keep_oc)
 
     def vecs_of(oc_bn: int) -> int:  # accumulator registers of a pixel's output channels
-        return vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, lanes))
+        return vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, lanes, ci, fma))
 
     vec_counts = sorted({vecs_of(v) for v in oc_blocks})
     tails = tail_blocks(ow, pixels, vec_counts, regs, nregs)
@@ -154,7 +154,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         oc_bn, ic_bn = fallback_block(co, flanes), fallback_block(ci, flanes)
         if groups > 1:
             ic_bn, oc_bn = fallback_blocks(groups, co, ci, flanes, oc_bn, fma_lanes())
-        vecs = vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, flanes))
+        vecs = vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, flanes, ci, fma))
         for name, n, b in (("tile_ic", ci, ic_bn), ("tile_oc", co, oc_bn)):
             if n % b:
                 cfg[name] = SplitEntity([-1, b])  # a padded block: set, not split
@@ -292,8 +292,9 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     out, acc = output_stage(s, tail)
     chunk = reduction_chunk(reads, ic_bn, oc_bn, KH, KW)
     unroll_kw = bool(cfg["unroll_kw"].val)
-    # a vector never spans two groups of a merged block: its lanes broadcast one input
-    vlanes = vector_lanes(groups, CO, oc_bn, target_vector()[0])
+    # a vector of a merged block lies within one group (its lanes broadcast one input), or
+    # spans narrow groups (its lanes read a window of their inputs, shuffled)
+    vlanes = vector_lanes(groups, CO, oc_bn, target_vector()[0], CI, fma_lanes())
     width = pass_width(ow_bn, oc_bn, KW if unroll_kw else 1, vlanes)
     vector = vlanes if merged > 1 and vlanes < width else None
     if chunk:

@@ -22,7 +22,8 @@ from templtune.topi.utils import round_up
 
 from ._common import divisor_at_most, has_lane_multiple, inner_sizes, lane_filter, vec_regs
 
-__all__ = ["fallback_block", "padded_blocks", "channel_split", "vector_lanes", "blocks_ok", "oc_filter", "fallback_blocks"]
+__all__ = ["fallback_block", "padded_blocks", "channel_split", "vector_lanes", "blocks_ok", "oc_filter", "fallback_blocks",
+           "spans_groups"]
 
 _CAP = 64
 
@@ -71,11 +72,34 @@ def channel_split(cfg: Any, name: str, n: int, keep: Any, lanes: int) -> list[in
     return sizes
 
 
-def vector_lanes(groups: int, co: int, oc_bn: int, lanes: int) -> int:
-    """Lanes of one accumulator vector of an ``oc_bn`` output block: ``lanes`` (a register),
-    fewer in a block of several groups, whose vectors each lie within one group."""
+#: the widest group a vector may span several of: its lanes then broadcast one input per
+#: group within each 128-bit lane, one load and an in-lane shuffle (a vector of groups of 8
+#: would need a cross-lane permute)
+SPAN_GROUP = 4
+
+
+def spans_groups(groups: int, co: int, ci: int, lanes: int, fma: int) -> bool:
+    """Whether a merged block's vectors span several groups: groups of ``co / groups``
+    output channels reading as many inputs, narrower than the ``fma``-lane FMA units, whose
+    lanes stay within 128-bit lanes (:data:`SPAN_GROUP`). Each vector then reads its groups'
+    inputs as one window of the block (``lower.passes``: a masked load and a shuffle), where
+    a vector per group would use a fraction of each FMA."""
     og = co // groups
-    return math.gcd(og, lanes) if groups > 1 and oc_bn > og else lanes
+    return groups > 1 and og == ci // groups and SPAN_GROUP % og == 0 and og < min(fma, lanes)
+
+
+def vector_lanes(groups: int, co: int, oc_bn: int, lanes: int, ci: int | None = None,
+                 fma: int | None = None) -> int:
+    """Lanes of one accumulator vector of an ``oc_bn`` output block: ``lanes`` (a register),
+    fewer in a block of several groups, whose vectors each lie within one group unless they
+    may span groups (:func:`spans_groups`, given the input channels ``ci`` and the FMA
+    lanes ``fma``)."""
+    og = co // groups
+    if groups == 1 or oc_bn <= og:
+        return lanes
+    if ci is not None and fma is not None and spans_groups(groups, co, ci, lanes, fma):
+        return lanes
+    return math.gcd(og, lanes)
 
 
 def blocks_ok(groups: int, co: int, ci: int, ic_bn: int, oc_bn: int, lanes: int) -> bool:
@@ -112,7 +136,7 @@ def fallback_blocks(groups: int, co: int, ci: int, lanes: int, preferred: int,
     def useful(b: int) -> float:
         # NOTE: with 256-bit FMA units (Zen 4) an 8-lane ymm FMA issues at twice a zmm's
         # rate: vectors of one 8-channel group each run at full speed
-        v = min(b, vector_lanes(groups, co, b, lanes))
+        v = min(b, vector_lanes(groups, co, b, lanes, ci, unit))
         return v / (vec_regs(v, unit) * unit)
 
     oc_bn = max(_oc_blocks(groups, co, lanes), key=lambda b: (useful(b), b == preferred, b))
