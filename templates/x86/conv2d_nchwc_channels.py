@@ -22,8 +22,8 @@ from templtune.topi.utils import round_up
 
 from ._common import divisor_at_most, has_lane_multiple, inner_sizes, lane_filter, vec_regs
 
-__all__ = ["fallback_block", "padded_blocks", "channel_split", "vector_lanes", "blocks_ok", "oc_filter", "fallback_blocks",
-           "spans_groups"]
+__all__ = ["fallback_block", "padded_blocks", "channel_split", "vector_lanes", "spans_groups",
+           "blocks_ok", "oc_filter", "fallback_blocks"]
 
 _CAP = 64
 

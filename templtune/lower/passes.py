@@ -130,7 +130,7 @@ class _Vectorizer:
     def window(self, e: Load) -> PrimExpr:
         """``e`` (an index not affine in the lanes) as a :class:`Shuffle` of one contiguous
         load, where each lane reads a constant offset from lane 0's element and the offsets
-        span fewer than ``n`` elements (lanes that repeat an element per group, or permute a
+        span at most ``n`` elements (lanes that repeat an element per group, or permute a
         window). Lanes past the span are masked off: every element the load reads lies
         between two that the lanes read, so it stays inside the buffer."""
         if not self.windows:

@@ -128,6 +128,7 @@ class _Scalarize(Mutator):
 
 
 def _holds_shuffle(e: PrimExpr) -> bool:
+    """Whether ``e`` reads a :class:`Shuffle` (a vectorized window load)."""
     stack: list[Any] = [e]
     while stack:
         n = stack.pop()
