@@ -220,6 +220,25 @@ def test_spanning_vectors_read_windows(args) -> None:
     assert merged
 
 
+@pytest.mark.parametrize("args", [(1, 56, 56, 128, 128, 3, 3, 1, 1, 32),
+                                  (1, 14, 14, 64, 64, 3, 3, 2, 1, 16)])
+def test_spanning_fallback_unrolls_the_taps(args) -> None:
+    # vectors spanning groups shuffle a window per input and pixel: the fallback unrolls the
+    # kw taps (their windows shared between neighbouring pixels) on a row block that fits
+    from templtune.templates.x86._common import fma_lanes, host_vector, register_file
+    from templtune.templates.x86.conv2d_nchwc_registers import spill_free
+
+    co, ci, g = args[3], args[4], args[9]
+    lanes, regs = host_vector()
+    if not grouping.spans_groups(g, co, ci, lanes, fma_lanes()):
+        pytest.skip("this host's vectors hold one group each")
+    cfg = FallbackConfigEntity()
+    _template_run(args, cfg, np.random.default_rng(6))
+    ow_bn, oc_bn = cfg["tile_ow"].size[-1], cfg["tile_oc"].size[-1]
+    assert oc_bn > co // g and cfg["unroll_kw"].val is True
+    assert spill_free(ow_bn, oc_bn // lanes or 1, 3, regs, register_file())
+
+
 def test_merged_kernel_is_split_by_group() -> None:
     k = np.arange(8 * 2 * 1 * 1, dtype=np.float32).reshape(8, 2, 1, 1) + 1
     packed = pack_group_kernel(k, 4, 4, 4)  # groups of 2 merged in pairs

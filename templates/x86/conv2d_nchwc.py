@@ -56,6 +56,7 @@ from .conv2d_nchwc_channels import (
     fallback_block,
     fallback_blocks,
     oc_filter,
+    spans_groups,
     vector_lanes,
 )
 from .conv2d_nchwc_pixels import pointwise_pixels
@@ -182,6 +183,15 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
             cfg["tile_ow"] = SplitEntity([-1, ow_bn])
         else:
             cfg.fallback_split("tile_ow", [-1, ow_bn])
+        if kw > 1 and oc_bn > co // groups and spans_groups(groups, co, ci, flanes, fma):
+            # NOTE: vectors spanning groups shuffle a window per input and pixel; with the kw
+            # taps unrolled a pixel's windows serve the taps of its neighbours too (a third
+            # of the shuffles): the widest row block whose taps' weights fit beside it
+            fit = [b for b in range(ow_bn, 0, -1)
+                   if ow % b == 0 and spill_free(b, vecs, kw, fregs, nregs)]
+            if fit:
+                ow_bn = fit[0]
+                cfg.fallback_split("tile_ow", [-1, ow_bn])
         # NOTE: the kw taps are unrolled only where their weights fit beside the accumulators
         # (a row of 7 pixels x 2 zmm does, one of 14 does not)
         cfg["unroll_kw"] = OtherOptionEntity(spill_free(ow_bn, vecs, kw, fregs, nregs))
