@@ -28,6 +28,7 @@ from templtune.lower.ir import (
 from templtune.te.dispatch import Dispatch
 from templtune.te.expr import BinOp, Call, Cast, Not, PrimExpr, Select, Var, const, const_int
 from templtune.te.functor import Mutator, children, handles
+from templtune.te.simplify import Simplifier
 
 _LANE: Dispatch[PrimExpr] = Dispatch(
     "CUDA scalarization", missing=lambda e: CodegenError(f"cannot scalarize vector expression {e}"))
@@ -62,6 +63,9 @@ def _lane_shuffle(lane: PrimExpr, e: Shuffle) -> PrimExpr:
 @_LANE.register(Load)
 def _lane_load(lane: PrimExpr, e: Load) -> PrimExpr:
     pred = None if e.predicate is None else _lane(e.predicate, lane)
+    if pred is not None and const_int(lane) is not None \
+            and const_int(Simplifier().visit(pred)) == 1:
+        pred = None  # a window's lane inside its span (the mask is constant per lane)
     return Load(e.buffer, _lane(e.index, lane), pred)
 
 
@@ -115,8 +119,10 @@ class _Scalarize(Mutator):
             return node
         lanes = dt.lanes(node.index.dtype)
         if _holds_shuffle(node.value):
-            # NOTE: a shuffle picks its lanes by a constant table: each lane is its own store
-            return seq(*(self._lane_store(node, const(k)) for k in range(lanes)))
+            # NOTE: a shuffle picks its lanes by a constant table: each lane is its own store,
+            # its lane arithmetic folded (the masks of a window's lanes are constants)
+            simp = Simplifier()
+            return seq(*(simp.visit(self._lane_store(node, const(k))) for k in range(lanes)))
         lv = Var("vec", "int32")
         return For(lv, const(0), const(lanes), ForKind.UNROLLED, self._lane_store(node, lv))
 
