@@ -90,12 +90,12 @@ def test_bad_groups_are_named(groups, c, kshape, msg) -> None:
         nn.conv2d(nn.var("x", (1, c, 5, 5)), nn.var("w", kshape), groups=groups)
 
 
-def _template_run(args: tuple, cfg, rng: np.random.Generator) -> None:
+def _template_run(args: tuple, cfg, rng: np.random.Generator, target: str = "llvm") -> None:
     n, h, w, co, ci, kh, kw, s, p, g = args
-    task = autotvm.task.create(TEMPLATE, args, "llvm")
-    with Target("llvm"), autotvm.ApplyConfig(cfg):
+    task = autotvm.task.create(TEMPLATE, args, target)
+    with Target(target), autotvm.ApplyConfig(cfg):
         sch, tensors = task.func(*args)
-    mod = templtune.build(sch, tensors, target="llvm")
+    mod = templtune.build(sch, tensors, target=target)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     k = rng.standard_normal((co, ci // g, kh, kw)).astype(np.float32)
@@ -187,10 +187,11 @@ def test_vector_lanes_span_narrow_groups(groups, co, ci, lanes, fma, want) -> No
     assert grouping.vector_lanes(groups, co, 32, lanes, ci, fma) == want
 
 
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])  # the host's, AVX2
 @pytest.mark.parametrize("args", [(1, 6, 7, 128, 128, 3, 3, 1, 1, 32),
                                   (1, 9, 9, 64, 64, 3, 3, 2, 1, 32),
                                   (1, 5, 5, 32, 32, 1, 1, 1, 0, 8)])
-def test_spanning_vectors_read_windows(args) -> None:
+def test_spanning_vectors_read_windows(target, args) -> None:
     # narrow groups merged in a block: each vector reads a window of its groups' inputs
     # (a shuffle of one load), in sampled configs of the space, against numpy per group
     from templtune.lower.ir import Shuffle
@@ -198,10 +199,10 @@ def test_spanning_vectors_read_windows(args) -> None:
     from templtune.templates.x86._common import fma_lanes
 
     co, ci, g = args[3], args[4], args[9]
-    lanes = target_vector()[0]
-    if not grouping.spans_groups(g, co, ci, lanes, fma_lanes()):
-        pytest.skip("this host's vectors hold one group each")
-    task = autotvm.task.create(TEMPLATE, args, "llvm")
+    tgt = Target(target)
+    if not grouping.spans_groups(g, co, ci, target_vector(tgt)[0], fma_lanes(tgt)):
+        pytest.skip(f"{target}: vectors hold one group each")
+    task = autotvm.task.create(TEMPLATE, args, target)
     space = task.config_space
     rng = np.random.default_rng(5)
     merged = 0
@@ -212,11 +213,11 @@ def test_spanning_vectors_read_windows(args) -> None:
         if cfg["tile_oc"].size[-1] <= co // g or rng.random() > 0.3:
             continue
         merged += 1
-        with Target("llvm"), autotvm.ApplyConfig(cfg):
+        with Target(target), autotvm.ApplyConfig(cfg):
             sch, tensors = task.func(*args)
         f = templtune.lower(sch, tensors)
         assert any(isinstance(n, Shuffle) for n in post_order(f.body)), str(cfg)
-        _template_run(args, cfg, rng)
+        _template_run(args, cfg, rng, target)
     assert merged
 
 
