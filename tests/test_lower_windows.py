@@ -1,8 +1,9 @@
 """Window loads: a vectorized load whose lanes read constant offsets from lane 0's element
-within fewer elements than the vector has (a grouped conv's per-group broadcasts) becomes one
-contiguous load, masked past the window, and a :class:`~templtune.lower.ir.Shuffle`. Checked
-against numpy through the LLVM build, the loop-IR interpreter (which raises on a read past a
-buffer, so it checks the mask), the CUDA emulator and nvcc."""
+within at most as many elements as the vector has lanes (a grouped conv's per-group
+broadcasts) becomes one contiguous load, masked past the window, and a
+:class:`~templtune.lower.ir.Shuffle`. Checked against numpy through the LLVM build and the
+loop-IR interpreter, the mask by a guard page after the buffer, the CUDA side by the emulator
+and nvcc."""
 
 from __future__ import annotations
 
