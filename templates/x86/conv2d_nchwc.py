@@ -154,7 +154,7 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         flanes, fregs = host_vector()
         oc_bn, ic_bn = fallback_block(co, flanes), fallback_block(ci, flanes)
         if groups > 1:
-            ic_bn, oc_bn = fallback_blocks(groups, co, ci, flanes, oc_bn, fma_lanes())
+            ic_bn, oc_bn = fallback_blocks(groups, co, ci, flanes, oc_bn, fma)
         vecs = vec_regs(oc_bn, vector_lanes(groups, co, oc_bn, flanes, ci, fma))
         for name, n, b in (("tile_ic", ci, ic_bn), ("tile_oc", co, oc_bn)):
             if n % b:

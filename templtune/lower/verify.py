@@ -2,7 +2,8 @@
 
 Checks: every variable is defined (parameter, loop, let) before use; every load/store touches a
 parameter buffer or one allocated around it; stores' value lanes match their index lanes;
-binary operands agree in lanes; a shuffle picks lanes its vector has; thread-binding loops carry a thread tag and other loops do not.
+binary operands agree in lanes; a shuffle picks lanes its vector has; thread-binding loops
+carry a thread tag and other loops do not.
 Violations raise :class:`~templtune.errors.LoweringError` naming the problem.
 """
 

@@ -7,8 +7,6 @@ its lanes, so the renderer only meets scalar statements and whole-vector copies.
 
 from __future__ import annotations
 
-from typing import Any
-
 from templtune import dtype as dt
 from templtune.codegen.cuda.analysis import divisible
 from templtune.codegen.cuda.csyntax import _VEC_TYPES
@@ -27,7 +25,7 @@ from templtune.lower.ir import (
 )
 from templtune.te.dispatch import Dispatch
 from templtune.te.expr import BinOp, Call, Cast, Not, PrimExpr, Select, Var, const, const_int
-from templtune.te.functor import Mutator, children, handles
+from templtune.te.functor import Mutator, handles, post_order
 from templtune.te.simplify import Simplifier
 
 _LANE: Dispatch[PrimExpr] = Dispatch(
@@ -118,7 +116,7 @@ class _Scalarize(Mutator):
         if dt.lanes(node.index.dtype) == 1 or _vector_copy_ok(node):
             return node
         lanes = dt.lanes(node.index.dtype)
-        if _holds_shuffle(node.value):
+        if any(isinstance(n, Shuffle) for n in post_order(node.value)):
             # NOTE: a shuffle picks its lanes by a constant table: each lane is its own store,
             # its lane arithmetic folded (the masks of a window's lanes are constants)
             simp = Simplifier()
@@ -131,17 +129,6 @@ class _Scalarize(Mutator):
         pred = None if node.predicate is None else _lane(node.predicate, lane)
         body: Stmt = Store(node.buffer, _lane(node.index, lane), _lane(node.value, lane))
         return body if pred is None else IfThenElse(pred, body)
-
-
-def _holds_shuffle(e: PrimExpr) -> bool:
-    """Whether ``e`` reads a :class:`Shuffle` (a vectorized window load)."""
-    stack: list[Any] = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Shuffle):
-            return True
-        stack.extend(c for c in children(n) if isinstance(c, PrimExpr))
-    return False
 
 
 def scalarize(stmt: Stmt) -> Stmt:
