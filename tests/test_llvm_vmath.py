@@ -119,6 +119,21 @@ def test_vector_body_has_no_libm_call(name: str) -> None:
     assert sym == f"@templtune.{name}.v16f32" and entries[-1].startswith("define internal")
 
 
+def test_erf_every_few_floats_of_its_range() -> None:
+    """Every 8th float32 of [0.25, 4.5]: both polynomials, the switch at 1, the clamp at 3.92."""
+    lo, hi = (np.array([0.25, 4.5], np.float32).view(np.uint32))
+    x = np.arange(lo, hi, 8, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x])
+    err = _ulps(_apply("erf", x, 16), x, "erf")
+    assert err.max() <= MAX_ULP["erf"], (x[err.argmax()], err.max())
+
+
+def test_erf_is_polynomials_alone() -> None:
+    """erf's cost is its polynomials: no division and no exp (its 2**n bit tricks) inside."""
+    ll = definition("erf", 16)[1][-1]
+    assert "fdiv" not in ll and "shl" not in ll and "bitcast" not in ll
+
+
 def test_float64_keeps_the_libm_intrinsic() -> None:
     f = build(elementwise(lambda a: Call("float64", "exp", (a,)), ["float64"], "float64", 64),
               target="llvm")
