@@ -243,14 +243,16 @@ def _ln_compute(x: list[te.Tensor], a: dict[str, Any]) -> te.Tensor:
         return te.compute(outer, lambda *i: te.sum(body(tuple(i) + tuple(rs)), axis=rs),
                           name=name)
 
-    mean = reduced("T_ln_sum", lambda i: data[i] / count)
-    var = reduced("T_ln_var", lambda i: (data[i] - mean[i[:ax]]) * (data[i] - mean[i[:ax]])
-                  / count)
+    total = reduced("T_ln_sum", lambda i: data[i])
+
+    def centred(i: Any) -> PrimExpr:
+        return data[i] - total[i[:ax]] / count
+
+    sq = reduced("T_ln_var", lambda i: centred(i) * centred(i))
 
     def norm(*i: Any) -> PrimExpr:
-        o = i[:ax]
-        inv = te.const(1.0, dt) / te.sqrt(var[o] + te.const(a["epsilon"], dt))
-        return (data[i] - mean[o]) * inv * gamma[i[ax:]] + beta[i[ax:]]
+        inv = te.const(1.0, dt) / te.sqrt(sq[i[:ax]] / count + te.const(a["epsilon"], dt))
+        return centred(i) * inv * gamma[i[ax:]] + beta[i[ax:]]
 
     return te.compute(data.shape, norm, name="T_layer_norm", tag="layer_norm")
 
