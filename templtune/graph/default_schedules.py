@@ -136,11 +136,17 @@ def _factor(s: Any, stage: Any, caps: Any, threshold: int,
         return None
     # NOTE: float max is exact in any order; a float sum is reassociated, as TVM's rfactor
     # schedules (and numpy's pairwise sum) do.
-    v = _lanes(caps, op.output(0).dtype, _reduce_extent(op), tail=True)
+    n = _reduce_extent(op)
+    v = _lanes(caps, op.output(0).dtype, n, tail=True)
     if not v:
         return None
+    # several registers of partials where they divide the row: independent add chains
+    v *= next((m for m in (4, 2) if n % (v * m) == 0 and n >= 2 * v * m), 1)
     ko, ki = stage.split(op.reduce_axis[0], factor=v)
     rf = s.rfactor(op.output(0), ki, factor_axis=len(op.axis))
+    # the v partials combine in a tree, not in a chain of v dependent adds
+    main = s[op.output(0)]
+    main.vectorize_reduction(main.op.reduce_axis[0])
     rst = s[rf]
     raxes = list(rst.leaf_iter_vars[:len(rst.op.axis)])
     rst.reorder(*raxes[:-1], *rst.op.reduce_axis, raxes[-1])

@@ -56,6 +56,7 @@ from templtune.te.expr import (
 from templtune.te.functor import Mutator, _replace, children, handles
 from templtune.te.simplify import Simplifier
 
+_REDUCE_OPS = frozenset({BinOpKind.ADD, BinOpKind.MUL, BinOpKind.MIN, BinOpKind.MAX})
 _PURE_CALLS = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "fabs", "abs", "floor", "ceil",
                          "pow", "power", "erf", "exp2", "log2", "log10", "round", "trunc"})
 
@@ -207,10 +208,28 @@ class _Vectorizer:
                 raise _Fail
             idx = self.index(s.index)
             if dt.lanes(idx.dtype) == 1:
-                raise _Fail  # every lane would store to the same place
+                return self.reduction(s)
             val = self.bcast(self.expr(s.value))
             return Store(s.buffer, idx, val)
         raise _Fail
+
+    def reduction(self, s: Store) -> Stmt:
+        """``s``, a store every lane would make to one place, as a reduction across the lanes
+        where it is one: ``x = x op e`` (op a sum, product, min or max; ``e`` read through the
+        lanes) becomes ``x = x op tree(e)``, the lanes combined in halves by shuffles: log2(n)
+        dependent steps instead of n, an order reassociated as rfactor's is."""
+        v = s.value
+        if not (isinstance(v, BinOp) and v.op in _REDUCE_OPS and self.n & (self.n - 1) == 0
+                and isinstance(v.a, Load) and v.a.buffer is s.buffer and v.a.predicate is None
+                and not self.uses(v.a)
+                and const_int(self.simp.visit(v.a.index - s.index)) == 0):
+            raise _Fail  # every lane would store to the same place
+        acc = self.bcast(self.expr(v.b))
+        elem = dt.element_of(acc.dtype)
+        for half in (self.n >> k for k in range(1, self.n.bit_length())):
+            acc = BinOp(v.op, Shuffle(acc, tuple(range(half))),
+                        Shuffle(acc, tuple(range(half, 2 * half))), dt.with_lanes(elem, half))
+        return Store(s.buffer, s.index, BinOp(v.op, v.a, acc, v.dtype))
 
 
 def _holds_unrolled(s: Stmt) -> bool:

@@ -218,6 +218,18 @@ class Stage:
         """Vectorize the (innermost, constant-extent) axis."""
         self._annotate(iv, IterKind.VECTORIZED, "vectorize")
 
+    def vectorize_reduction(self, iv: IterVar) -> None:
+        """Vectorize a (innermost, constant-extent) reduction axis whose extent is a power of
+        two: its lanes combine in a tree of log2(extent) shuffle steps, not one after another.
+        A float sum so reassociates (as :meth:`Schedule.rfactor`'s partials do); where the body
+        is no ``x = x op e`` update (op a sum, product, min or max) the loop stays serial.
+        TVM has no such primitive (its ``vectorize`` refuses reduction axes, as ours does)."""
+        self._check_compute("vectorize_reduction")
+        self._leaf_pos(iv, "vectorize_reduction")
+        if iv.iter_type is not IterKind.REDUCE:
+            raise self._err("vectorize_reduction needs a reduction axis", iv)
+        self._attr(iv).kind = IterKind.VECTORIZED
+
     def unroll(self, iv: IterVar) -> None:
         self._annotate(iv, IterKind.UNROLLED, "unroll")
 

@@ -110,10 +110,25 @@ def _vector_copy_ok(s: Store) -> bool:
     return False
 
 
+class _OneLane(Mutator):
+    """A scalar expression's one-lane shuffles (of a vector reduction) as their lane."""
+
+    @handles(Shuffle)
+    def visit_Shuffle(self, node: Shuffle) -> PrimExpr:
+        if len(node.indices) != 1:
+            raise CodegenError(f"a {len(node.indices)}-lane shuffle in a scalar expression")
+        return _lane(node.vector, const(node.indices[0]))
+
+
 class _Scalarize(Mutator):
     @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
-        if dt.lanes(node.index.dtype) == 1 or _vector_copy_ok(node):
+        if dt.lanes(node.index.dtype) == 1:
+            if not any(isinstance(n, Shuffle) for n in post_order(node.value)):
+                return node
+            # a reduction across lanes: its last shuffle picks one lane of the tree
+            return Store(node.buffer, node.index, _OneLane().visit(node.value), node.predicate)
+        if _vector_copy_ok(node):
             return node
         lanes = dt.lanes(node.index.dtype)
         if any(isinstance(n, Shuffle) for n in post_order(node.value)):

@@ -222,6 +222,9 @@ class ExprRenderer(MathCalls):
     def expr_Shuffle(self, e: Shuffle) -> V:
         text, d = self.expr(e.vector)
         ty = f"<{dt.lanes(d)} x {T.ll_type(dt.element_of(d))}>"
+        if len(e.indices) == 1:  # a scalar (a reduction tree's last step)
+            return (self.op(f"extractelement {ty} {text}, i32 {e.indices[0]}"),
+                    dt.element_of(d))
         mask = ", ".join(f"i32 {i}" for i in e.indices)
         return (self.op(f"shufflevector {ty} {text}, {ty} poison, <{len(e.indices)} x i32> "
                         f"<{mask}>"), dt.with_lanes(dt.element_of(d), len(e.indices)))

@@ -205,7 +205,9 @@ def _ramp(r: _Launch, e: Ramp, mask: np.ndarray) -> Any:
 
 @_EV.register(Shuffle)
 def _shuffle(r: _Launch, e: Shuffle, mask: np.ndarray) -> Any:
-    return np.asarray(r.ev(e.vector, mask))[..., list(e.indices)]
+    v = np.asarray(r.ev(e.vector, mask))
+    # one lane is a scalar (a reduction tree's last step): no lane axis
+    return v[..., e.indices[0]] if len(e.indices) == 1 else v[..., list(e.indices)]
 
 
 @_EV.register(Broadcast)
