@@ -1,7 +1,7 @@
 """Default schedules of non-tuned groups: old (parallel only) vs new (vectorized + parallel).
 
 Times ResNet-18's max-pool 3x3/2 (1x64x112x112 NCHW), softmax (1x1000 and ViT attention rows),
-ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU), global average pooling and NCHW ->
+ViT-MLP-sized element-wise math (sigmoid, tanh, erf GELU), layer norms, global average pooling and NCHW ->
 NCHW[x]c layout transforms at 1 and 2 threads, interleaving old, new and numpy rounds in one process (the
 median of the rounds is robust to a loaded machine), and prints the per-call medians and the ratios. Kernels are timed by their
 native timer (``time_evaluator``: no Python call overhead, about 15 us per call here), numpy
@@ -69,7 +69,8 @@ def _case(name: str, x: te.Tensor, y: te.Tensor, ref: Callable[[np.ndarray], np.
     want = ref(a)
     for k, m in mods.items():
         m(a, out)
-        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(out, want, rtol=1e-5, err_msg=k,
+                                   atol=1e-6 * max(1.0, float(np.abs(want).max())))
     for threads in (1, 2):
         for m in mods.values():
             m.set_num_threads(threads)
@@ -146,6 +147,24 @@ def _pack_numpy(b: int) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: pack_data(a, b)
 
 
+def _layer_norm(shape: tuple[int, ...]) -> tuple[te.Tensor, te.Tensor]:
+    """Over the last axis, with a scale and shift computed in the group (inlined)."""
+    from templtune.graph.ops.transform import _ln_compute
+
+    x = te.placeholder(shape, name="x")
+    c = shape[-1]
+    gamma = te.compute((c,), lambda i: 1.0 + i.var.astype("float32") * 0.01, name="gamma")
+    beta = te.compute((c,), lambda i: i.var.astype("float32") * -0.02, name="beta")
+    return x, _ln_compute([x, gamma, beta], {"axis": len(shape) - 1, "epsilon": 1e-6})
+
+
+def _layer_norm_numpy(a: np.ndarray) -> np.ndarray:
+    from templtune.graph.ops.transform import _ln_ref
+
+    c = np.arange(a.shape[-1], dtype="float32")
+    return _ln_ref([a, 1.0 + c * 0.01, c * -0.02], {"axis": a.ndim - 1, "epsilon": 1e-6})
+
+
 def _gelu(v: te.PrimExpr) -> te.PrimExpr:
     half, one = te.const(0.5, "float32"), te.const(1.0, "float32")
     return v * half * (one + te.erf(v * te.const(0.5**0.5, "float32")))
@@ -164,6 +183,10 @@ CASES: dict[str, tuple[Callable[[], tuple[te.Tensor, te.Tensor]],
                            lambda a: 1.0 / (1.0 + np.exp(-a)), 20),
     "tanh 1x197x3072": (lambda: _unary((1, 197, 3072), te.tanh), np.tanh, 20),
     "gelu(erf) 1x197x3072": (lambda: _unary((1, 197, 3072), _gelu), _gelu_numpy, 20),
+    # layer norm over channels: ConvNeXt-tiny's first and last stage, ViT-B/16's tokens
+    "layer_norm 1x56x56x96": (lambda: _layer_norm((1, 56, 56, 96)), _layer_norm_numpy, 20),
+    "layer_norm 1x7x7x768": (lambda: _layer_norm((1, 7, 7, 768)), _layer_norm_numpy, 100),
+    "layer_norm 1x197x768": (lambda: _layer_norm((1, 197, 768)), _layer_norm_numpy, 50),
     # global average pooling: MobileNetV3's and EfficientNet's squeeze-excitation inputs
     # (blocked), ResNet-50's last map channels-last and plain
     "global_pool 1x15x28x28x8c": (lambda: _global_pool((1, 15, 28, 28, 8), "NCHW8c"),
