@@ -163,11 +163,11 @@ class _Body:
     def tanh(self, x: str) -> str:
         f = self.f
         ax = self.call("fabs", x)
-        # large |x|: 1 - 2 / (exp(2|x|) + 1), exact to 1 for exp overflow
-        e = self.exp(self.op(f"fadd {f} {ax}, {ax}"))
-        d = self.op(f"fadd {f} {e}, {self.fc(1.0)}")
-        q = self.op(f"fdiv {f} {self.fc(2.0)}, {d}")
-        big = self.op(f"fsub {f} {self.fc(1.0)}, {q}")
+        # large |x|: (1 - e) / (1 + e) of e = exp(-2|x|) <= exp(-1.25), which never overflows
+        # (one scaling); 1 where e underflows
+        e = self.exp_nonpositive(self.op(f"fmul {f} {ax}, {self.fc(-2.0)}"))
+        big = self.op(f"fdiv {f} {self.op(f'fsub {f} {self.fc(1.0)}, {e}')}, "
+                      f"{self.op(f'fadd {f} {self.fc(1.0)}, {e}')}")
         big = self.call("copysign", big, x)
         # small |x|: the odd polynomial (1 - 2/(e+1) cancels there); NaN takes this side
         z = self.op(f"fmul {f} {x}, {x}")
