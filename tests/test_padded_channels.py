@@ -224,3 +224,40 @@ def test_depthwise_between_plain_ops_runs_blocked(c) -> None:
     assert [k.shape[4] for k in dws] == ([want] if want else [])
     impls = check_blocked_network(f, params, fused=False)
     assert ("autotvm:depthwise_conv2d_NCHWc" in impls) == bool(want)
+
+
+def _residual_stream(c: int) -> tuple[Function, dict[str, np.ndarray]]:
+    """ConvNeXt's first stage: a plain residual stream (a layer norm's value, back in NCHW)
+    and two blocks, each a depthwise 7x7 conv, a layer norm over channels-last values and a
+    residual add; then a 1x1 conv (the downsampling one)."""
+    rng = np.random.default_rng(9)
+    params = {f"{k}{i}": rng.standard_normal(s).astype("float32") * 0.2
+              for i in range(3) for k, s in (("w", (c, 1, 7, 7)), ("g", (c,)), ("b", (c,)))}
+    params["down"] = rng.standard_normal((32, c, 1, 1)).astype("float32") * 0.2
+    v = {k: nn.var(k, a.shape) for k, a in params.items()}
+    x = nn.var("data", (1, 9, 9, c))
+
+    def norm(y, i: int):  # channels-last layer norm of an NCHW value, back to NCHW
+        y = make_call("transpose", [y], axes=(0, 2, 3, 1))
+        y = make_call("nn.layer_norm", [y, v[f"g{i}"], v[f"b{i}"]], axis=3, epsilon=1e-6)
+        return make_call("transpose", [y], axes=(0, 3, 1, 2))
+
+    stream = norm(make_call("transpose", [x], axes=(0, 3, 1, 2)), 0)
+    for i in (1, 2):
+        stream = make_call("add", [norm(nn.conv2d(stream, v[f"w{i}"], padding=(3, 3, 3, 3),
+                                                  groups=c), i), stream])
+    return Function((x, *v.values()), nn.conv2d(stream, v["down"])), params
+
+
+def test_residual_stream_runs_in_its_transformed_block() -> None:
+    """The first residual add takes its plain operand's transform that feeds the depthwise
+    conv (the other operand is transformed instead): the next depthwise conv reads the add's
+    blocked value, no transform between; the network matches numpy."""
+    from templtune.graph.alter_layout import alter_op_layout
+
+    f, params = _residual_stream(64)
+    g, _ = alter_op_layout(f, params, "llvm")
+    dws = [k for k in g.calls() if k.op == "nn.contrib_depthwise_conv2d_NCHWc"]
+    assert len(dws) == 2 and dws[1].args[0].op == "add"
+    assert dws[0].args[0].op == "layout_transform"
+    check_blocked_network(f, params, fused=False)

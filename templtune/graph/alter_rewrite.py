@@ -169,7 +169,7 @@ class Rewriter:
             bvar = self.param(f"{bias.name}_{b}c", pack_bias(self.params[bias.name], b))
             return make_call("add", [vals[0][0], bvar]), b
         if c.op in BROADCAST and len(c.args) == 2:
-            bb = self._broadcast_block(c, [v[1] for v in vals])
+            bb = self._broadcast_block(c, [v[1] for v in vals]) or self._viewed_block(c)
             if bb:
                 return make_call(c.op, [self._operand(a, bb) for a in c.args]), bb
         if c.op == "concatenate":
@@ -261,6 +261,29 @@ class Rewriter:
             if len(a.shape) != 4 and self._bound(a) is None:
                 return 0
         return b
+
+    def _viewed_block(self, c: Call) -> int:
+        """The block of a transform already made of one of plain binary ``c``'s operands,
+        where a user of ``c`` takes its input at that block (a blockable depthwise conv, a
+        convolution blocked so); 0 otherwise.
+
+        ConvNeXt's first stage: its residual stream starts plain (a layer norm's value) and a
+        transform feeds each block's depthwise conv; the residual add in the block's blocked
+        view runs the whole stream blocked (the other operand's transform fuses into the
+        dense kernel that writes it), and the next depthwise conv needs no transform."""
+        held = [b for a in c.args for b in (self.lanes, 2 * self.lanes, 8, 16, 32, 64)
+                if b and (id(a), b) in self.views]
+        for b in held:
+            if any(u.args and u.args[0] is c and self._takes_block(u, b)
+                   for u in self.users.get(id(c), [])):
+                return self._broadcast_block(c, [b, b])
+        return 0
+
+    def _takes_block(self, u: Call, b: int) -> bool:
+        """Whether call ``u`` reads its data input at block ``b``."""
+        choice = self.choices.get(id(u))
+        return (choice.ic_bn == b) if choice is not None else is_blockable_depthwise(
+            u, self.params)
 
     def _operand(self, a: Expr, b: int) -> Expr:
         """A broadcasting binary's operand at block ``b``: single values as they are, bound
