@@ -81,6 +81,68 @@ def test_lanes_not_a_power_of_two_stay_serial() -> None:
     np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
+def _loop(body_of, n: int = 8):
+    """A hand-made ``VECTORIZED`` loop over ``n`` lanes: ``body_of(v, A, X, Out)``, ``A`` the
+    input, ``X`` one accumulator element, ``Out`` an output row."""
+    from templtune.lower.ir import Buffer, For, ForKind, PrimFunc
+    from templtune.te.expr import Var, const
+
+    A, X, Out = (Buffer(k, (const(s),), "float32") for k, s in (("A", n), ("X", 1), ("O", n)))
+    v = Var("v", "int32")
+    body = For(v, const(0), const(n), ForKind.VECTORIZED, body_of(v, A, X, Out))
+    return PrimFunc("f", (A, X, Out), body), (A, X, Out)
+
+
+def _run_loop(f, n: int = 8):
+    from templtune.lower.passes import vectorize_loops
+
+    a = np.arange(1, n + 1, dtype="float32")
+    outs = []
+    for g in (f, _replace_body(f, vectorize_loops(f.body))):
+        x, o = np.ones(1, "float32"), np.zeros(n, "float32")
+        run(g, a, x, o)
+        outs.append((x, o))
+    return outs, _tree(_replace_body(f, vectorize_loops(f.body)))
+
+
+def _replace_body(f, body):
+    from templtune.te.functor import _replace
+
+    return _replace(f, {"body": body})
+
+
+def test_running_sum_stays_serial() -> None:
+    """``X += A[v]; O[v] = X``: the store beside the update reads X between iterations."""
+    from templtune.lower.ir import Load, SeqStmt, Store
+    from templtune.te.expr import const
+
+    def body(v, A, X, Out):
+        x = Load(X, const(0))
+        return SeqStmt((Store(X, const(0), x + Load(A, v)), Store(Out, v, Load(X, const(0)))))
+
+    f, _ = _loop(body)
+    (serial, vec), tree = _run_loop(f)
+    assert not tree
+    np.testing.assert_array_equal(vec[1], np.cumsum(np.arange(1, 9)) + 1)
+    np.testing.assert_array_equal(vec[1], serial[1])
+
+
+def test_update_reading_its_own_value_stays_serial() -> None:
+    """``X = X + X * A[v]`` is no reduction of values read through the lanes."""
+    from templtune.lower.ir import Load, Store
+    from templtune.te.expr import const
+
+    def body(v, A, X, Out):
+        x = Load(X, const(0))
+        return Store(X, const(0), x + Load(X, const(0)) * Load(A, v))
+
+    f, _ = _loop(body)
+    (serial, vec), tree = _run_loop(f)
+    assert not tree
+    np.testing.assert_array_equal(vec[0], serial[0])
+    assert vec[0][0] == np.prod(1 + np.arange(1, 9, dtype=np.float64))
+
+
 def test_vectorize_reduction_needs_a_reduction_axis() -> None:
     A = te.placeholder((ROWS,), name="A")
     B = te.compute((ROWS,), lambda i: A[i] + 1.0, name="B")

@@ -271,9 +271,8 @@ class Rewriter:
         transform feeds each block's depthwise conv; the residual add in the block's blocked
         view runs the whole stream blocked (the other operand's transform fuses into the
         dense kernel that writes it), and the next depthwise conv needs no transform."""
-        held = [b for a in c.args for b in (self.lanes, 2 * self.lanes, 8, 16, 32, 64)
-                if b and (id(a), b) in self.views]
-        for b in held:
+        operands = {id(a) for a in c.args}
+        for b in sorted({b for i, b in self.views if b and i in operands}):
             if any(u.args and u.args[0] is c and self._takes_block(u, b)
                    for u in self.users.get(id(c), [])):
                 return self._broadcast_block(c, [b, b])

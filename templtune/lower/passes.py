@@ -53,7 +53,7 @@ from templtune.te.expr import (
     const,
     const_int,
 )
-from templtune.te.functor import Mutator, _replace, children, handles
+from templtune.te.functor import Mutator, _replace, children, handles, post_order
 from templtune.te.simplify import Simplifier
 
 _REDUCE_OPS = frozenset({BinOpKind.ADD, BinOpKind.MUL, BinOpKind.MIN, BinOpKind.MAX})
@@ -200,14 +200,19 @@ class _Vectorizer:
             return Call(dt.with_lanes(e.dtype, self.n), e.name, args)
         raise _Fail
 
-    def stmt(self, s: Stmt) -> Stmt:
+    def stmt(self, s: Stmt, alone: bool = True) -> Stmt:
+        """``s`` over the lanes; ``alone``: it is the loop's whole body."""
         if isinstance(s, SeqStmt):
-            return SeqStmt(tuple(self.stmt(x) for x in s.seq))
+            return SeqStmt(tuple(self.stmt(x, False) for x in s.seq))
         if isinstance(s, Store):
             if s.predicate is not None:
                 raise _Fail
             idx = self.index(s.index)
             if dt.lanes(idx.dtype) == 1:
+                # NOTE: only as the whole body: a statement beside it could read the value
+                # between iterations (a running sum), which the tree never holds
+                if not alone:
+                    raise _Fail
                 return self.reduction(s)
             val = self.bcast(self.expr(s.value))
             return Store(s.buffer, idx, val)
@@ -222,7 +227,9 @@ class _Vectorizer:
         if not (isinstance(v, BinOp) and v.op in _REDUCE_OPS and self.n & (self.n - 1) == 0
                 and isinstance(v.a, Load) and v.a.buffer is s.buffer and v.a.predicate is None
                 and not self.uses(v.a)
-                and const_int(self.simp.visit(v.a.index - s.index)) == 0):
+                and const_int(self.simp.visit(v.a.index - s.index)) == 0
+                and not any(isinstance(n, Load) and n.buffer is s.buffer
+                            for n in post_order(v.b))):
             raise _Fail  # every lane would store to the same place
         acc = self.bcast(self.expr(v.b))
         elem = dt.element_of(acc.dtype)
