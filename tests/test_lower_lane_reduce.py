@@ -97,12 +97,13 @@ def _run_loop(f, n: int = 8):
     from templtune.lower.passes import vectorize_loops
 
     a = np.arange(1, n + 1, dtype="float32")
+    vec = _replace_body(f, vectorize_loops(f.body))
     outs = []
-    for g in (f, _replace_body(f, vectorize_loops(f.body))):
+    for g in (f, vec):
         x, o = np.ones(1, "float32"), np.zeros(n, "float32")
         run(g, a, x, o)
         outs.append((x, o))
-    return outs, _tree(_replace_body(f, vectorize_loops(f.body)))
+    return outs, _tree(vec)
 
 
 def _replace_body(f, body):

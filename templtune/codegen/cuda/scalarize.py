@@ -123,15 +123,15 @@ class _OneLane(Mutator):
 class _Scalarize(Mutator):
     @handles(Store)
     def visit_Store(self, node: Store) -> Stmt:
-        if dt.lanes(node.index.dtype) == 1:
-            if not any(isinstance(n, Shuffle) for n in post_order(node.value)):
-                return node
-            # a reduction across lanes: its last shuffle picks one lane of the tree
-            return Store(node.buffer, node.index, _OneLane().visit(node.value), node.predicate)
-        if _vector_copy_ok(node):
-            return node
         lanes = dt.lanes(node.index.dtype)
-        if any(isinstance(n, Shuffle) for n in post_order(node.value)):
+        if lanes > 1 and _vector_copy_ok(node):
+            return node
+        shuffled = any(isinstance(n, Shuffle) for n in post_order(node.value))
+        if lanes == 1:
+            # a reduction across lanes: its last shuffle picks one lane of the tree
+            return Store(node.buffer, node.index, _OneLane().visit(node.value),
+                         node.predicate) if shuffled else node
+        if shuffled:
             # NOTE: a shuffle picks its lanes by a constant table: each lane is its own store,
             # its lane arithmetic folded (the masks of a window's lanes are constants)
             simp = Simplifier()
