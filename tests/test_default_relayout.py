@@ -1,5 +1,5 @@
 """The default schedule of NCHW <-> NCHW[x]c layout transforms (graph/default_relayout.py) and
-the loops it leaves to LLVM's vectorizer (lower/passes.py).
+the loops it leaves to LLVM's vectorizer (lower/vectorize.py).
 
 Oracles: the graph's numpy packing (``transform_array``) on blocks of 3 to 32 channels,
 padded and not, on the host's target and an AVX2 one; the lowered loop kinds; the x86

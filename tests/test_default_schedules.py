@@ -18,7 +18,7 @@ from templtune import graph, te, topi
 from templtune.graph import nn
 from templtune.graph.default_schedules import default_schedule
 from templtune.lower.ir import Buffer, For, ForKind, Load, Ramp, Store
-from templtune.lower.passes import vectorize_loops
+from templtune.lower.vectorize import vectorize_loops
 from templtune.target import Target
 from templtune.te.expr import IntImm, Select, Var, const
 from templtune.topi.testing import adaptive_pool2d_python, pool2d_python, softmax_python

@@ -1,5 +1,5 @@
 """A vectorized reduction axis (``Stage.vectorize_reduction``): ``x = x op e`` over the lanes
-becomes a tree of shuffles (lower/passes.py ``_Vectorizer.reduction``). Oracle: numpy, through
+becomes a tree of shuffles (lower/vectorize.py ``_Vectorizer.reduction``). Oracle: numpy, through
 LLVM and the loop-IR interpreter; the CUDA side by the emulator and nvcc; the default CPU
 schedule's rfactor'd reductions (layer norm) use it."""
 
@@ -94,7 +94,7 @@ def _loop(body_of, n: int = 8):
 
 
 def _run_loop(f, n: int = 8):
-    from templtune.lower.passes import vectorize_loops
+    from templtune.lower.vectorize import vectorize_loops
 
     a = np.arange(1, n + 1, dtype="float32")
     vec = _replace_body(f, vectorize_loops(f.body))

@@ -22,8 +22,9 @@ from templtune.lower.ir import (
     Store,
     seq,
 )
-from templtune.lower.passes import unroll_loops, vectorize_loops
+from templtune.lower.passes import unroll_loops
 from templtune.lower.printer import func_str, stmt_str
+from templtune.lower.vectorize import vectorize_loops
 from templtune.lower.verify import verify
 from templtune.te.expr import BinOp, BinOpKind, Call, Var, const
 from templtune.te.functor import post_order

@@ -82,7 +82,7 @@ def spans_groups(groups: int, co: int, ci: int, lanes: int, fma: int) -> bool:
     """Whether a merged block's vectors span several groups: groups of ``co / groups``
     output channels reading as many inputs, narrower than the ``fma``-lane FMA units, whose
     lanes stay within 128-bit lanes (:data:`SPAN_GROUP`). Each vector then reads its groups'
-    inputs as one window of the block (``lower.passes``: a masked load and a shuffle), where
+    inputs as one window of the block (``lower.vectorize``: a masked load and a shuffle), where
     a vector per group would use a fraction of each FMA."""
     og = co // groups
     return groups > 1 and og == ci // groups and SPAN_GROUP % og == 0 and og < min(fma, lanes)

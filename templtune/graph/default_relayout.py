@@ -5,7 +5,7 @@ Vectorizing the output's innermost axis, as the generic default schedule does, r
 ``b`` lanes of a channel block from ``b`` planes: a gather per vector, which LLVM expands to
 scalar loads on CPUs without fast gathers. Here the width loop is the vector loop and the
 block's lanes are unrolled inside it, so every load (NCHW -> NCHW[x]c) or store (back) runs
-along a row; LLVM's loop vectorizer (:mod:`templtune.lower.passes` leaves it such a loop)
+along a row; LLVM's loop vectorizer (:mod:`templtune.lower.vectorize` leaves it such a loop)
 interleaves the ``b`` row vectors with shuffles. Where its shuffles for a block are slow
 (blocks wider than :data:`INTERLEAVE_MAX` in registers wider than 256 bits), the row loop
 stays serial, the lanes still unrolled.

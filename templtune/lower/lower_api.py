@@ -11,7 +11,8 @@ from templtune.lower.double_buffer import check_attached, inject_double_buffer
 from templtune.lower.ir import PrimFunc
 from templtune.lower.nest import build_nest
 from templtune.lower.partition import partition_loops
-from templtune.lower.passes import unroll_loops, vectorize_loops
+from templtune.lower.passes import unroll_loops
+from templtune.lower.vectorize import vectorize_loops
 from templtune.lower.verify import verify
 from templtune.schedule.bound import infer_bound
 from templtune.schedule.schedule import Schedule

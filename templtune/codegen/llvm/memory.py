@@ -58,7 +58,7 @@ def _clampable(e: PrimExpr, uniform: bool = False) -> bool:
     """True when ``e`` can be evaluated speculatively once its load indices are clamped: its
     loads read buffers with enough constant elements for index 0 (or a vector at 0), and it
     has no integer division by a non-constant divisor. A load with its own lane mask (a
-    window, ``lower.passes``) qualifies only under a ``uniform`` guard: a lane-wise one
+    window, ``lower.vectorize``) qualifies only under a ``uniform`` guard: a lane-wise one
     masks by output lane, and a window's lanes are not the output's."""
     for n in _walk(e):
         if isinstance(n, Load):

@@ -264,7 +264,7 @@ class StmtRenderer(MemoryRenderer):
         if s.kind is ForKind.UNROLLED:
             md = self.mod.loop_md(['!"llvm.loop.unroll.full"'])
         elif s.kind is ForKind.VECTORIZED:
-            # NOTE: a loop lowering could not vectorize (lower.passes): LLVM's vectorizer picks
+            # NOTE: a loop lowering could not vectorize (lower.vectorize): LLVM's vectorizer picks
             # the width; forcing the loop's extent made interleaved stores slower
             md = self.mod.loop_md(['!"llvm.loop.vectorize.enable", i1 true'])
         self.serial_loop(s.loop_var, lo[0], end, s.body, md)
