@@ -33,6 +33,7 @@ from templtune import te, topi
 from templtune.build_module import build_llvm
 from templtune.codegen.llvm import compile as cc
 from templtune.codegen.llvm.build import make_header
+from templtune.codegen.llvm.pool import parallel_runtime
 from templtune.codegen.llvm.render import render
 from templtune.runtime.module import Module
 from templtune.topi.testing import conv2d_nchw_python
@@ -87,7 +88,7 @@ def build_once(target: templtune.target.Target) -> tuple[dict[str, tuple[float, 
     func = templtune.lower(s, args, name="conv2d")
     t1 = [c() for c in clock]
     spec = cc.machine_spec(target)
-    rendered = render(func, use_gomp=cc.load_libgomp(), x86=spec.is_x86)
+    rendered = render(func, runtime=parallel_runtime(spec), x86=spec.is_x86)
     t2 = [c() for c in clock]
     obj = cc.compile_ir(rendered.ir, spec)
     mod = Module(obj, make_header(rendered, spec))

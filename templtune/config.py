@@ -85,12 +85,19 @@ KNOBS: tuple[Knob, ...] = (
     Knob("TEMPLTUNE_LIBGOMP", _P, None,
          "libgomp shared library for parallel loops (default: the copy the xgboost-cpu wheel "
          "bundles, then xgboost's or scikit-learn's, then the system's)."),
+    Knob("TEMPLTUNE_THREAD_POOL", _S, "templtune",
+         "Threads of parallel loops: `templtune` (its own pool: the caller never waits for a "
+         "worker that has not started, x86-64 Linux) or `gomp` (libgomp's `GOMP_parallel`, "
+         "whose end barrier waits for every worker). Read when a kernel is built.",
+         choices=("templtune", "gomp")),
+    Knob("TEMPLTUNE_POOL_SPIN", _I, 20000,
+         "Pauses a worker of templtune's pool spins waiting for the next parallel call before "
+         "it sleeps (read when the pool starts).", minimum=0),
     Knob("TEMPLTUNE_BIND_THREADS", _B, False,
-         "Pin each libgomp worker thread to its own CPU (the calling thread stays unpinned), "
-         "so a woken worker does not queue behind its caller (on small VMs the first parallel "
-         "call after an idle gap can otherwise stall for milliseconds); for processes whose "
-         "other thread pools do not pin to the same CPUs. Read when libgomp is first loaded, "
-         "ignored where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY is set."),
+         "Pin each worker thread of parallel loops to its own CPU (the calling thread stays "
+         "unpinned), so a woken worker does not queue behind its caller; for processes whose "
+         "other thread pools do not pin to the same CPUs. Read when the pool (or libgomp) "
+         "starts, ignored where OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY is set."),
     Knob("TEMPLTUNE_AUTOTVM_STRICT", _B, False,
          "A dispatch miss (no tuned config for a workload) raises instead of using a fallback."),
     Knob("TEMPLTUNE_NO_TOPHUB", _B, False,

@@ -1,13 +1,16 @@
-"""LLVM backend: vector IR from Ramp/Broadcast, gathers/scatters, parallel loops on libgomp."""
+"""LLVM backend: vector IR from Ramp/Broadcast, gathers/scatters, parallel loops on templtune's
+thread pool and on libgomp."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from templtune import config
 from templtune.build_module import build
 from templtune.codegen.llvm import compile as cc
-from templtune.codegen.llvm.render import render
+from templtune.codegen.llvm.pool import LAUNCH
+from templtune.codegen.llvm.render import ParallelRuntime, render
 from templtune.codegen.llvm.testing import elementwise, matmul
 from templtune.lower.ir import Broadcast, Buffer, For, ForKind, Load, PrimFunc, Ramp, Store
 from templtune.target import Target
@@ -105,23 +108,31 @@ def test_unrolled_loop_metadata():
     assert "llvm.loop.unroll.full" in r.ir
 
 
+#: what each runtime's parallel loop calls
+_LAUNCHES = {"templtune": f"call void @{LAUNCH}(", "gomp": "call void @GOMP_parallel("}
+
+
+@pytest.mark.parametrize("pool", sorted(_LAUNCHES))
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("lanes", [4, 16])
-def test_parallel_matmul(threads, lanes):
+def test_parallel_matmul(threads, lanes, pool):
     n, m, k = 37, 32, 24
     f = matmul(n, m, k, lanes=lanes, unroll_k=4, parallel=True)
-    mod = build(f, target=Target(f"llvm -num-cores={threads}"))
+    with config.scope(thread_pool=pool):
+        mod = build(f, target=Target(f"llvm -num-cores={threads}"))
     assert mod.num_threads == threads
-    assert "GOMP_parallel" in mod.get_source()
+    assert _LAUNCHES[pool] in mod.get_source()
     a, b = RNG.random((n, k), dtype="float32"), RNG.random((k, m), dtype="float32")
     c = np.zeros((n, m), "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
-def test_parallel_thread_count_settable_and_uneven_chunks():
+@pytest.mark.parametrize("pool", sorted(_LAUNCHES))
+def test_parallel_thread_count_settable_and_uneven_chunks(pool):
     f = elementwise(lambda a: a * 2.0, ["float32"], "float32", 7, kind=ForKind.PARALLEL)
-    mod = build(f)
+    with config.scope(thread_pool=pool):
+        mod = build(f)
     x = RNG.random(7, dtype="float32")
     for t in (1, 2, 3, 8):
         mod.set_num_threads(t)
@@ -137,17 +148,17 @@ def test_nested_parallel_runs_inner_serially():
     body = For(i, const(0), const(n), ForKind.PARALLEL,
                For(j, const(0), const(n), ForKind.PARALLEL, Store(a, i * n + j, i * 10 + j)))
     mod = build(PrimFunc("nest", (a,), body))
-    assert mod.get_source().count("call void @GOMP_parallel") == 1
+    assert mod.get_source().count(_LAUNCHES["templtune"]) == 1
     out = np.zeros(n * n, "int32")
     mod(out)
     np.testing.assert_array_equal(out.reshape(n, n), np.add.outer(np.arange(n) * 10,
                                                                   np.arange(n)))
 
 
-def test_serial_fallback_without_gomp():
+def test_serial_fallback_without_a_thread_library():
     f = elementwise(lambda a: a + 1.0, ["float32"], "float32", 16, kind=ForKind.PARALLEL)
-    r = render(f, use_gomp=False)
-    assert "GOMP_parallel" not in r.ir and not r.parallel
+    r = render(f, runtime=ParallelRuntime.SERIAL)
+    assert not any(c in r.ir for c in _LAUNCHES.values()) and not r.parallel
 
 
 def test_guarded_vector_select_masks_untaken_lanes():

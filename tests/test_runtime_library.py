@@ -16,22 +16,24 @@ import numpy as np
 import pytest
 
 import templtune
-from templtune import te
+from templtune import config, te
 from templtune.contrib import cc, utils
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 1024
 
 
-@pytest.fixture(scope="module")
-def fadd():
+@pytest.fixture(scope="module", params=["templtune", "gomp"])
+def fadd(request):
     A = te.placeholder((N,), name="A")
     B = te.placeholder((N,), name="B")
     C = te.compute((N,), lambda i: A[i] + B[i], name="C")
     s = te.create_schedule(C.op)
     xo, _ = s[C].split(C.op.axis[0], factor=64)
-    s[C].parallel(xo)  # a parallel kernel: the library must resolve libgomp
-    return templtune.build(s, [A, B, C], "llvm", name="myadd")
+    # a parallel kernel: the library carries templtune's pool or must resolve libgomp
+    s[C].parallel(xo)
+    with config.scope(thread_pool=request.param):
+        return templtune.build(s, [A, B, C], "llvm -num-cores=2", name="myadd")
 
 
 def _fresh(code: str) -> subprocess.CompletedProcess[str]:
@@ -79,6 +81,9 @@ def test_export_library_is_a_loadable_elf_shared_object(fadd, tmp_path) -> None:
     syms = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True,
                           check=True).stdout.split()
     assert "myadd" in syms and "__templtune_module_blob" in syms
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", path], capture_output=True,
+                               text=True, check=True).stdout
+    assert ("GOMP_parallel" in undefined) == fadd._gomp  # the pool's library needs no libgomp
     proc = _fresh(_CHECK.format(path=path, n=N))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok myadd"
@@ -93,7 +98,8 @@ def test_export_library_with_fcompile(fadd, tmp_path) -> None:
 
     path = str(tmp_path / "via_cc.so")
     fadd.export_library(path, fcompile=fcompile)
-    assert seen == [2]  # the code object and the module description
+    # the code object, the module description and, for templtune's pool, the pool
+    assert seen == [2 if fadd._gomp else 3]
     m = templtune.runtime.load_module(path)
     a, b = np.ones(N, "float32"), np.full(N, 2.0, "float32")
     c = np.zeros(N, "float32")

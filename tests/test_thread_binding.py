@@ -116,6 +116,8 @@ _PROBE = textwrap.dedent("""
 def _probe(**env: str) -> dict:
     clean = {k: v for k, v in os.environ.items()
              if k not in affinity.USER_OMP_VARIABLES and k != "TEMPLTUNE_BIND_THREADS"}
+    # libgomp's binding (templtune's own pool pins its workers itself: test_thread_pool.py)
+    clean["TEMPLTUNE_THREAD_POOL"] = "gomp"
     out = subprocess.run([sys.executable, "-c", _PROBE], env={**clean, **env},
                          capture_output=True, text=True, timeout=300, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

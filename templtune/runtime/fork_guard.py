@@ -1,4 +1,5 @@
-"""libgomp fork safety for modules with parallel loops (see :class:`_ForkGuard`)."""
+"""libgomp fork safety for modules whose parallel loops run on libgomp (see :class:`_ForkGuard`;
+templtune's own pool resets itself in a forked child)."""
 
 from __future__ import annotations
 

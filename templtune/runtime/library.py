@@ -3,7 +3,8 @@
 * ``Module.save("f.o")`` writes a relocatable ELF object: the kernel's code (what llvmlite
   emitted) plus the module's description as the data symbol ``__templtune_module_blob``.
 * ``Module.export_library("f.so")`` links that into a shared library with the C compiler
-  (``gcc -shared``), against libgomp when the kernel has parallel loops.
+  (``gcc -shared``), with a copy of templtune's thread pool when the kernel has parallel
+  loops (against libgomp for a kernel built with ``TEMPLTUNE_THREAD_POOL=gomp``).
 * :func:`load_shared` re-creates a :class:`Module` from such a library, whoever linked it (e.g.
   ``contrib.cc.create_shared`` on a saved ``.o``, as TVM's TE tutorial does): it opens the
   library and reads the blob. The library's functions can also be called directly with ctypes
@@ -80,7 +81,15 @@ def _objects(mod: Module, tmp: str) -> list[str]:
     code = os.path.join(tmp, "code.o")
     with open(code, "wb") as f:
         f.write(mod._obj)
-    return [code, _blob_object(mod.export(), tmp)]
+    objs = [code, _blob_object(mod.export(), tmp)]
+    if mod._parallel and not mod._gomp:
+        # the library carries its own copy of the thread pool its kernels call
+        from templtune.codegen.llvm.pool import pool_object
+
+        objs.append(os.path.join(tmp, "pool.o"))
+        with open(objs[-1], "wb") as f:
+            f.write(pool_object(mod._spec))
+    return objs
 
 
 def save(mod: Module, path: str, fmt: str = "") -> None:
@@ -125,7 +134,7 @@ def export_library(mod: Module, path: str,
         Extra link flags.
     """
     extra = list(options or [])
-    if mod._parallel:
+    if mod._gomp:
         extra += _gomp_flags()
     with tempfile.TemporaryDirectory(prefix="templtune_export_") as tmp:
         objs = _objects(mod, tmp)
@@ -149,10 +158,14 @@ def load_shared(path: str) -> Module:
     from templtune.codegen.llvm.compile import load_libgomp
     from templtune.runtime.module import load_module
 
-    # NOTE: a library linked from a saved .o alone leaves GOMP_* undefined; make them visible
-    load_libgomp()
     try:
-        lib = ctypes.CDLL(os.path.abspath(path))
+        try:
+            lib = ctypes.CDLL(os.path.abspath(path))
+        except OSError as e:
+            # a libgomp kernel's library linked from a saved .o alone leaves GOMP_* undefined
+            if "GOMP_" not in str(e) or not load_libgomp():
+                raise
+            lib = ctypes.CDLL(os.path.abspath(path))
     except OSError as e:
         raise CodegenError(f"cannot open shared library {path}: {e}") from None
     try:

@@ -20,6 +20,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from templtune.codegen.llvm import compile as cc
+from templtune.codegen.llvm import pool
 from templtune.codegen.llvm.build import LLVMArtifact
 from templtune.codegen.llvm.render import KernelStatus, ParamInfo
 from templtune.errors import CodegenError, RuntimeCallError
@@ -80,8 +81,15 @@ class Module:
         s = header["spec"]
         self._spec = cc.MachineSpec(s["triple"], s["cpu"], s["features"], s["opt_level"])
         self._parallel = bool(header.get("parallel"))
-        if self._parallel:
+        # modules exported before templtune had its own pool ran on libgomp
+        self._gomp = self._parallel and header.get("pool", "gomp") == "gomp"
+        if self._gomp:
             cc.load_libgomp()
+        elif self._parallel:
+            if not pool.available():
+                raise CodegenError(f"{self.entry_name} runs its parallel loops on templtune's "
+                                   "thread pool, which needs x86-64 Linux")
+            pool.ensure_pool()
         tm = cc.new_target_machine(self._spec)
         host = llvm.parse_assembly("", context=llvm.create_context())
         host.triple = self._spec.triple
@@ -153,7 +161,7 @@ class Module:
         return check_arguments(self.entry_name, self._params, self._shape_vars, arrays)
 
     def _fork_check(self) -> None:
-        if self._parallel:
+        if self._gomp:
             fork_check(self._nthreads)
 
     def _check_runnable(self) -> None:

@@ -36,6 +36,17 @@ class ParamInfo:
     shape: tuple[int | str | None, ...]
 
 
+class ParallelRuntime(enum.Enum):
+    """What runs a kernel's ``parallel`` loops (recorded in its header as ``"pool"``)."""
+
+    #: rendered as serial loops (no thread library)
+    SERIAL = "serial"
+    #: templtune's own pool (:mod:`templtune.codegen.llvm.pool`)
+    POOL = "templtune"
+    #: libgomp's ``GOMP_parallel``
+    GOMP = "gomp"
+
+
 @dataclass(frozen=True, slots=True)
 class RenderedModule:
     """The LLVM IR text of one PrimFunc plus what the runtime needs to call it."""
@@ -45,6 +56,7 @@ class RenderedModule:
     params: tuple[ParamInfo, ...]
     shape_vars: tuple[tuple[str, str], ...]  # (name, dtype) of the trailing scalar arguments
     parallel: bool
+    runtime: ParallelRuntime = ParallelRuntime.SERIAL
 
     @property
     def timer(self) -> str:

@@ -1,4 +1,6 @@
-"""Where libgomp's worker threads run: one logical CPU each, the calling thread left free.
+"""Where worker threads run under ``TEMPLTUNE_BIND_THREADS``: one logical CPU each, the calling
+thread left free. templtune's own pool pins its workers itself, in the order of
+:func:`cpu_order`; for libgomp (``TEMPLTUNE_THREAD_POOL=gomp``) this module sets its places.
 
 Why: on a small KVM guest the Linux scheduler sees a halted vCPU as preempted, so a worker
 woken by a parallel call is often queued on the *caller's* vCPU, where it waits until the caller

@@ -10,6 +10,7 @@ from typing import Any
 
 from templtune import config
 from templtune.codegen.llvm import compile as cc
+from templtune.codegen.llvm import pool
 from templtune.codegen.llvm.render import RenderedModule, render
 from templtune.codegen.registry import Codegen, register_codegen
 from templtune.lower.ir import PrimFunc
@@ -25,6 +26,7 @@ def make_header(rendered: RenderedModule, spec: cc.MachineSpec) -> dict[str, Any
                    for p in rendered.params],
         "shape_vars": [list(x) for x in rendered.shape_vars],
         "parallel": rendered.parallel,
+        "pool": rendered.runtime.value,
         "spec": {"triple": spec.triple, "cpu": spec.cpu, "features": spec.features,
                  "opt_level": spec.opt_level},
         "ir": rendered.ir,
@@ -54,8 +56,7 @@ class LLVMCodegen(Codegen):
     def render(self, func: PrimFunc, target: Any, name: str | None = None) -> LLVMSource:
         spec = cc.machine_spec(target)
         attrs = getattr(target, "attrs", {}) or {}
-        use_gomp = cc.load_libgomp()
-        rendered = render(func, name=name, use_gomp=use_gomp,
+        rendered = render(func, name=name, runtime=pool.parallel_runtime(spec),
                           num_threads=int(attrs.get("num-cores", 0) or 0), x86=spec.is_x86)
         if config.get("TEMPLTUNE_DEBUG"):
             log.debug("LLVM IR of %s:\n%s", rendered.entry, rendered.ir)

@@ -5,8 +5,9 @@ The module holds:
 * the kernel ``i32 @"<name>"(ptr noalias %A, ..., i32 %n, ...)``: one pointer per buffer parameter,
   then one integer per symbolic shape variable (taken from the arrays' shapes at call time); it
   returns a :class:`KernelStatus` (0 on success) that the runtime turns into an exception;
-* one internal function per ``parallel`` loop, run by ``GOMP_parallel`` (libgomp's persistent pool),
-  its threads claiming chunks of iterations from a shared counter;
+* one internal function per ``parallel`` loop, run by templtune's thread pool
+  (:mod:`.pool`, ``templtune_parallel_launch``) or libgomp's ``GOMP_parallel``, its threads
+  claiming chunks of iterations from a shared counter;
 * ``@"<name>.__timer"(ptr args, i64 number) -> double``: calls the kernel ``number`` times between
   two ``clock_gettime(CLOCK_MONOTONIC)`` so timing loops run in native code (a failed call stops
   the loop and returns minus its status);
@@ -25,11 +26,13 @@ from templtune.codegen.llvm import types as T
 from templtune.codegen.llvm.abi import (  # noqa: F401  (re-exported)
     _FLUSH,
     KernelStatus,
+    ParallelRuntime,
     ParamInfo,
     RenderedModule,
     _quote,
     _timer,
 )
+from templtune.codegen.llvm.pool import LAUNCH
 from templtune.codegen.llvm.stmts import (  # noqa: F401  (re-exported)
     _ALIGN,
     STACK_LIMIT_BYTES,
@@ -47,16 +50,17 @@ _CHUNKS_PER_THREAD = 8
 
 
 class _Fn(StmtRenderer):
-    """Renders the statements of one LLVM function, ``parallel`` loops outlined onto libgomp."""
+    """Renders the statements of one LLVM function, ``parallel`` loops outlined onto a pool."""
 
     # -------------------------------------------------------------------------- parallel
     def parallel_for(self, s: For) -> None:
-        """Outline the loop body into a function and run it on libgomp's thread pool; the
-        threads take chunks of iterations from a shared counter (dynamic schedule).
+        """Outline the loop body into a function and run it on the module's thread pool; the
+        threads take chunks of iterations from a shared counter (dynamic schedule), so the
+        loop is complete whichever threads, however many, run the function.
 
         The body is rendered first, into a function whose parameters are created on demand:
         a variable or buffer the body uses from the enclosing function becomes a capture. The
-        captures then fill a context struct passed through ``GOMP_parallel``."""
+        captures then fill a context struct passed through the pool's launch."""
         self.mod.parallel = True
         ivd = _iv_dtype(s.loop_var)
         ty = T.ll_type(ivd)
@@ -72,11 +76,13 @@ class _Fn(StmtRenderer):
         # the free thread take the work; several chunks per thread bound the imbalance.
         counter = self.entry_alloca(ty, 8)
         self.emit(f"store {ty} 0, ptr {counter}")
+        nth = self.op(f"load i32, ptr {_quote(self.mod.entry + '.__nthreads')}")
+        self.declare("declare i32 @llvm.smax.i32(i32, i32)")
+        nth = self.op(f"call i32 @llvm.smax.i32(i32 {nth}, i32 1)")
         sub = _Fn(self.mod, "", True, parent=self)
-        sub.captures = [(lo[0], ty), (ext[0], ty), (counter, "ptr")]
-        sub.declare("declare i32 @omp_get_num_threads()")
-        nt = sub.cast_to((sub.op("call i32 @omp_get_num_threads()"), "int32"), ivd)[0]
-        lo_s, ext_s, cnt_s = "%c0", "%c1", "%c2"
+        sub.captures = [(lo[0], ty), (ext[0], ty), (counter, "ptr"),
+                        (self.cast_to((nth, "int32"), ivd)[0], ty)]
+        lo_s, ext_s, cnt_s, nt = "%c0", "%c1", "%c2", "%c3"
         per = sub.op(f"mul {ty} {nt}, {_CHUNKS_PER_THREAD}")
         t1 = sub.op(f"add {ty} {ext_s}, {per}")
         t2 = sub.op(f"sub {ty} {t1}, 1")
@@ -112,9 +118,12 @@ class _Fn(StmtRenderer):
         for i, (val, t) in enumerate(caps):
             p = self.op(f"getelementptr inbounds {sty}, ptr {ctx}, i32 0, i32 {i}")
             self.emit(f"store {t} {val}, ptr {p}")
-        nth = self.op(f"load i32, ptr {_quote(self.mod.entry + '.__nthreads')}")
-        self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
-        self.emit(f"call void @GOMP_parallel(ptr {fname}, ptr {ctx}, i32 {nth}, i32 0)")
+        if self.mod.runtime is ParallelRuntime.GOMP:
+            self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
+            self.emit(f"call void @GOMP_parallel(ptr {fname}, ptr {ctx}, i32 {nth}, i32 0)")
+        else:
+            self.declare(f"declare void @{LAUNCH}(ptr, ptr, i32)")
+            self.emit(f"call void @{LAUNCH}(ptr {fname}, ptr {ctx}, i32 {nth})")
         wrap = [f"define internal void {fname}(ptr noalias %ctx) #0 {{", "entry:"]
         for i, (_, t) in enumerate(caps):
             wrap.append(f"  %p{i} = getelementptr inbounds {sty}, ptr %ctx, i32 0, i32 {i}")
@@ -142,15 +151,16 @@ def _shape_info(func: PrimFunc) -> tuple[tuple[ParamInfo, ...], list[Var]]:
     return tuple(params), svars
 
 
-def render(func: PrimFunc, *, name: str | None = None, use_gomp: bool = True,
-           num_threads: int = 0, x86: bool = True) -> RenderedModule:
+def render(func: PrimFunc, *, name: str | None = None,
+           runtime: ParallelRuntime = ParallelRuntime.POOL, num_threads: int = 0,
+           x86: bool = True) -> RenderedModule:
     """Render ``func`` (named ``name`` or ``func.name``) to an LLVM module.
 
     ``num_threads`` initialises the thread-count global (0: the runtime picks at load time);
-    ``use_gomp`` false renders parallel loops serially (libgomp unavailable).
+    ``runtime`` says what runs parallel loops (``SERIAL`` renders them as serial loops).
     """
     entry = name or func.name
-    mod = _Module(entry, use_gomp)
+    mod = _Module(entry, runtime)
     params, svars = _shape_info(func)
     args = [f"ptr noalias %arg{i}" for i in range(len(func.params))]
     args += [f"{T.ll_type(v.dtype)} %sv{i}" for i, v in enumerate(svars)]
@@ -172,4 +182,5 @@ def render(func: PrimFunc, *, name: str | None = None, use_gomp: bool = True,
     ir.append('attributes #0 = { nounwind "frame-pointer"="none" }')
     ir += mod.metadata
     return RenderedModule("\n".join(ir) + "\n", entry, params,
-                          tuple((v.name, v.dtype) for v in svars), mod.parallel)
+                          tuple((v.name, v.dtype) for v in svars), mod.parallel,
+                          runtime if mod.parallel else ParallelRuntime.SERIAL)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from templtune import dtype as dt
 from templtune.codegen.llvm import types as T
-from templtune.codegen.llvm.abi import KernelStatus
+from templtune.codegen.llvm.abi import KernelStatus, ParallelRuntime
 from templtune.codegen.llvm.exprs import V
 from templtune.codegen.llvm.memory import MemoryRenderer
 from templtune.errors import CodegenError
@@ -31,7 +31,7 @@ from templtune.te.expr import IntImm, Var
 
 # NOTE: local buffers up to this size live on the stack (entry-block alloca, so a loop does not
 # grow the stack); bigger or dynamically sized ones are heap-allocated around their scope. Worker
-# threads of libgomp have smaller stacks than the main thread, hence the modest limit.
+# threads may have smaller stacks than the main thread (libgomp's), hence the modest limit.
 STACK_LIMIT_BYTES = 128 * 1024
 _ALIGN = 64
 
@@ -39,9 +39,9 @@ _ALIGN = 64
 class _Module:
     """Module-level state while rendering: declarations, extra functions, metadata."""
 
-    def __init__(self, entry: str, use_gomp: bool) -> None:
+    def __init__(self, entry: str, runtime: ParallelRuntime) -> None:
         self.entry = entry
-        self.use_gomp = use_gomp
+        self.runtime = runtime
         self.declares: dict[str, None] = {}
         self.functions: list[str] = []
         self.metadata: list[str] = []
@@ -247,7 +247,8 @@ class StmtRenderer(MemoryRenderer):
         if s.kind is ForKind.THREAD_BINDING:
             raise CodegenError(f"loop {s.loop_var.name} is bound to {s.thread_tag!r}; thread "
                                "bindings need a cuda target, not llvm")
-        if s.kind is ForKind.PARALLEL and not self.in_parallel and self.mod.use_gomp:
+        if (s.kind is ForKind.PARALLEL and not self.in_parallel
+                and self.mod.runtime is not ParallelRuntime.SERIAL):
             self.parallel_for(s)
             return
         ivd = _iv_dtype(s.loop_var)

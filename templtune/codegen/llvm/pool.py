@@ -1,0 +1,356 @@
+"""templtune's own thread pool for parallel loops (x86-64 Linux), in LLVM IR.
+
+A kernel's ``parallel`` loop is outlined into ``fn(ctx)`` whose callers claim chunks of
+iterations from a shared counter until none are left (:meth:`render._Fn.parallel_for`), so any
+number of threads, one included, computes it completely. ``templtune_parallel_launch(fn, ctx,
+nthreads)`` publishes the job, wakes sleeping workers, runs ``fn(ctx)`` on the calling thread,
+then *closes* the job and waits only for the workers that joined it. A worker that has not
+started by then never joins (ONNX Runtime's pool revokes unstarted work the same way).
+
+Why not libgomp: ``GOMP_parallel`` ends with a barrier that waits for every worker. On a small
+KVM guest the worker woken for a call is often queued on the caller's own vCPU (the idle vCPU
+looks preempted to the guest scheduler), so the caller, done with all the chunks, spins at the
+barrier until the worker gets that CPU: milliseconds for a call of microseconds
+(``benchmarks/studies/gomp_wake.py``). Here the caller returns as soon as the work is done.
+
+The pool's state is one set of globals per copy of this module: one JIT-compiled copy per
+process (:func:`ensure_pool`), and one linked into each exported library (:func:`pool_object`).
+A call from a second thread while the pool is busy, and any call in a forked child before
+:func:`_reset_in_child` has run, computes the loop alone, so no interleaving of callers can
+deadlock. Workers spin ``TEMPLTUNE_POOL_SPIN`` pauses for the next job, then sleep on a futex;
+with ``TEMPLTUNE_BIND_THREADS`` worker ``k`` is pinned to the ``k + 1``-th CPU of
+:func:`~templtune.codegen.llvm.affinity.cpu_order` (the caller stays free).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import platform
+import sys
+import threading
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from templtune import config
+from templtune.codegen.llvm.abi import ParallelRuntime
+
+log = logging.getLogger("templtune.codegen.llvm")
+
+__all__ = ["LAUNCH", "available", "ensure_pool", "parallel_runtime", "pool_object"]
+
+#: the symbol kernels call: ``void (ptr fn, ptr ctx, i32 nthreads)``
+LAUNCH = "templtune_parallel_launch"
+_MAX_CPUS = 1024
+_CLOSED = -(1 << 31)  # bit 31 of the state word: the job takes no more workers
+# Linux x86-64 syscall numbers and futex operations (private to the process)
+_SYS_FUTEX, _SYS_SCHED_YIELD, _SYS_SETAFFINITY = 202, 24, 203
+_FUTEX_WAIT, _FUTEX_WAKE = 128, 129
+_DRAIN_SPINS = 2000  # pauses before a draining caller yields its CPU to a joined worker
+
+_STATE = ("busy", "gen", "state", "limit", "workers", "sleepers")
+
+
+def _ir(spin: int) -> str:
+    g = [f"@tt_pool.{n} = internal global i32 {_CLOSED if n == 'state' else 0}, align 64"
+         for n in _STATE]
+    g += ["@tt_pool.fn = internal global ptr null, align 64",
+          "@tt_pool.ctx = internal global ptr null, align 8",
+          f"@tt_pool.spin = internal global i32 {int(spin)}, align 64",
+          "@tt_pool.ncpus = internal global i32 0, align 4",
+          f"@tt_pool.cpus = internal global [{_MAX_CPUS} x i32] zeroinitializer, align 4"]
+    return "\n".join(g) + f"""
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_detach(i64)
+declare i64 @syscall(i64, ...)
+declare void @llvm.x86.sse2.pause()
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+define void @templtune_pool_configure(i32 %spin, ptr %cpus, i32 %n) {{
+entry:
+  store i32 %spin, ptr @tt_pool.spin
+  %big = icmp sgt i32 %n, {_MAX_CPUS}
+  %m = select i1 %big, i32 {_MAX_CPUS}, i32 %n
+  %bytes = zext i32 %m to i64
+  %len = shl i64 %bytes, 2
+  call void @llvm.memcpy.p0.p0.i64(ptr @tt_pool.cpus, ptr %cpus, i64 %len, i1 false)
+  store i32 %m, ptr @tt_pool.ncpus
+  ret void
+}}
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+
+define void @templtune_pool_reset() {{
+entry:
+  store i32 0, ptr @tt_pool.busy
+  store i32 0, ptr @tt_pool.workers
+  store i32 0, ptr @tt_pool.sleepers
+  store i32 {_CLOSED}, ptr @tt_pool.state
+  ret void
+}}
+
+define internal void @tt_pool.pin(i32 %k) {{
+entry:
+  %n = load i32, ptr @tt_pool.ncpus
+  %none = icmp slt i32 %n, 2
+  br i1 %none, label %done, label %pin
+pin:
+  %k1 = add i32 %k, 1
+  %slot = urem i32 %k1, %n
+  %p = getelementptr inbounds [{_MAX_CPUS} x i32], ptr @tt_pool.cpus, i32 0, i32 %slot
+  %cpu = load i32, ptr %p
+  %mask = alloca [{_MAX_CPUS // 64} x i64], align 8
+  call void @llvm.memset.p0.i64(ptr %mask, i8 0, i64 {_MAX_CPUS // 8}, i1 false)
+  %word = lshr i32 %cpu, 6
+  %bit = and i32 %cpu, 63
+  %bit64 = zext i32 %bit to i64
+  %one = shl i64 1, %bit64
+  %wp = getelementptr inbounds [{_MAX_CPUS // 64} x i64], ptr %mask, i32 0, i32 %word
+  store i64 %one, ptr %wp
+  %r = call i64 (i64, ...) @syscall(i64 {_SYS_SETAFFINITY}, i64 0, i64 {_MAX_CPUS // 8}, ptr %mask)
+  br label %done
+done:
+  ret void
+}}
+
+define internal ptr @tt_pool.worker(ptr %arg) {{
+entry:
+  %lastp = alloca i32, align 4
+  %ip = alloca i32, align 4
+  %k64 = ptrtoint ptr %arg to i64
+  %k = trunc i64 %k64 to i32
+  call void @tt_pool.pin(i32 %k)
+  %g0 = load atomic i32, ptr @tt_pool.gen acquire, align 4
+  store i32 %g0, ptr %lastp
+  br label %wait
+wait:
+  store i32 0, ptr %ip
+  br label %spin
+spin:
+  %g = load atomic i32, ptr @tt_pool.gen acquire, align 4
+  %last = load i32, ptr %lastp
+  %new = icmp ne i32 %g, %last
+  br i1 %new, label %got, label %more
+more:
+  %i = load i32, ptr %ip
+  %lim = load i32, ptr @tt_pool.spin
+  %go = icmp slt i32 %i, %lim
+  br i1 %go, label %pause, label %sleep
+pause:
+  call void @llvm.x86.sse2.pause()
+  %i1 = add i32 %i, 1
+  store i32 %i1, ptr %ip
+  br label %spin
+sleep:
+  ; seq_cst on both sides (here and in the launch) so that a launch either sees this sleeper
+  ; or this worker sees its generation; the futex re-checks the word atomically
+  %s0 = atomicrmw add ptr @tt_pool.sleepers, i32 1 seq_cst
+  %g2 = load atomic i32, ptr @tt_pool.gen seq_cst, align 4
+  %same = icmp eq i32 %g2, %last
+  br i1 %same, label %futex, label %woke
+futex:
+  %r = call i64 (i64, ...) @syscall(i64 {_SYS_FUTEX}, ptr @tt_pool.gen, i32 {_FUTEX_WAIT}, i32 %last, ptr null)
+  br label %woke
+woke:
+  %s1 = atomicrmw sub ptr @tt_pool.sleepers, i32 1 seq_cst
+  br label %wait
+got:
+  store i32 %g, ptr %lastp
+  br label %join
+join:
+  %st = load atomic i32, ptr @tt_pool.state acquire, align 4
+  %closed = icmp slt i32 %st, 0
+  br i1 %closed, label %wait, label %room
+room:
+  %cap = load atomic i32, ptr @tt_pool.limit monotonic, align 4
+  %full = icmp sge i32 %st, %cap
+  br i1 %full, label %wait, label %cas
+cas:
+  %st1 = add i32 %st, 1
+  %pair = cmpxchg ptr @tt_pool.state, i32 %st, i32 %st1 acq_rel acquire
+  %ok = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %ok, label %run, label %join
+run:
+  %fn = load atomic ptr, ptr @tt_pool.fn monotonic, align 8
+  %ctx = load atomic ptr, ptr @tt_pool.ctx monotonic, align 8
+  call void %fn(ptr %ctx)
+  %x = atomicrmw sub ptr @tt_pool.state, i32 1 release
+  br label %wait
+}}
+
+define internal void @tt_pool.grow(i32 %need) {{
+entry:
+  %tid = alloca i64, align 8
+  br label %check
+check:
+  %w = load i32, ptr @tt_pool.workers
+  %enough = icmp sge i32 %w, %need
+  br i1 %enough, label %done, label %make
+make:
+  %w64 = zext i32 %w to i64
+  %arg = inttoptr i64 %w64 to ptr
+  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @tt_pool.worker, ptr %arg)
+  %fail = icmp ne i32 %rc, 0
+  br i1 %fail, label %done, label %made
+made:
+  %t = load i64, ptr %tid
+  %d = call i32 @pthread_detach(i64 %t)
+  %w1 = add i32 %w, 1
+  store i32 %w1, ptr @tt_pool.workers
+  br label %check
+done:
+  ret void
+}}
+
+define void @{LAUNCH}(ptr %fn, ptr %ctx, i32 %nth) {{
+entry:
+  %one = icmp sle i32 %nth, 1
+  br i1 %one, label %alone, label %lock
+alone:
+  call void %fn(ptr %ctx)
+  ret void
+lock:
+  %p = cmpxchg ptr @tt_pool.busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %p, 1
+  br i1 %got, label %grow, label %alone
+grow:
+  %need = sub i32 %nth, 1
+  call void @tt_pool.grow(i32 %need)
+  %w = load i32, ptr @tt_pool.workers
+  %few = icmp slt i32 %w, %need
+  %cap = select i1 %few, i32 %w, i32 %need
+  %nobody = icmp eq i32 %cap, 0
+  br i1 %nobody, label %unlock_alone, label %publish
+unlock_alone:
+  store atomic i32 0, ptr @tt_pool.busy release, align 4
+  br label %alone
+publish:
+  store atomic ptr %fn, ptr @tt_pool.fn monotonic, align 8
+  store atomic ptr %ctx, ptr @tt_pool.ctx monotonic, align 8
+  store atomic i32 %cap, ptr @tt_pool.limit monotonic, align 4
+  store atomic i32 0, ptr @tt_pool.state release, align 4
+  %g = atomicrmw add ptr @tt_pool.gen, i32 1 seq_cst
+  %sl = load atomic i32, ptr @tt_pool.sleepers seq_cst, align 4
+  %any = icmp sgt i32 %sl, 0
+  br i1 %any, label %wake, label %work
+wake:
+  %r = call i64 (i64, ...) @syscall(i64 {_SYS_FUTEX}, ptr @tt_pool.gen, i32 {_FUTEX_WAKE}, i32 2147483647)
+  br label %work
+work:
+  call void %fn(ptr %ctx)
+  %old = atomicrmw or ptr @tt_pool.state, i32 {_CLOSED} acq_rel
+  br label %drain
+drain:
+  %i = phi i32 [ 0, %work ], [ %i1, %pause ], [ 0, %yield ]
+  %s = load atomic i32, ptr @tt_pool.state acquire, align 4
+  %cnt = and i32 %s, 2147483647
+  %done = icmp eq i32 %cnt, 0
+  br i1 %done, label %finish, label %waiting
+waiting:
+  %i1 = add i32 %i, 1
+  %long = icmp sgt i32 %i1, {_DRAIN_SPINS}
+  br i1 %long, label %yield, label %pause
+pause:
+  call void @llvm.x86.sse2.pause()
+  br label %drain
+yield:
+  ; a joined worker may wait for this very CPU (queued behind the caller)
+  %y = call i64 (i64, ...) @syscall(i64 {_SYS_SCHED_YIELD})
+  br label %drain
+finish:
+  store atomic i32 0, ptr @tt_pool.busy release, align 4
+  ret void
+}}
+"""
+
+
+def available() -> bool:
+    """Whether this process can run the pool (x86-64 Linux: futex and syscall numbers)."""
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+
+
+def parallel_runtime(spec: Any) -> ParallelRuntime:
+    """What a kernel built now for ``spec`` (a ``MachineSpec``) runs its parallel loops on:
+    the pool where ``TEMPLTUNE_THREAD_POOL`` asks for it and the code is for x86-64 Linux,
+    else libgomp where it loads, else serial loops."""
+    if (config.get("TEMPLTUNE_THREAD_POOL") == "templtune" and spec.triple.startswith("x86_64")
+            and "linux" in spec.triple):
+        return ParallelRuntime.POOL
+    from templtune.codegen.llvm import compile as cc
+
+    return ParallelRuntime.GOMP if cc.load_libgomp() else ParallelRuntime.SERIAL
+
+
+def _spin() -> int:
+    return int(config.get("TEMPLTUNE_POOL_SPIN"))
+
+
+def _host_object() -> bytes:
+    from templtune.codegen.llvm import compile as cc
+
+    return cc.compile_ir(_ir(_spin()), cc.host_spec())
+
+
+def pool_object(spec: Any) -> bytes:
+    """Object code of a copy of the pool for ``spec``'s machine, to link into an exported
+    library whose kernels call :data:`LAUNCH`."""
+    from templtune.codegen.llvm import compile as cc
+
+    return cc.compile_ir(_ir(_spin()), spec)
+
+
+class _Pool:
+    """The process's JIT-compiled pool (kept alive with its engine)."""
+
+    lock = threading.Lock()
+    engine: Any = None
+    reset: Any = None
+
+
+def _cpu_list() -> list[int]:
+    from templtune.codegen.llvm import affinity
+
+    if not config.get("TEMPLTUNE_BIND_THREADS") or not hasattr(os, "sched_getaffinity"):
+        return []
+    if any(config.get(v) for v in affinity.USER_OMP_VARIABLES):
+        return []
+    return affinity.cpu_order(os.sched_getaffinity(0))
+
+
+def _reset_in_child() -> None:
+    # the parent's workers do not exist in a forked child: forget them (it grows its own)
+    if _Pool.reset is not None:
+        _Pool.reset()
+
+
+def ensure_pool() -> None:
+    """JIT-compile the process's pool once and make :data:`LAUNCH` resolve to it in every
+    module loaded afterwards."""
+    if _Pool.engine is not None:
+        return
+    with _Pool.lock:
+        if _Pool.engine is not None:
+            return
+        from templtune.codegen.llvm import compile as cc
+
+        obj = _host_object()
+        host = llvm.parse_assembly("", context=llvm.create_context())
+        host.triple = cc.host_spec().triple
+        engine = llvm.create_mcjit_compiler(host, cc.new_target_machine(cc.host_spec()))
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+        cpus = _cpu_list()
+        arr = (ctypes.c_int32 * max(1, len(cpus)))(*cpus)
+        configure = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(
+            engine.get_function_address("templtune_pool_configure"))
+        configure(_spin(), ctypes.addressof(arr), len(cpus))
+        _Pool.reset = ctypes.CFUNCTYPE(None)(engine.get_function_address("templtune_pool_reset"))
+        llvm.add_symbol(LAUNCH, engine.get_function_address(LAUNCH))
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_reset_in_child)
+        # NOTE: the engine owns the workers' code; freeing it at interpreter shutdown while a
+        # worker still spins in it would crash the exit, so it is never freed (one leaked ref)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
+        _Pool.engine = engine
+        log.debug("thread pool ready (spin %d, pinned to %s)", _spin(), cpus or "no CPUs")
