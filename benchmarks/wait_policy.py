@@ -1,22 +1,18 @@
-"""Parallel-loop launch cost under libgomp wait policies, on an idle and on a loaded machine.
+"""Parallel-loop launch cost under templtune's pool and libgomp's wait policies, on an idle and
+on a loaded machine.
 
-Generated parallel loops run on libgomp (``GOMP_parallel``). Its barrier policy decides what
-idle workers do: spin (fast hand-off on an idle machine, but a spinning worker burns the time
-slice a descheduled peer needs when the machine is oversubscribed) or sleep on a futex. The
-policy is read once per process, so each setting is timed in a child process; ``--load N`` adds
-N busy-looping processes (the oversubscribed case: other tuning jobs, a build).
-
-Measured here (2-core znver3, 2 threads): idle machine, libgomp's default (spin, then sleep)
-0.004 ms for the small map vs 0.106 ms passive, 1.48 vs 1.66 ms for the 256^2 matmul, equal at
-1024^3; with 2 busy processes, default 8.0 ms vs passive 0.096 ms for the map (the spinning
-worker starves its descheduled peer), 8.0 vs 4.3 ms for the 256^2 matmul. templtune keeps
-libgomp's default (the idle machine is the one to tune on); on a shared, oversubscribed machine
-set ``OMP_WAIT_POLICY=passive`` before starting Python.
+Generated parallel loops run on templtune's pool (``pool``) or, with
+``TEMPLTUNE_THREAD_POOL=gomp``, on libgomp (``GOMP_parallel``), whose barrier policy decides
+what idle workers do: spin (fast hand-off on an idle machine, but a spinning worker burns the
+time slice a descheduled peer needs when the machine is oversubscribed) or sleep on a futex
+(``default``, ``passive``, ``active``, ``spin10k``). Policies are read once per process, so each
+setting is timed in a child process; ``--load N`` adds N busy-looping processes (the
+oversubscribed case: other tuning jobs, a build). Figures: ``benchmarks/results/scaling.txt``.
 
 Kernels: a small element-wise map (~10 us of work), a 256^2 x 256 matmul (~1 ms) and a 1024^3
 matmul, all with a parallel outer loop, 2 threads. Prints the median time per call per policy.
 
-Run: ``python benchmarks/wait_policy.py [--load 0,2] [--policies default,passive,active]``.
+Run: ``python benchmarks/wait_policy.py [--load 0,2] [--policies pool,default,passive]``.
 """
 
 from __future__ import annotations
@@ -30,11 +26,13 @@ import sys
 import time
 from pathlib import Path
 
+_GOMP = {"TEMPLTUNE_THREAD_POOL": "gomp"}
 POLICIES = {
-    "default": {},
-    "passive": {"OMP_WAIT_POLICY": "passive"},
-    "active": {"OMP_WAIT_POLICY": "active"},
-    "spin10k": {"GOMP_SPINCOUNT": "10000"},
+    "pool": {"TEMPLTUNE_THREAD_POOL": "templtune"},
+    "default": _GOMP,
+    "passive": {**_GOMP, "OMP_WAIT_POLICY": "passive"},
+    "active": {**_GOMP, "OMP_WAIT_POLICY": "active"},
+    "spin10k": {**_GOMP, "GOMP_SPINCOUNT": "10000"},
 }
 
 CHILD = r"""
@@ -84,7 +82,7 @@ def _burn(stop: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--load", default="0,2", help="busy processes to add, per scenario")
-    ap.add_argument("--policies", default="default,passive")
+    ap.add_argument("--policies", default="pool,default,passive")
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
     root = str(Path(__file__).resolve().parents[1])
