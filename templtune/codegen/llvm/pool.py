@@ -11,7 +11,9 @@ Why not libgomp: ``GOMP_parallel`` ends with a barrier that waits for every work
 KVM guest the worker woken for a call is often queued on the caller's own vCPU (the idle vCPU
 looks preempted to the guest scheduler), so the caller, done with all the chunks, spins at the
 barrier until the worker gets that CPU: milliseconds for a call of microseconds
-(``benchmarks/studies/gomp_wake.py``). Here the caller returns as soon as the work is done.
+(``benchmarks/studies/gomp_wake.py``). Here the caller returns as soon as the work is done, and
+a worker that finds itself on the caller's CPU moves off it (``tt_pool.unstack``); a caller
+that had to wake workers gives its CPU away once, so that one queued behind it gets to move.
 
 The pool's state is one set of globals per copy of this module: one JIT-compiled copy per
 process (:func:`ensure_pool`), and one linked into each exported library (:func:`pool_object`).
@@ -46,7 +48,8 @@ LAUNCH = "templtune_parallel_launch"
 _MAX_CPUS = 1024
 _CLOSED = -(1 << 31)  # bit 31 of the state word: the job takes no more workers
 # Linux x86-64 syscall numbers and futex operations (private to the process)
-_SYS_FUTEX, _SYS_SCHED_YIELD, _SYS_SETAFFINITY = 202, 24, 203
+_SYS_FUTEX, _SYS_SCHED_YIELD, _SYS_SETAFFINITY, _SYS_GETAFFINITY, _SYS_GETCPU = \
+    202, 24, 203, 204, 309
 _FUTEX_WAIT, _FUTEX_WAKE = 128, 129
 _DRAIN_SPINS = 2000  # pauses before a draining caller yields its CPU to a joined worker
 
@@ -60,6 +63,8 @@ def _ir(spin: int) -> str:
           "@tt_pool.ctx = internal global ptr null, align 8",
           f"@tt_pool.spin = internal global i32 {int(spin)}, align 64",
           "@tt_pool.ncpus = internal global i32 0, align 4",
+          "@tt_pool.caller_cpu = internal global i32 -1, align 4",
+          "@tt_pool.born = internal global i32 0, align 4",
           f"@tt_pool.cpus = internal global [{_MAX_CPUS} x i32] zeroinitializer, align 4"]
     return "\n".join(g) + f"""
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
@@ -114,6 +119,53 @@ done:
   ret void
 }}
 
+; A worker can share the caller's CPU: it starts there, and one woken from its futex is often
+; queued there (a guest scheduler takes the idle vCPU for a preempted one); the load balancer
+; was seen to leave such a pair for seconds. A worker joining a job, or woken, on the caller's
+; CPU leaves it: affinity without that CPU moves the thread at once, and the old affinity, set
+; back, does not move it again.
+define internal void @tt_pool.unstack() {{
+entry:
+  %n = load i32, ptr @tt_pool.ncpus
+  %pinned = icmp sgt i32 %n, 1
+  br i1 %pinned, label %done, label %where
+where:
+  %mine = alloca i32, align 4
+  %c = call i64 (i64, ...) @syscall(i64 {_SYS_GETCPU}, ptr %mine, ptr null, ptr null)
+  %me = load i32, ptr %mine
+  %caller = load atomic i32, ptr @tt_pool.caller_cpu acquire, align 4
+  %same = icmp eq i32 %me, %caller
+  %known = icmp sge i32 %caller, 0
+  %both = and i1 %same, %known
+  br i1 %both, label %move, label %done
+move:
+  %old = alloca [{_MAX_CPUS // 64} x i64], align 8
+  %new = alloca [{_MAX_CPUS // 64} x i64], align 8
+  call void @llvm.memset.p0.i64(ptr %old, i8 0, i64 {_MAX_CPUS // 8}, i1 false)
+  %got = call i64 (i64, ...) @syscall(i64 {_SYS_GETAFFINITY}, i64 0, i64 {_MAX_CPUS // 8}, ptr %old)
+  %ok = icmp sgt i64 %got, 0
+  br i1 %ok, label %clear, label %done
+clear:
+  call void @llvm.memcpy.p0.p0.i64(ptr %new, ptr %old, i64 {_MAX_CPUS // 8}, i1 false)
+  %word = lshr i32 %me, 6
+  %bit = and i32 %me, 63
+  %bit64 = zext i32 %bit to i64
+  %one = shl i64 1, %bit64
+  %keep = xor i64 %one, -1
+  %wp = getelementptr inbounds [{_MAX_CPUS // 64} x i64], ptr %new, i32 0, i32 %word
+  %w = load i64, ptr %wp
+  %w1 = and i64 %w, %keep
+  store i64 %w1, ptr %wp
+  %r1 = call i64 (i64, ...) @syscall(i64 {_SYS_SETAFFINITY}, i64 0, i64 {_MAX_CPUS // 8}, ptr %new)
+  %moved = icmp eq i64 %r1, 0
+  br i1 %moved, label %restore, label %done
+restore:
+  %r2 = call i64 (i64, ...) @syscall(i64 {_SYS_SETAFFINITY}, i64 0, i64 {_MAX_CPUS // 8}, ptr %old)
+  br label %done
+done:
+  ret void
+}}
+
 define internal ptr @tt_pool.worker(ptr %arg) {{
 entry:
   %lastp = alloca i32, align 4
@@ -121,7 +173,8 @@ entry:
   %k64 = ptrtoint ptr %arg to i64
   %k = trunc i64 %k64 to i32
   call void @tt_pool.pin(i32 %k)
-  %g0 = load atomic i32, ptr @tt_pool.gen acquire, align 4
+  ; the generation before the launch that made this worker, so that it joins that launch
+  %g0 = load atomic i32, ptr @tt_pool.born acquire, align 4
   store i32 %g0, ptr %lastp
   br label %wait
 wait:
@@ -151,6 +204,7 @@ sleep:
   br i1 %same, label %futex, label %woke
 futex:
   %r = call i64 (i64, ...) @syscall(i64 {_SYS_FUTEX}, ptr @tt_pool.gen, i32 {_FUTEX_WAIT}, i32 %last, ptr null)
+  call void @tt_pool.unstack()
   br label %woke
 woke:
   %s1 = atomicrmw sub ptr @tt_pool.sleepers, i32 1 seq_cst
@@ -172,6 +226,7 @@ cas:
   %ok = extractvalue {{ i32, i1 }} %pair, 1
   br i1 %ok, label %run, label %join
 run:
+  call void @tt_pool.unstack()
   %fn = load atomic ptr, ptr @tt_pool.fn monotonic, align 8
   %ctx = load atomic ptr, ptr @tt_pool.ctx monotonic, align 8
   call void %fn(ptr %ctx)
@@ -182,6 +237,8 @@ run:
 define internal void @tt_pool.grow(i32 %need) {{
 entry:
   %tid = alloca i64, align 8
+  %g = load atomic i32, ptr @tt_pool.gen monotonic, align 4
+  store atomic i32 %g, ptr @tt_pool.born release, align 4
   br label %check
 check:
   %w = load i32, ptr @tt_pool.workers
@@ -226,6 +283,11 @@ unlock_alone:
   store atomic i32 0, ptr @tt_pool.busy release, align 4
   br label %alone
 publish:
+  ; where this caller runs, for joining workers to leave that CPU (tt_pool.unstack)
+  %cpup = alloca i32, align 4
+  %gc = call i64 (i64, ...) @syscall(i64 {_SYS_GETCPU}, ptr %cpup, ptr null, ptr null)
+  %cpu = load i32, ptr %cpup
+  store atomic i32 %cpu, ptr @tt_pool.caller_cpu monotonic, align 4
   store atomic ptr %fn, ptr @tt_pool.fn monotonic, align 8
   store atomic ptr %ctx, ptr @tt_pool.ctx monotonic, align 8
   store atomic i32 %cap, ptr @tt_pool.limit monotonic, align 4
@@ -235,7 +297,10 @@ publish:
   %any = icmp sgt i32 %sl, 0
   br i1 %any, label %wake, label %work
 wake:
+  ; wake the sleepers and give this CPU to one of them for a moment in case it was queued
+  ; here (it then moves away: tt_pool.unstack)
   %r = call i64 (i64, ...) @syscall(i64 {_SYS_FUTEX}, ptr @tt_pool.gen, i32 {_FUTEX_WAKE}, i32 2147483647)
+  %y0 = call i64 (i64, ...) @syscall(i64 {_SYS_SCHED_YIELD})
   br label %work
 work:
   call void %fn(ptr %ctx)
