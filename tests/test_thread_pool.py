@@ -72,6 +72,35 @@ def test_thread_counts_above_the_cpus_and_uneven_chunks() -> None:
     assert word == "OK" and int(n_tasks) >= 8
 
 
+def test_the_launch_that_makes_a_worker_shares_its_work_with_it() -> None:
+    """The first 2-thread call creates the worker, which must take chunks of that very call
+    (it once waited for the next one): its CPU time after the call is a good part of it."""
+    out = _run("""
+        n = 768
+        A = te.placeholder((n, n), name="A")
+        B = te.placeholder((n, n), name="B")
+        k = te.reduce_axis((0, n), name="k")
+        C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+        s = te.create_schedule(C.op)
+        s[C].parallel(s[C].op.axis[0])
+        f = templtune.build(s, [A, B, C], "llvm -num-cores=2")
+        a, b = np.random.rand(n, n).astype("float32"), np.random.rand(n, n).astype("float32")
+        c = np.zeros((n, n), "float32")
+        before = set(os.listdir("/proc/self/task"))
+        t0 = os.times()
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4)
+        (worker,) = set(os.listdir("/proc/self/task")) - before
+        with open(f"/proc/self/task/{worker}/stat") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[11])  # utime
+        total = (os.times().user - t0.user) * os.sysconf("SC_CLK_TCK")
+        print(ticks, int(total))
+    """)
+    worker, total = map(int, out.split())
+    assert total >= 10, f"the call was too short to tell ({total} ticks)"
+    assert worker >= total // 5, (worker, total)
+
+
 def test_concurrent_callers_share_the_pool_without_deadlock() -> None:
     """Callers in several threads at once (ctypes drops the GIL): one holds the pool, the
     others compute their loops alone; every result is right."""
