@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from templtune.codegen.llvm.abi import ParallelRuntime
 from templtune.errors import CodegenError
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def _objects(mod: Module, tmp: str) -> list[str]:
     with open(code, "wb") as f:
         f.write(mod._obj)
     objs = [code, _blob_object(mod.export(), tmp)]
-    if mod._parallel and not mod._gomp:
+    if mod._runtime is ParallelRuntime.POOL:
         # the library carries its own copy of the thread pool its kernels call
         from templtune.codegen.llvm.pool import pool_object
 
@@ -134,7 +135,7 @@ def export_library(mod: Module, path: str,
         Extra link flags.
     """
     extra = list(options or [])
-    if mod._gomp:
+    if mod._runtime is ParallelRuntime.GOMP:
         extra += _gomp_flags()
     with tempfile.TemporaryDirectory(prefix="templtune_export_") as tmp:
         objs = _objects(mod, tmp)

@@ -22,7 +22,7 @@ import numpy as np
 from templtune.codegen.llvm import compile as cc
 from templtune.codegen.llvm import pool
 from templtune.codegen.llvm.build import LLVMArtifact
-from templtune.codegen.llvm.render import KernelStatus, ParamInfo
+from templtune.codegen.llvm.render import KernelStatus, ParallelRuntime, ParamInfo
 from templtune.errors import CodegenError, RuntimeCallError
 from templtune.runtime.allocator import retain_scratch_memory
 from templtune.runtime.arguments import _unwrap, check_arguments  # noqa: F401
@@ -82,10 +82,11 @@ class Module:
         self._spec = cc.MachineSpec(s["triple"], s["cpu"], s["features"], s["opt_level"])
         self._parallel = bool(header.get("parallel"))
         # modules exported before templtune had its own pool ran on libgomp
-        self._gomp = self._parallel and header.get("pool", "gomp") == "gomp"
-        if self._gomp:
+        self._runtime = (ParallelRuntime(header.get("pool", ParallelRuntime.GOMP.value))
+                         if self._parallel else ParallelRuntime.SERIAL)
+        if self._runtime is ParallelRuntime.GOMP:
             cc.load_libgomp()
-        elif self._parallel:
+        elif self._runtime is ParallelRuntime.POOL:
             if not pool.available():
                 raise CodegenError(f"{self.entry_name} runs its parallel loops on templtune's "
                                    "thread pool, which needs x86-64 Linux")
@@ -161,7 +162,7 @@ class Module:
         return check_arguments(self.entry_name, self._params, self._shape_vars, arrays)
 
     def _fork_check(self) -> None:
-        if self._gomp:
+        if self._runtime is ParallelRuntime.GOMP:
             fork_check(self._nthreads)
 
     def _check_runnable(self) -> None:

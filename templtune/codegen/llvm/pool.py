@@ -65,12 +65,6 @@ def _spin() -> int:
     return int(config.get("TEMPLTUNE_POOL_SPIN"))
 
 
-def _host_object() -> bytes:
-    from templtune.codegen.llvm import compile as cc
-
-    return cc.compile_ir(pool_ir(_spin()), cc.host_spec())
-
-
 def pool_object(spec: Any) -> bytes:
     """Object code of a copy of the pool for ``spec``'s machine, to link into an exported
     library whose kernels call :data:`LAUNCH`."""
@@ -113,7 +107,7 @@ def ensure_pool() -> None:
             return
         from templtune.codegen.llvm import compile as cc
 
-        obj = _host_object()
+        obj = pool_object(cc.host_spec())
         host = llvm.parse_assembly("", context=llvm.create_context())
         host.triple = cc.host_spec().triple
         engine = llvm.create_mcjit_compiler(host, cc.new_target_machine(cc.host_spec()))

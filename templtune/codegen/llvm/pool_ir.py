@@ -20,6 +20,17 @@ _DRAIN_SPINS = 2000  # pauses before a draining caller yields its CPU to a joine
 _STATE = ("busy", "gen", "state", "limit", "workers", "sleepers")
 
 
+def _mask_bit(mask: str, cpu: str) -> str:
+    """IR lines setting ``%wp`` to the i64 word of affinity mask ``mask`` that holds CPU
+    ``cpu`` (an i32) and ``%one`` to that CPU's bit in it."""
+    return (f"  %word = lshr i32 {cpu}, 6\n"
+            f"  %bit = and i32 {cpu}, 63\n"
+            "  %bit64 = zext i32 %bit to i64\n"
+            "  %one = shl i64 1, %bit64\n"
+            f"  %wp = getelementptr inbounds [{_MAX_CPUS // 64} x i64], ptr {mask}, i32 0, "
+            "i32 %word\n")
+
+
 def pool_ir(spin: int) -> str:
     """The pool's module, its workers spinning ``spin`` pauses before they sleep."""
     g = [f"@tt_pool.{n} = internal global i32 {_CLOSED if n == 'state' else 0}, align 64"
@@ -72,12 +83,7 @@ pin:
   %cpu = load i32, ptr %p
   %mask = alloca [{_MAX_CPUS // 64} x i64], align 8
   call void @llvm.memset.p0.i64(ptr %mask, i8 0, i64 {_MAX_CPUS // 8}, i1 false)
-  %word = lshr i32 %cpu, 6
-  %bit = and i32 %cpu, 63
-  %bit64 = zext i32 %bit to i64
-  %one = shl i64 1, %bit64
-  %wp = getelementptr inbounds [{_MAX_CPUS // 64} x i64], ptr %mask, i32 0, i32 %word
-  store i64 %one, ptr %wp
+{_mask_bit("%mask", "%cpu")}  store i64 %one, ptr %wp
   %r = call i64 (i64, ...) @syscall(i64 {_SYS_SETAFFINITY}, i64 0, i64 {_MAX_CPUS // 8}, ptr %mask)
   br label %done
 done:
@@ -86,7 +92,7 @@ done:
 
 ; A worker can share the caller's CPU: it starts there, and one woken from its futex is often
 ; queued there (a guest scheduler takes the idle vCPU for a preempted one); the load balancer
-; was seen to leave such a pair for seconds. A worker joining a job, or woken, on the caller's
+; can leave such a pair for seconds. A worker joining a job, or woken, on the caller's
 ; CPU leaves it: affinity without that CPU moves the thread at once, and the old affinity, set
 ; back, does not move it again.
 define internal void @tt_pool.unstack() {{
@@ -112,12 +118,7 @@ move:
   br i1 %ok, label %clear, label %done
 clear:
   call void @llvm.memcpy.p0.p0.i64(ptr %new, ptr %old, i64 {_MAX_CPUS // 8}, i1 false)
-  %word = lshr i32 %me, 6
-  %bit = and i32 %me, 63
-  %bit64 = zext i32 %bit to i64
-  %one = shl i64 1, %bit64
-  %keep = xor i64 %one, -1
-  %wp = getelementptr inbounds [{_MAX_CPUS // 64} x i64], ptr %new, i32 0, i32 %word
+{_mask_bit("%new", "%me")}  %keep = xor i64 %one, -1
   %w = load i64, ptr %wp
   %w1 = and i64 %w, %keep
   store i64 %w1, ptr %wp
