@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from templtune import dtype as dt
-from templtune.te.expr import PrimExpr, Var
+from templtune.te.expr import IntImm, PrimExpr, Var
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -38,6 +38,16 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.dtype}, scope={self.scope})"
+
+    @property
+    def const_size(self) -> int | None:
+        """Elements of the buffer where every extent is a constant, else None."""
+        size = 1
+        for d in self.shape:
+            if not isinstance(d, IntImm):
+                return None
+            size *= d.value
+        return size
 
     __hash__ = object.__hash__
 

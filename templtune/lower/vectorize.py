@@ -67,12 +67,8 @@ def _speculable(e: PrimExpr, lanes: int) -> bool:
     while stack:
         n = stack.pop()
         if isinstance(n, Load):
-            size = 1
-            for d in n.buffer.shape:
-                if not isinstance(d, IntImm):
-                    return False
-                size *= d.value
-            if size < lanes or n.predicate is not None:
+            size = n.buffer.const_size
+            if size is None or size < lanes or n.predicate is not None:
                 return False
         elif isinstance(n, BinOp) and not dt.is_float(n.dtype) and not isinstance(n.b, IntImm) \
                 and n.op.name in ("DIV", "FLOORDIV", "FLOORMOD", "MOD"):

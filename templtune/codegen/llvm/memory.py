@@ -62,12 +62,9 @@ def _clampable(e: PrimExpr, uniform: bool = False) -> bool:
     masks by output lane, and a window's lanes are not the output's."""
     for n in _walk(e):
         if isinstance(n, Load):
-            size = 1
-            for d in n.buffer.shape:
-                if not isinstance(d, IntImm):
-                    return False
-                size *= d.value
-            if size < dt.lanes(n.index.dtype) or (n.predicate is not None and not uniform):
+            size = n.buffer.const_size
+            if size is None or size < dt.lanes(n.index.dtype) or (
+                    n.predicate is not None and not uniform):
                 return False
         elif isinstance(n, BinOp) and n.op in (BinOpKind.DIV, BinOpKind.FLOORDIV,
                                                BinOpKind.FLOORMOD):
