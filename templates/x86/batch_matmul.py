@@ -75,7 +75,8 @@ def _define(cfg: Any, m: int, n: int, k: int) -> None:
         # NOTE: the padded width nearest two registers, as vector_divisor prefers
         bn = (min(padded_widths(n, lanes), key=lambda b: (abs(b - 2 * lanes), b)) if pad
               else vector_divisor(n))
-        rows = fallback_rows(m, vec_regs(bn, lanes), register_file(), MAX_ROWS, MAX_TILE_ROWS)
+        rows = fallback_rows(m, vec_regs(bn, lanes), register_file(), MAX_ROWS, MAX_TILE_ROWS,
+                             regs)
         if tile_rows(m, rows) % rows[-1]:  # a partial block beats the exact ones
             cfg["tile_y"] = SplitEntity(rows)
         else:

@@ -89,13 +89,13 @@ def _define(cfg: Any, m: int, n: int, k: int, prepacked: int) -> None:
 
     cfg.multi_filter(fits)
     if cfg.is_fallback:
-        lanes, _ = host_vector()
+        lanes, acc = host_vector()
         bn = prepacked or whole_vector_divisor(n, lanes)
         # NOTE: one row block per tile (or a few, when a partial block lets them be taller)
         # across ~128 columns: its data rows stay cached and the next tile (next rows) reuses
         # the K x 128 weight block from L2.
         cfg["tile_y"] = SplitEntity(fallback_rows(m, vec_regs(bn, lanes), register_file(),
-                                                  MAX_ROWS, MAX_TILE_ROWS))
+                                                  MAX_ROWS, MAX_TILE_ROWS, acc))
         nb = divisor_at_most(n // bn, max(1, FALLBACK_TILE_COLS // bn))
         cfg.fallback_split("tile_x", [-1, nb, bn])
         cfg.fallback_split("tile_k", [-1, divisor_at_most(k, 4)])

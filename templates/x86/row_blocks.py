@@ -21,7 +21,7 @@ from typing import Any
 
 from templtune.autotvm.task.knobs import divisors, factor_splits
 
-from ._common import block_registers, divisor_at_most
+from ._common import FALLBACK_OPERAND_REGS, block_registers, divisor_at_most
 
 #: accumulators a partial-block candidate or a fallback block goes up to: past the FMA
 #: latency's 8, the slack covers load stalls; taller blocks (12 x 2 AVX-512 registers) ran
@@ -87,18 +87,26 @@ def row_splits(m: int, widths: Sequence[int], regs: int, max_rows: int, max_tile
     return out
 
 
-def fallback_rows(m: int, vecs: int, regs: int, max_rows: int, max_tile: int
-                  ) -> list[int]:
+def fallback_rows(m: int, vecs: int, regs: int, max_rows: int, max_tile: int,
+                  accumulators: int = MAX_ACCUMULATORS) -> list[int]:
     """A fallback ``[mo, mb, rb]`` for blocks ``vecs`` registers wide.
 
-    The exact block of the most rows that fit, one block per tile, unless it has fewer than
-    :data:`MAX_ACCUMULATORS` while a taller one fits: then tiles of the fewest rows that
-    hold 8 such blocks (the partial one costs at most an eighth), or the tallest tile, with the
-    taller blocks.
+    The exact block of the most rows that fit ``regs - 1`` registers, one block per tile,
+    unless it has fewer than :data:`MAX_ACCUMULATORS` (or ``accumulators``, the host's
+    fallback share, where fewer) while a taller one fits: then tiles of the fewest rows that
+    hold 8 such blocks (the partial one costs at most an eighth), or the tallest tile, with
+    the taller blocks. A block one register wide has ``FALLBACK_OPERAND_REGS`` fewer rows.
     """
-    most = most_rows(vecs, regs, max_rows)
+    # NOTE: a register spare beyond block_registers' count: a block filling AVX2's 16 (3 x 4
+    # ymm) spilled in its inner loop
+    most = most_rows(vecs, regs - 1, max_rows)
+    if vecs == 1:
+        # NOTE: rows one vector wide share no broadcast: each FMA takes its own, and LLVM
+        # schedules the next reduction step's early, so the block leaves room for them
+        accumulators -= FALLBACK_OPERAND_REGS
+        most = min(most, max(1, accumulators))
     rb = divisor_at_most(m, most)
-    want = min(most, max(1, MAX_ACCUMULATORS // vecs))
+    want = min(most, max(1, min(MAX_ACCUMULATORS, accumulators) // vecs))
     if rb >= want:
         return [m // rb, 1, rb]
     wide = wide_tile(m, max_tile)
