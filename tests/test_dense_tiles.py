@@ -80,15 +80,19 @@ def test_multi_block_tiles_match_numpy(args, tile_y, tile_x, tile_k):
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
-def test_fallback_tile_spans_several_column_blocks():
-    """The fallback's tile: one row block across several column blocks (about 128 columns)."""
-    task = autotvm.task.create("dense", (64, 256, 32), "llvm")
+@pytest.mark.parametrize("target,rows", [("llvm -mcpu=skylake-avx512", [8, 1, 8]),
+                                         ("llvm -mcpu=haswell", [1, 11, 6])])
+def test_fallback_tile_spans_several_column_blocks(target, rows):
+    """The fallback's tile: one row block across several column blocks (about 128 columns);
+    with AVX2, whose exact 4 x 2 ymm block has fewer accumulators than 6 x 2, a tile of
+    6-row blocks, the last one partial."""
+    task = autotvm.task.create("dense", (64, 256, 32), target)
     cfg = FallbackConfigEntity()
-    with Target("llvm"), autotvm.ApplyConfig(cfg):
+    with Target(target), autotvm.ApplyConfig(cfg):
         task.func(*task.args)
     _, nb, bn = cfg["tile_x"].size
     assert nb > 1 and nb * bn == 128, cfg
-    assert cfg["tile_y"].size[-2] == 1
+    assert list(cfg["tile_y"].size) == rows, cfg
 
 
 @pytest.mark.parametrize("args", [(1024, 1024, 1024), (1024, 1024, 1024, 32)])

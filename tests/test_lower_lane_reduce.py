@@ -172,7 +172,8 @@ def test_layer_norm_default_schedule_reduces_in_a_tree() -> None:
     xs = [rng.standard_normal(t).astype("float32") for t in ((1, 7, 7, 96), (96,), (96,))]
     arrays = [templtune.nd.array(x) for x in xs] + [templtune.nd.array(np.zeros(xs[0].shape,
                                                                                  "float32"))]
-    templtune.build(s, [a, g, b, out], tgt)(*arrays)
+    # NOTE: the schedule is the AVX-512 target's; its numbers are checked on the host's ISA
+    templtune.build(s, [a, g, b, out], "llvm -num-cores=1")(*arrays)
     np.testing.assert_allclose(arrays[-1].numpy(), _ln_ref(xs, {"axis": 3, "epsilon": 1e-6}),
                                rtol=1e-4, atol=1e-4)
 
