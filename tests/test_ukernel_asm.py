@@ -71,20 +71,21 @@ def test_asm_reader_finds_the_inner_loop_and_its_spill():
         hottest_loop("\tret\n")
 
 
+@pytest.mark.parametrize("target", ["llvm", AVX2, AVX512])
 @pytest.mark.parametrize("name,args", [("dense", DENSE), ("dense", DENSE + (32,)),
                                        ("dense", (64, 1000, 512)),
                                        ("conv2d_nchw", SEED), ("conv2d_nchw", CONV56)])
-def test_host_fallback_inner_loop_is_clean_fma(name, args):
-    """The fallback config on this machine's ISA (what a network without tuning records
-    runs): full-width FMAs (N = 1000 has no 16-lane block: 8 lanes), at least FMA_CHAINS
-    accumulators, no spill."""
-    caps = capabilities(Target("llvm"))
+def test_fallback_inner_loop_is_clean_fma(target, name, args):
+    """The fallback config on the host's ISA and on each family's (what a network without
+    tuning records runs; compiled only): full-width FMAs (N = 1000 has no 16-lane block: 8
+    lanes), at least FMA_CHAINS accumulators, no spill."""
+    caps = capabilities(Target(target))
     if not caps.has_fma or caps.vector_bits < 256:
         pytest.skip("host has no FMA / 256-bit vectors")
     # NOTE: the seed's 7-pixel rows with 16 registers: 7 x 1 ymm is the widest block (7 x 2
     # needs 14 accumulators + 2 weights + 1 broadcast), one chain short of FMA_CHAINS
     short = name == "conv2d_nchw" and args == SEED and caps.vector_registers == 16
-    _clean(hottest_loop(_asm(name, args, "llvm")), "llvm", min_acc=7 if short else FMA_CHAINS,
+    _clean(hottest_loop(_asm(name, args, target)), target, min_acc=7 if short else FMA_CHAINS,
            lanes=8 if 1000 in args else 0)
 
 

@@ -95,7 +95,8 @@ def fallback_rows(m: int, vecs: int, regs: int, max_rows: int, max_tile: int,
     unless it has fewer than :data:`MAX_ACCUMULATORS` (or ``accumulators``, the host's
     fallback share, where fewer) while a taller one fits: then tiles of the fewest rows that
     hold 8 such blocks (the partial one costs at most an eighth), or the tallest tile, with
-    the taller blocks. A block one register wide has ``FALLBACK_OPERAND_REGS`` fewer rows.
+    the taller blocks. A block one register wide takes ``FALLBACK_OPERAND_REGS`` fewer
+    accumulators.
     """
     # NOTE: a register spare beyond block_registers' count: a block filling AVX2's 16 (3 x 4
     # ymm) spilled in its inner loop
