@@ -71,14 +71,15 @@ def test_asm_reader_finds_the_inner_loop_and_its_spill():
         hottest_loop("\tret\n")
 
 
-@pytest.mark.parametrize("target", ["llvm", AVX2, AVX512])
+@pytest.mark.parametrize("target", ["llvm", AVX2, AVX512, "llvm -mcpu=skylake-avx512"])
 @pytest.mark.parametrize("name,args", [("dense", DENSE), ("dense", DENSE + (32,)),
                                        ("dense", (64, 1000, 512)),
                                        ("conv2d_nchw", SEED), ("conv2d_nchw", CONV56)])
 def test_fallback_inner_loop_is_clean_fma(target, name, args):
-    """The fallback config on the host's ISA and on each family's (what a network without
-    tuning records runs; compiled only): full-width FMAs (N = 1000 has no 16-lane block: 8
-    lanes), at least FMA_CHAINS accumulators, no spill."""
+    """The fallback config on the host's ISA and on each family's (AVX2, AVX-512 on 256- and
+    on 512-bit units; what a network without tuning records runs; compiled only): full-width
+    FMAs (N = 1000 has no 16-lane block: 8 lanes), at least FMA_CHAINS accumulators, no
+    spill."""
     caps = capabilities(Target(target))
     if not caps.has_fma or caps.vector_bits < 256:
         pytest.skip("host has no FMA / 256-bit vectors")
