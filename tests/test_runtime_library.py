@@ -84,7 +84,8 @@ def test_export_library_is_a_loadable_elf_shared_object(fadd, tmp_path) -> None:
     assert "myadd" in syms and "__templtune_module_blob" in syms
     undefined = subprocess.run(["nm", "-D", "--undefined-only", path], capture_output=True,
                                text=True, check=True).stdout
-    assert ("GOMP_parallel" in undefined) == (fadd._runtime is ParallelRuntime.GOMP)  # the pool's library needs no libgomp
+    # the pool's library needs no libgomp
+    assert ("GOMP_parallel" in undefined) == (fadd._runtime is ParallelRuntime.GOMP)
     proc = _fresh(_CHECK.format(path=path, n=N))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok myadd"
@@ -100,7 +101,7 @@ def test_export_library_with_fcompile(fadd, tmp_path) -> None:
     path = str(tmp_path / "via_cc.so")
     fadd.export_library(path, fcompile=fcompile)
     # the code object, the module description and, for templtune's pool, the pool
-    assert seen == [2 if (fadd._runtime is ParallelRuntime.GOMP) else 3]
+    assert seen == [2 if fadd._runtime is ParallelRuntime.GOMP else 3]
     m = templtune.runtime.load_module(path)
     a, b = np.ones(N, "float32"), np.full(N, 2.0, "float32")
     c = np.zeros(N, "float32")

@@ -66,20 +66,18 @@ def main() -> None:
     m, n, k = args[:3]
     task = autotvm.task.create("dense", args, TARGET)
     fallback = FallbackConfigEntity()
-    cases = [("fallback", fallback)]
-    loop, sec = _measure(task, fallback, a.number, a.repeat)
-    rows = [(loop, sec)]
+    cases: list[tuple[str, Any]] = [("fallback", fallback)]
+    results = [_measure(task, fallback, a.number, a.repeat)]  # fills the fallback's knobs
     cols = list(fallback["tile_x"].size)
     for b in a.blocks:
         r, mb, ku = (int(x) for x in b.split(":"))
         cases.append((b, _point(task.config_space, r, mb, ku, cols)))
-        rows.append(_measure(task, cases[-1][1], a.number, a.repeat))
+        results.append(_measure(task, cases[-1][1], a.number, a.repeat))
     print(f"dense{args} on {Target(TARGET).capabilities.cpu or 'this host'}, 1 thread")
-    for (label, cfg), (lp, s) in zip(cases, rows):
+    for (label, cfg), (lp, sec) in zip(cases, results):
         print(f"  {label:>10}  tile_y {list(cfg['tile_y'].size)} tile_x {list(cfg['tile_x'].size)}"
               f" tile_k {list(cfg['tile_k'].size)}: {lp.accumulators} accumulators, "
-              f"{lp.stack_accesses} stack accesses, {2 * m * n * k / s / 1e9:.1f} GFLOPS")
-
+              f"{lp.stack_accesses} stack accesses, {2 * m * n * k / sec / 1e9:.1f} GFLOPS")
 
 if __name__ == "__main__":
     main()

@@ -80,10 +80,9 @@ class Module:
         self._ir: str = header.get("ir", "")
         s = header["spec"]
         self._spec = cc.MachineSpec(s["triple"], s["cpu"], s["features"], s["opt_level"])
-        self._parallel = bool(header.get("parallel"))
         # modules exported before templtune had its own pool ran on libgomp
         self._runtime = (ParallelRuntime(header.get("pool", ParallelRuntime.GOMP.value))
-                         if self._parallel else ParallelRuntime.SERIAL)
+                         if header.get("parallel") else ParallelRuntime.SERIAL)
         if self._runtime is ParallelRuntime.GOMP:
             cc.load_libgomp()
         elif self._runtime is ParallelRuntime.POOL:
