@@ -26,7 +26,7 @@ def _run(args: tuple, cfg, rng: np.random.Generator) -> tuple[int, int]:
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
     expect = ref.conv2d_nchw_python(x, k, s, p)
-    # a pointwise conv over fused pixels declares its output as [n, co/oc_bn, oh*ow, oc_bn]
+    # a conv over fused pixels declares its output as [n, co/oc_bn, oh*ow, oc_bn]
     out = np.full(tuple(int(d) for d in tensors[2].shape), np.nan, np.float32)
     mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
     blocked = out.reshape(n, -1, *expect.shape[2:], oc_bn)
@@ -71,8 +71,9 @@ def _check_bias_residual_relu(mod, args: tuple, ic_bn: int, oc_bn: int, seed: in
     r = rng.standard_normal(conv.shape).astype(np.float32)
     expect = np.maximum(conv + b[None, :, None, None] + r, 0)
     out = np.zeros((n, co // oc_bn, *conv.shape[2:], oc_bn), np.float32)
+    # a conv over fused pixels declares its output as [n, co/oc_bn, oh*ow, oc_bn]
     mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), pack_bias(b, oc_bn),
-        pack_data(r, oc_bn), out)
+        pack_data(r, oc_bn), out.reshape(mod.params[-1].shape))
     np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3)
 
 

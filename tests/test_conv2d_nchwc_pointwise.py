@@ -50,14 +50,15 @@ def test_pointwise_tail_blocks_match_numpy(target, args):
                                    rtol=1e-3, atol=1e-3, err_msg=str(cfg))
 
 
-def test_avx2_fallback_blocks_a_7x7_pointwise_conv_as_6_pixels_in_one_pass():
-    # 7 pixels x 2 ymm would need two 7 x 1 passes (one broadcast per FMA)
+def test_avx2_fallback_blocks_a_7x7_pointwise_conv_as_5_pixels_in_one_pass():
+    # 7 pixels x 2 ymm would need two 7 x 1 passes (one broadcast per FMA); of the one-pass
+    # blocks, 9 x 5 + 4 pixels leave no latency-bound tail (8 x 6 + 1 and 12 x 4 + 1 do)
     args = (1, 7, 7, 64, 32, 1, 1, 1, 0)
     cfg = FallbackConfigEntity()
     with Target("llvm -mcpu=haswell"), autotvm.ApplyConfig(cfg):
         autotvm.task.create("conv2d_NCHWc", args, "llvm -mcpu=haswell").func(*args)
-    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 6)
-    assert register_vectors(6, 2, 1, 16) == 2
+    assert (cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1]) == (16, 5)
+    assert register_vectors(5, 2, 1, 16) == 2
 
 
 @pytest.mark.parametrize("target", ["llvm -mcpu=haswell", "llvm"])

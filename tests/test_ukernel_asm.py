@@ -71,6 +71,16 @@ def test_asm_reader_finds_the_inner_loop_and_its_spill():
         hottest_loop("\tret\n")
 
 
+def test_asm_reader_tells_a_frame_slot_from_rbp_as_a_pointer():
+    # without a frame pointer LLVM hands %rbp out as a general register (a pixel's input
+    # pointer, indexed); a frame slot is addressed without an index register
+    body = ("\tvbroadcastss\t(%rbp,%r10), %ymm12\n"
+            "\tvfmadd231ps\t%ymm12, %ymm13, %ymm0\n")
+    assert hottest_loop(f".LBB0_1:\n{body}\tjne\t.LBB0_1\n").stack_accesses == 0
+    spill = "\tvmovaps\t%ymm4, -64(%rbp)\n\tvmovaps\t16(%rsp,%rax), %ymm4\n"
+    assert hottest_loop(f".LBB0_1:\n{body}{spill}\tjne\t.LBB0_1\n").stack_accesses == 2
+
+
 @pytest.mark.parametrize("target", ["llvm", AVX2, AVX512, "llvm -mcpu=skylake-avx512"])
 @pytest.mark.parametrize("name,args", [("dense", DENSE), ("dense", DENSE + (32,)),
                                        ("dense", (64, 1000, 512)),

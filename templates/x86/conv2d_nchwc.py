@@ -59,7 +59,7 @@ from .conv2d_nchwc_channels import (
     spans_groups,
     vector_lanes,
 )
-from .conv2d_nchwc_pixels import pointwise_pixels
+from .conv2d_nchwc_pixels import fused_pixels, pad_blocked, schedule_pad
 from .conv2d_nchwc_registers import (
     one_pass,
     pass_width,
@@ -109,9 +109,9 @@ def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
 
 
 def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: int) -> None:
-    """The knobs; ``pixels``: the output pixels of a pointwise conv whose blocks may span rows
-    (:func:`conv2d_nchwc_pixels.pointwise_pixels`), ``ow`` for any other (blocks within a row,
-    the last one partial); :mod:`.conv2d_nchwc_channels` gives the channel blocks."""
+    """The knobs; ``pixels``: the output pixels of an ungrouped conv, whose blocks may span
+    rows (:func:`conv2d_nchwc_pixels.fused_pixels`), ``ow`` for a grouped one (blocks within
+    a row, the last one partial); :mod:`.conv2d_nchwc_channels` gives the channel blocks."""
     lanes, regs = target_vector()
     nregs, fma = register_file(), fma_lanes()
     if groups == 1:
@@ -146,6 +146,8 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
 
     def fits(e: Any) -> bool:
         ow_bn, vecs = e["tile_ow"].size[-1], vecs_of(e["tile_oc"].size[-1])
+        if pixels > ow and kw > 1 and ow % ow_bn and e["unroll_kw"].val:
+            return False  # over fused pixels the taps are not unrolled: a duplicate
         taps = kw if e["unroll_kw"].val else 1
         return ow_bn * vecs >= floor.get(vecs, 1) and spill_free(ow_bn, vecs, taps, regs, nregs)
 
@@ -167,20 +169,18 @@ def _define(cfg: Any, co: int, ci: int, ow: int, kw: int, pixels: int, groups: i
         ow_bn = divisor_at_most(ow, max(1, fregs // vecs))
         if 2 * ow_bn * vecs < fregs:
             ow_bn = divisor_at_most(ow, max(1, regs // vecs))
-        # NOTE: a row block that needs passes (7 x 2 ymm) loses to a tail block that fits in
-        # one (6 x 2 ymm over the fused pixels, its remainder peeled); along a row (KxK) the
-        # tail's share is larger and the best block depends on it: left to tuning, unless
-        # only latency-bound blocks divide the row (13 pixels: 1 x 2 ymm with AVX2)
+        # NOTE: a row block that needs passes (7 x 2 ymm) or fills under half the
+        # accumulators (7 pixels x one vector: latency-bound chains) loses to a block that
+        # fits in one pass over the fused pixels (ungrouped convs), the remainder peeled: the
+        # one with the fewest cycles a reduction step (row_steps; on 49 pixels 9 x 5 + 4 beat
+        # 8 x 6 + 1). Along a row (grouped KxK) the tail's share is larger and the best block
+        # depends on it: left to tuning, unless only latency-bound blocks divide the row
+        # (13 pixels: 1 x 2 ymm with AVX2).
         whole = [b for b in tails if one_pass(b, vecs, regs, nregs)]
-        # NOTE: over fused pixels the widest whole block also serves a row block that fills
-        # under half the accumulators (7 pixels x one vector: latency-bound chains)
-        if pixels > ow and whole and (register_vectors(ow_bn, vecs, 1, nregs) < vecs
-                                      or 2 * ow_bn * vecs < fregs):
-            ow_bn = max(whole)
+        passes = pixels > ow and register_vectors(ow_bn, vecs, 1, nregs) < vecs
+        if whole and (passes or 2 * ow_bn * vecs < fregs):
+            ow_bn = min(whole, key=lambda b: (row_steps(pixels, b, vecs, fregs), -b))
             cfg["tile_ow"] = SplitEntity([-1, ow_bn])  # not a divisor: set, not split
-        elif pixels == ow and whole and 2 * ow_bn * vecs < fregs:
-            ow_bn = min(whole, key=lambda b: (row_steps(ow, b, vecs, fregs), -b))
-            cfg["tile_ow"] = SplitEntity([-1, ow_bn])
         else:
             cfg.fallback_split("tile_ow", [-1, ow_bn])
         if kw > 1 and oc_bn > co // groups and spans_groups(groups, co, ci, flanes, fma):
@@ -231,9 +231,10 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
     if oh < 1 or ow < 1:
         raise ValueError(f"{TEMPLATE}: empty output ({oh}x{ow}) for a {H}x{W} input")
     cfg = autotvm.get_config()
-    # NOTE: a strided 1x1 conv writes its pixels contiguously too; only its reads skip
-    pointwise = KH == KW == 1 and not (pt or pl or pb or pr) and groups == 1
-    _define(cfg, CO, CI, ow, KW, oh * ow if pointwise else ow, groups)
+    # NOTE: any conv writes its pixels contiguously; only its reads skip (strides, taps):
+    # ungrouped, its register blocks may span rows (conv2d_nchwc_pixels)
+    fusable = groups == 1
+    _define(cfg, CO, CI, ow, KW, oh * ow if fusable else ow, groups)
     cfg.add_flop(2.0 * N * CO * oh * ow * (CI // groups) * KH * KW)
     ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
     ow_bn = cfg["tile_ow"].size[-1]
@@ -253,23 +254,15 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
 
     data = te.placeholder((N, cib, H, W, ic_bn), name="data")
     kernel = te.placeholder((cob, reads // ic_bn, KH, KW, taps_in, oc_bn), name="kernel")
-    if pointwise and ow % ow_bn:
-        chunk = reduction_chunk(CI, ic_bn, oc_bn, 1, 1)
+    pads = (pt, pl, pb, pr)
+    if fusable and ow % ow_bn:
+        chunk = reduction_chunk(reads, ic_bn, oc_bn, KH, KW)
         band = ow_bn * max(1, BAND_PIXELS // ow_bn) if chunk else 0
         # NOTE: a chunked conv's bands stay serial (a band of its own may end in a tail)
         split = 1 if chunk else pixel_bands(oh * ow, ow_bn, N * cob, cores())
-        return pointwise_pixels(data, kernel, (sh, sw), ow_bn, pass_width(ow_bn, oc_bn, 1),
-                                chunk, band, epilogue, split)
-    hp, wp = H + pt + pb, W + pl + pr
-    if pt or pl or pb or pr:
-        dpad = te.compute(
-            (N, cib, hp, wp, ic_bn),
-            lambda n, c, y, x, i: te.if_then_else(
-                te.all(y >= pt, y < H + pt, x >= pl, x < W + pl),
-                data[n, c, y - pt, x - pl, i], te.const(0.0, data.dtype)),
-            name="data_pad")
-    else:
-        dpad = data
+        return fused_pixels(data, kernel, (sh, sw), pads, ow_bn, pass_width(ow_bn, oc_bn, 1),
+                            chunk, band, epilogue, split)
+    dpad = pad_blocked(data, pads)
     rco = te.reduce_axis((0, reads // ic_bn), name="rco")
     rci = te.reduce_axis((0, taps_in), name="rci")
     ry = te.reduce_axis((0, KH), name="ry")
@@ -292,10 +285,7 @@ def _build(N: int, H: int, W: int, CO: int, CI: int, KH: int, KW: int, stride: A
         name="conv2d_NCHWc", tag="conv2d_NCHWc")
     tail = attach(conv, epilogue)
     s = te.create_schedule(tail.output.op)
-    if dpad is not data:
-        pn, pc, py, _, pi = s[dpad].op.axis
-        s[dpad].parallel(s[dpad].fuse(pn, pc, py))
-        s[dpad].vectorize(pi)
+    schedule_pad(s, dpad, data)
 
     # NOTE: the output block (ow_bn pixels x oc_bn channels) accumulates in registers over the
     # whole reduction, then is stored once (through the epilogue); output rows run in parallel.

@@ -17,7 +17,9 @@ _LABEL = re.compile(r"^(\.?L[\w$.]+):")
 _JUMP = re.compile(r"^\s+j\w+\s+(\.?L[\w$.]+)\s*$")
 _FMA = re.compile(r"^\s+vfn?m(add|sub)\d{3}p[sd]\s+(.*)$")
 _VREG = re.compile(r"%([xyz]mm\d+)")
-_STACK = re.compile(r"\(%r[sb]p")
+# NOTE: a spill or reload addresses a frame slot, never with an index register; %rbp with one
+# is a general register (the frame pointer omitted) holding, say, a pixel's input pointer
+_STACK = re.compile(r"\(%rsp\b|\(%rbp\)")
 _MEM = re.compile(r"[-\w$.]*\(%\w+(?:,%\w+)?(?:,\d)?\)")
 
 
@@ -42,7 +44,8 @@ class AsmLoop:
     vector_loads : int
         Plain vector loads from memory (``vmovups``/``vmovaps`` into a register).
     stack_accesses : int
-        Instructions that touch the stack (``(%rsp)``/``(%rbp)``): spills and reloads.
+        Instructions that touch the stack (``(%rsp...)``, or ``(%rbp)`` without an index
+        register): spills and reloads.
     vector_stores : int
         Vector stores to memory.
     other_vector_ops : tuple of str

@@ -1,5 +1,6 @@
-"""``conv2d_NCHWc`` register blocks that divide no row of a padded / KxK conv: each row runs
-its full blocks guard-free and a peeled partial last block (templtune/lower/partition.py)."""
+"""``conv2d_NCHWc`` register blocks that divide no row of a padded / KxK conv: an ungrouped
+conv runs them over its fused output pixels (templates/x86/conv2d_nchwc_pixels.py), its full
+blocks guard-free and a peeled partial last block (templtune/lower/partition.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from templtune.codegen.llvm.asm_loops import hottest_loop
 from templtune.graph.ops.nchwc import pack_data, pack_kernel, unpack_data
 from templtune.target import Target
 from templtune.templates.x86.conv2d_nchwc import out_size, reduction_chunk
+from templtune.templates.x86.conv2d_nchwc_registers import one_pass, register_vectors
 from templtune.topi import testing as ref
 
 HASWELL = "llvm -mcpu=haswell"
@@ -43,8 +45,8 @@ def _check(mod, args: tuple, cfg, rng: np.random.Generator) -> None:
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
     k = rng.standard_normal((co, ci, kh, kw)).astype(np.float32)
     expect = ref.conv2d_nchw_python(x, k, s, p)
-    out = np.zeros((n, co // oc_bn, *expect.shape[2:], oc_bn), np.float32)
-    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out)
+    out = np.full((n, co // oc_bn, *expect.shape[2:], oc_bn), np.nan, np.float32)
+    mod(pack_data(x, ic_bn), pack_kernel(k, ic_bn, oc_bn), out.reshape(mod.params[-1].shape))
     np.testing.assert_allclose(unpack_data(out), expect, rtol=1e-3, atol=1e-3, err_msg=str(cfg))
 
 
@@ -72,7 +74,7 @@ def test_row_tail_blocks_match_numpy(target, args):
 
 
 def test_avx2_row_tail_block_is_guard_free_fmas_in_registers():
-    # 6 pixels x 2 ymm over rows of 7: 12 accumulators in one pass, no spill, no guard
+    # 6 pixels x 2 ymm over 7x7 fused pixels: 12 accumulators in one pass, no spill, no guard
     args = (1, 14, 14, 32, 32, 3, 3, 2, 1)
     cfg = next(c for c in _row_tail_configs(args, HASWELL)
                if (c["tile_ow"].size[-1], c["tile_oc"].size[-1]) == (6, 16)
@@ -84,17 +86,19 @@ def test_avx2_row_tail_block_is_guard_free_fmas_in_registers():
 @pytest.mark.parametrize("ow, offered", [(7, {4, 5, 6}), (14, {4, 5, 6}), (28, {5, 6})])
 def test_avx2_row_tails_offered_beside_row_blocks(ow, offered):
     # 16-channel blocks: every one-pass block with at least 8 chains that no row block matches
+    # (the one-vector blocks' tails, up to 14 pixels, run as two passes of 16 channels)
     args = (1, 2 * ow, 2 * ow, 32, 16, 3, 3, 2, 1)
     got = {c["tile_ow"].size[-1] for c in _row_tail_configs(args, HASWELL)
            if c["tile_oc"].size[-1] == 16}
-    assert got == offered
+    assert {b for b in got if one_pass(b, 2, 14, 16)} == offered
+    assert all(register_vectors(b, 2, 1, 16) == 1 for b in got - offered)
 
 
-# On a row of 7, 6 + 1 pixels run slower than two 7 x 1 passes (the 1-pixel block is
-# latency-bound): the fallback keeps a row block that fills half the accumulators. A row of
-# 13 has none (1 or 13 divide it, and 13 x 2 ymm do not fit): 5 + 5 + 3 (row_steps: 27 cycles
-# a step, against 91 for thirteen 1-pixel blocks and 31 for 6 + 6 + 1).
-@pytest.mark.parametrize("args, ow_bn", [((1, 14, 14, 64, 64, 3, 3, 2, 1), 7),
+# A row of 7 takes two 7 x 1 passes (one broadcast per FMA), a row of 13 only latency-bound
+# blocks (1 or 13 divide it, and 13 x 2 ymm do not fit): the fallback runs blocks of 5 over
+# the fused pixels (row_steps: 98 cycles a step on 49 pixels against 103 for 6 or 4 pixels,
+# whose tails are 1 and 1; 338 on 169 against 343).
+@pytest.mark.parametrize("args, ow_bn", [((1, 14, 14, 64, 64, 3, 3, 2, 1), 5),
                                          ((1, 13, 13, 64, 64, 3, 3, 1, 1), 5)])
 def test_avx2_fallback_row_blocks_of_kxk_convs(args, ow_bn):
     cfg = FallbackConfigEntity()
