@@ -30,15 +30,26 @@ def test_chunked_configs_match_numpy(ci, co, hw, stride, pick):
     _run(args, cfg, np.random.default_rng(pick))
 
 
-def test_reduction_chunk_keeps_a_chunk_in_half_of_l1():
-    from templtune.templates.x86.conv2d_nchwc import L1_BYTES, band_rows, reduction_chunk
+def test_reduction_chunk_keeps_a_chunk_in_half_of_l1_or_l2():
+    from templtune.templates.x86.conv2d_nchwc import (
+        L1_BYTES,
+        STREAM_BYTES,
+        band_rows,
+        reduction_chunk,
+    )
 
     assert reduction_chunk(2048, 32, 32, 1, 1) == 4  # 128 channels x 32 x 4 B = 16 KiB
     assert reduction_chunk(256, 32, 32, 1, 1) == 0  # 32 KiB of weights stay in L1
-    # KxK: chunked only where a block's weights exceed STREAM_BYTES, one input block at least
-    assert reduction_chunk(512, 32, 32, 3, 3) == 1  # 576 KiB streamed
+    # KxK: chunked only where a block's weights exceed STREAM_BYTES, a chunk's within half
+    # of it, one input block at least
+    assert reduction_chunk(512, 32, 32, 3, 3) == 2  # 576 KiB streamed, 2 x 36 KiB a chunk
     assert reduction_chunk(128, 32, 32, 3, 3) == 0  # 144 KiB stay in L2
-    assert reduction_chunk(512, 8, 16, 3, 3) == 2  # 2 x 4.5 KiB within half of L1
+    assert reduction_chunk(512, 16, 16, 3, 3) == 8  # 8 x 9 KiB within 128 KiB
+    assert reduction_chunk(512, 64, 64, 3, 3) == 1  # one 144 KiB block
+    for ci, ic_bn, oc_bn in [(512, 8, 16), (1024, 16, 32), (768, 48, 16)]:
+        c = reduction_chunk(ci, ic_bn, oc_bn, 3, 3)
+        assert c >= 1 and (ci // ic_bn) % c == 0
+        assert c == 1 or c * ic_bn * oc_bn * 9 * 4 <= STREAM_BYTES // 2
     for ci, ic_bn, oc_bn in [(512, 16, 64), (1024, 8, 32), (768, 48, 16), (4096, 64, 64)]:
         c = reduction_chunk(ci, ic_bn, oc_bn, 1, 1)
         assert c >= 1 and (ci // ic_bn) % c == 0

@@ -90,21 +90,23 @@ STREAM_BYTES = 256 * 1024
 def reduction_chunk(ci: int, ic_bn: int, oc_bn: int, kh: int, kw: int) -> int:
     """Input-channel blocks per chunk of a conv's reduction (0: not chunked).
 
-    Chunked, a band of output rows accumulates one chunk of input channels at a time (the
-    partial sums in a slab, the chunk's weights, at most half of L1 where one input-channel
-    block allows, reused by every pixel of the band), as ONNX Runtime's pointwise kernels do.
-    A 1x1 conv is chunked where an output-channel block's weights (``ci * oc_bn`` floats)
-    overflow L1: unchunked they would stream from L2 once per register block of pixels. A
-    KxK conv is chunked where they exceed :data:`STREAM_BYTES` (they come from memory on
-    every network run): unchunked, the block's first output row waits on all of them and the
-    other rows re-read them from L2; chunked, every row of the band uses each chunk while it
-    is in L1.
+    Chunked, a band of output pixels accumulates one chunk of input channels at a time (the
+    partial sums in a slab, reused by every pixel of the band), as ONNX Runtime's pointwise
+    kernels do. A 1x1 conv is chunked where an output-channel block's weights (``ci *
+    oc_bn`` floats) overflow L1: unchunked they would stream from L2 once per register block
+    of pixels; a chunk's weights take at most half of L1, where one input-channel block
+    allows. A KxK conv is chunked where they exceed :data:`STREAM_BYTES` (they come from
+    memory on every network run): unchunked, the band's first register block waits on all of
+    them and the other blocks re-read them from L2; a chunk's take at most half of that L2,
+    so each comes from memory once and serves the band from L2. Chunks of one 16-channel
+    block (144 steps of a 3x3 kernel) would reload and store each register block's
+    accumulators, and recompute its pixels' pointers, too often.
     """
     block = ic_bn * kh * kw * oc_bn * 4
     limit = L1_BYTES if kh * kw == 1 else STREAM_BYTES
     if ci // ic_bn * block <= limit:
         return 0
-    return divisor_at_most(ci // ic_bn, max(1, L1_BYTES // 2 // block))
+    return divisor_at_most(ci // ic_bn, max(1, limit // 2 // block))
 
 
 
