@@ -210,7 +210,8 @@ class _Gen:
         elif isinstance(st, AttrStmt):
             self.s(st.body, ind, depth)
         elif isinstance(st, Evaluate):
-            if isinstance(st.value, Call) and st.value.name.startswith("tvm_storage_sync"):
+            if isinstance(st.value, Call) and (st.value.name.startswith("tvm_storage_sync")
+                                               or st.value.name == "prefetch"):
                 self.lines.append(f"{pad}pass")
             else:
                 self.lines.append(f"{pad}{self.e(st.value)}")

@@ -12,6 +12,7 @@ from templtune.lower.ir import PrimFunc
 from templtune.lower.nest import build_nest
 from templtune.lower.partition import partition_loops
 from templtune.lower.passes import unroll_loops
+from templtune.lower.prefetch import inject_prefetch
 from templtune.lower.vectorize import vectorize_loops
 from templtune.lower.verify import verify
 from templtune.schedule.bound import infer_bound
@@ -41,7 +42,7 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
     -------
     PrimFunc
         Body after bound inference, loop-nest generation, storage flattening, index
-        simplification, double buffering, vectorization and unrolling; checked by
+        simplification, double buffering, prefetches, vectorization and unrolling; checked by
         :func:`verify`.
 
     Raises
@@ -60,12 +61,15 @@ def lower(s: Schedule, args: Sequence[Any], name: str = "main",
         tensors.append(s.resolve(a))
     # NOTE: only schedules that ask for it pay for the pass's walk over the whole nest
     double = any(st.double_buffered for st in s.stages)
+    prefetch = any(a.prefetch for st in s.stages for a in st.iter_var_attrs.values())
     if double:
         check_attached(s.stages)
     br = infer_bound(s)
     params, body = build_nest(s, tensors, br, [a.name for a in args])
     if double:
         body = inject_double_buffer(body, br.var_ranges)
+    if prefetch:
+        body = inject_prefetch(body, br.var_ranges)
     body = partition_loops(body, br.var_ranges)
     body = vectorize_loops(body)
     body = unroll_loops(body, ranges=br.var_ranges)

@@ -25,6 +25,7 @@ from templtune.lower.ir import (
     Store,
     seq,
 )
+from templtune.lower.prefetch import PREFETCH
 from templtune.lower.storage import (  # noqa: F401  (re-exported: were defined here)
     StorageLayout,
     _add,
@@ -295,6 +296,8 @@ class NestBuilder(StorageLayout):
         attr = info.stage.iter_var_attrs.get(lv)
         tiv = attr.bind_thread if attr else None
         ann = tuple((f"pragma_{k}", v) for k, v in attr.pragmas) if attr else ()
+        if attr and attr.prefetch:
+            ann += tuple((PREFETCH, (self._prefetched(info, t), k)) for t, k in attr.prefetch)
         if tiv is not None:
             assert isinstance(var, Var)
             return For(var, const(0), _ext_expr(ext), ForKind.THREAD_BINDING, body,
@@ -303,6 +306,14 @@ class NestBuilder(StorageLayout):
             return body  # unit loop removed
         kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
         return For(var, const(0), _ext_expr(ext), kind, body, annotations=ann)
+
+
+    def _prefetched(self, info: StageBound, tensor: Tensor) -> Buffer:
+        t = self.sch.resolve(tensor)
+        if t not in self._storage:
+            raise LoweringError(f"stage {info.op.name}: prefetch of {tensor.name}, which the "
+                                "lowered function does not read")
+        return self._storage[t].buffer
 
 
 def _likely(c: PrimExpr) -> PrimExpr:

@@ -46,11 +46,12 @@ Relation = Split | Fuse | Rebase
 
 @dataclass(slots=True)
 class IterVarAttr:
-    """Annotations of one leaf axis: loop kind, thread binding, pragmas."""
+    """Annotations of one leaf axis: loop kind, thread binding, pragmas, prefetches."""
 
     kind: IterKind | None = None  # UNROLLED / VECTORIZED / PARALLELIZED
     bind_thread: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
+    prefetch: list[tuple[Any, int]] = field(default_factory=list)  # (tensor, offset)
 
 
 def new_iter_var(name: str, extent: int | None, iter_type: IterKind) -> IterVar:

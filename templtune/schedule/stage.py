@@ -269,6 +269,24 @@ class Stage:
                             iv)
         self._attr(iv).pragmas.append((pragma_type, value))
 
+    def prefetch(self, tensor: Any, var: IterVar, offset: int) -> None:
+        """Prefetch, at the start of each iteration of loop ``var``, what iteration ``var +
+        offset`` reads of ``tensor`` (TVM's ``Stage.prefetch``): lowering bounds the
+        tensor's reads in the loop's body over its inner loops and emits one prefetch per
+        cache line of that range. On x86 the lines go to L2 (``prefetcht1``), not L1, where
+        an iteration's worth would evict what the current one reads; other targets ignore
+        it. A prefetch past the tensor's end (the last iterations) is harmless."""
+        from templtune.te.tensor import Tensor
+
+        self._check_compute("prefetch")
+        self._leaf_pos(var, "prefetch")
+        if not isinstance(tensor, Tensor):
+            raise self._err(f"prefetch needs a tensor, got {type(tensor).__name__}", var)
+        k = None if isinstance(offset, bool) else const_int(offset)
+        if not k:
+            raise self._err(f"prefetch needs a non-zero int offset, got {offset!r}", var)
+        self._attr(var).prefetch.append((tensor, k))
+
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the stride of dimension ``axis`` so that ``stride % factor == offset``."""
         self._check_compute("storage_align")

@@ -340,8 +340,8 @@ def _allocate(r: _Renderer, st: Allocate) -> None:
 def _evaluate(r: _Renderer, st: Evaluate) -> None:
     if is_barrier(st):
         r.emit("__syncthreads();")
-    elif isinstance(st.value, Call) and st.value.name == "tvm_noop":
-        return
+    elif isinstance(st.value, Call) and st.value.name in ("tvm_noop", "prefetch"):
+        return  # NOTE: Stage.prefetch is a CPU cache hint; GPU kernels stage data explicitly
     else:
         r.emit(f"{r.e(st.value)};")
 

@@ -99,6 +99,7 @@ class ExprRenderer(MathCalls):
     def start_block(self, label: str) -> None: ...  # pragma: no cover
     def declare(self, line: str) -> None: ...  # pragma: no cover
     def buffer_ptr(self, buf: Buffer) -> str: raise NotImplementedError  # pragma: no cover
+    def prefetch(self, e: Any) -> None: ...  # pragma: no cover
 
     # ------------------------------------------------------------------------- helpers
     def op(self, text: str) -> str:
@@ -331,6 +332,9 @@ class ExprRenderer(MathCalls):
         if name in ("likely", "unlikely"):
             return self.expr(e.args[0])
         if name in ("tvm_storage_sync", "noop"):
+            return "0", "int32"
+        if name == "prefetch":
+            self.prefetch(e.args[0])
             return "0", "int32"
         args = [self.expr(a) for a in e.args]
         n = max([dt.lanes(e.dtype)] + [dt.lanes(a[1]) for a in args])

@@ -226,6 +226,18 @@ class MemoryRenderer(ExprRenderer):
         i = self.expr(index)
         return self.op(f"getelementptr inbounds {ety}, ptr {base}, {T.ll_type(i[1])} {i[0]}"), lanes, False
 
+    def prefetch(self, e: Load) -> None:
+        """Prefetch the line of ``e``'s element into L2 (``prefetcht1``; the load is not
+        performed). No ``inbounds``: the last iterations prefetch past the buffer's end."""
+        if not isinstance(e, Load) or dt.lanes(e.index.dtype) != 1:
+            raise CodegenError(f"prefetch needs a scalar buffer element, got {e!r}")
+        i = self.expr(e.index)
+        ety = T.mem_type(dt.element_of(e.buffer.dtype))
+        p = self.op(f"getelementptr {ety}, ptr {self.buffer_ptr(e.buffer)}, "
+                    f"{T.ll_type(i[1])} {i[0]}")
+        self.declare("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
+        self.emit(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 2, i32 1)")
+
     def _clamped_address(self, base: str, ety: str, index: PrimExpr,
                          lanes: int) -> tuple[str, int, bool]:
         c = self.clamp
