@@ -307,7 +307,6 @@ class NestBuilder(StorageLayout):
         kind = _KIND.get(attr.kind, ForKind.SERIAL) if attr and attr.kind else ForKind.SERIAL
         return For(var, const(0), _ext_expr(ext), kind, body, annotations=ann)
 
-
     def _prefetched(self, info: StageBound, tensor: Tensor) -> Buffer:
         t = self.sch.resolve(tensor)
         if t not in self._storage:

@@ -4,9 +4,9 @@ Lowering marks the loop of ``s[op].prefetch(tensor, var, offset)`` with a ``pref
 annotation naming the tensor's buffer. This pass bounds, for each mark, the elements of the
 buffer that the loop's body reads when the loop variable is ``var + offset`` (the reads'
 flat indices over the inner loops' ranges) and puts, at the start of the body, a loop of
-``prefetch`` calls: one per cache line of that range, each the address of its first element
+``prefetch`` calls, one cache line apart from the range's first element to its last
 (``Evaluate(Call("int32", "prefetch", (Load(buffer, index),)))``; the load is never
-performed), the last at the range's last element. A range the analysis cannot bound gets no prefetch.
+performed). A range the analysis cannot bound gets no prefetch.
 """
 
 from __future__ import annotations
