@@ -107,7 +107,7 @@ def test_cuda_source_leaves_prefetches_out():
     s[C].bind(tx, te.thread_axis("threadIdx.x"))
     s[C].prefetch(A, tx, 1)
     src = build_cuda(templtune.lower(s, [A, B, C]), compile=False).get_source()
-    assert "__global__" in src and "prefetch" not in src
+    assert "__global__" in src and "prefetch" not in src and "_pf" not in src  # nor its loop
 
 
 def test_bad_requests_name_the_problem():

@@ -295,6 +295,8 @@ def _seq(r: _Renderer, st: SeqStmt) -> None:
 
 @_STMT.register(For)
 def _for(r: _Renderer, st: For) -> None:
+    if _is_prefetch(st.body):
+        return  # the loop over a Stage.prefetch's lines, whose calls GPU code leaves out
     r.loop(st)
 
 
@@ -336,12 +338,17 @@ def _allocate(r: _Renderer, st: Allocate) -> None:
     r.s(st.body)
 
 
+def _is_prefetch(st: Stmt) -> bool:
+    # NOTE: Stage.prefetch is a CPU cache hint; GPU kernels stage data explicitly
+    return isinstance(st, Evaluate) and isinstance(st.value, Call) and st.value.name == "prefetch"
+
+
 @_STMT.register(Evaluate)
 def _evaluate(r: _Renderer, st: Evaluate) -> None:
     if is_barrier(st):
         r.emit("__syncthreads();")
-    elif isinstance(st.value, Call) and st.value.name in ("tvm_noop", "prefetch"):
-        return  # NOTE: Stage.prefetch is a CPU cache hint; GPU kernels stage data explicitly
+    elif _is_prefetch(st) or isinstance(st.value, Call) and st.value.name == "tvm_noop":
+        return
     else:
         r.emit(f"{r.e(st.value)};")
 
