@@ -66,24 +66,25 @@ def main() -> None:
     if a.worker:
         print(json.dumps(_profile(a.model, a.worker, a.profiles, a.serial)))
         return
-    runs: dict[int, list[dict]] = {}
-    configs = [(1, ""), (a.threads, "")] + ([(-a.threads, a.serial)] if a.serial else [])
+    runs: dict[tuple[int, str], list[dict]] = {}
+    plain, mixed_cfg = (a.threads, ""), (a.threads, a.serial)
+    configs = [(1, ""), plain] + ([mixed_cfg] if a.serial else [])
     for _ in range(a.rounds):
-        for n, serial in configs:
-            env = {**os.environ, "TEMPLTUNE_NUM_THREADS": str(abs(n))}
-            out = subprocess.run([sys.executable, __file__, a.model, "--worker", str(abs(n)),
+        for cfg in configs:
+            n, serial = cfg
+            env = {**os.environ, "TEMPLTUNE_NUM_THREADS": str(n)}
+            out = subprocess.run([sys.executable, __file__, a.model, "--worker", str(n),
                                   "--profiles", str(a.profiles), "--serial", serial],
                                  env=env, check=True, capture_output=True, text=True).stdout
             rows = json.loads(out.strip().splitlines()[-1])
-            assert n not in runs or [r["key"] for r in rows] == [r["key"] for r in runs[n]]
-            runs[n] = rows if n not in runs else [
-                {**r, "t": min(r["t"], s["t"])} for r, s in zip(runs[n], rows)]
-    one, many = runs[1], runs[a.threads]
+            assert cfg not in runs or [r["key"] for r in rows] == [r["key"] for r in runs[cfg]]
+            runs[cfg] = rows if cfg not in runs else [
+                {**r, "t": min(r["t"], s["t"])} for r, s in zip(runs[cfg], rows)]
+    one, many, mixed = runs[(1, "")], runs[plain], runs[mixed_cfg if a.serial else plain]
     t1, tn = sum(r["t"] for r in one), sum(r["t"] for r in many)
     print(f"{a.model}: groups sum {t1 * 1e3:.2f} ms on 1 thread, {tn * 1e3:.2f} ms on "
           f"{a.threads} (perfect {t1 / a.threads * 1e3:.2f}: {(tn - t1 / a.threads) * 1e3:.2f} "
           f"ms lost)")
-    mixed = runs.get(-a.threads, many)
     if a.serial:
         print(f"  (third column: groups of {a.serial!r} on 1 thread in the {a.threads}-thread "
               f"run; its groups sum {sum(r['t'] for r in mixed) * 1e3:.2f} ms)")

@@ -20,7 +20,7 @@ from templtune import dtype as dt
 from templtune.lower.ir import Buffer, Evaluate, For, ForKind, LetStmt, Load, Stmt, seq
 from templtune.te.bound import Interval, eval_interval, union
 from templtune.te.expr import BinOpKind, Call, PrimExpr, Range, Var, binary, const
-from templtune.te.functor import Mutator, children, handles, substitute
+from templtune.te.functor import Mutator, handles, post_order, substitute
 from templtune.te.simplify import Simplifier
 
 logger = logging.getLogger("templtune.lower")
@@ -41,26 +41,25 @@ def read_range(body: Stmt, buffer: Buffer, at: Mapping[Var, PrimExpr],
     dom: dict[Var, Interval] = {}
     lets: dict[Var, PrimExpr] = {}
     indices: list[PrimExpr] = []
-
-    def walk(node: Any) -> None:
+    for node in post_order(body):
         if isinstance(node, For):
             dom[node.loop_var] = Interval.from_range(Range(node.min, node.extent))
         elif isinstance(node, LetStmt):
             lets[node.var] = node.value
         elif isinstance(node, Load) and node.buffer is buffer:
+            if dt.lanes(node.index.dtype) != 1:
+                return None
             indices.append(node.index)
-        for c in children(node):
-            walk(c)
-
-    walk(body)
     if not indices:
         return None
+    # NOTE: post order meets an inner let before the outer one its value may use: resolved
+    # outermost first, each value is then free of lets
+    for var in reversed(list(lets)):
+        lets[var] = substitute(lets[var], lets)
     region: Interval | None = None
     for index in indices:
-        for _ in range(len(lets) + 1):  # a let's value may use an outer let
-            index = substitute(index, lets)
-        iv = eval_interval(substitute(index, at), dom, ranges)
-        if not iv.is_bounded or dt.lanes(index.dtype) != 1:
+        iv = eval_interval(substitute(substitute(index, lets), at), dom, ranges)
+        if not iv.is_bounded:
             return None
         region = iv if region is None else union(region, iv)
     return region

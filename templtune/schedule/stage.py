@@ -17,7 +17,7 @@ from templtune.schedule.relations import (
     new_iter_var,
 )
 from templtune.te.expr import IterKind, IterVar, const_int
-from templtune.te.tensor import ComputeOp, Operation, PlaceholderOp
+from templtune.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor
 
 if TYPE_CHECKING:
     from templtune.schedule.schedule import Schedule
@@ -276,8 +276,6 @@ class Stage:
         cache line of that range. On x86 the lines go to L2 (``prefetcht1``), not L1, where
         an iteration's worth would evict what the current one reads; other targets ignore
         it. A prefetch past the tensor's end (the last iterations) is harmless."""
-        from templtune.te.tensor import Tensor
-
         self._check_compute("prefetch")
         self._leaf_pos(var, "prefetch")
         if not isinstance(tensor, Tensor):
