@@ -70,6 +70,19 @@ def test_results_unchanged_and_next_reads_on_prefetched_lines(factor, tensor, of
         assert len(lines) <= (factor * width if tensor == "A" else kk * m) // per_line + 2
 
 
+def test_nested_marks_bound_only_the_body_reads():
+    A, B, C = matmul(12, 10, 9)
+    s = te.create_schedule(C.op)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[C].prefetch(A, io, 1)
+    s[C].prefetch(A, ii, 2)  # inner: its prefetch of row ii + 2 reads nothing
+    f = check_matmul(s, A, B, C)
+    outer = next(n for n in _prefetch_loops(f) if io.var.name in n.loop_var.name)
+    # rows 4 (io + 1) .. 4 (io + 1) + 3 of 9 floats: 36 elements, not up to the inner
+    # mark's row 4 (io + 1) + 5
+    assert _value(outer.extent, {}) == (4 * 9 - 1) // (LINE_BYTES // 4) + 2
+
+
 def test_x86_code_prefetches_into_l2():
     n, k = 64, 256
     A = te.placeholder((n, k), name="A")

@@ -41,12 +41,15 @@ def read_range(body: Stmt, buffer: Buffer, at: Mapping[Var, PrimExpr],
     dom: dict[Var, Interval] = {}
     lets: dict[Var, PrimExpr] = {}
     indices: list[PrimExpr] = []
-    for node in post_order(body):
+    nodes = list(post_order(body))
+    # an inner mark's prefetches name addresses, they read nothing
+    fetched = {id(n.args[0]) for n in nodes if isinstance(n, Call) and n.name == "prefetch"}
+    for node in nodes:
         if isinstance(node, For):
             dom[node.loop_var] = Interval.from_range(Range(node.min, node.extent))
         elif isinstance(node, LetStmt):
             lets[node.var] = node.value
-        elif isinstance(node, Load) and node.buffer is buffer:
+        elif isinstance(node, Load) and node.buffer is buffer and id(node) not in fetched:
             if dt.lanes(node.index.dtype) != 1:
                 return None
             indices.append(node.index)
