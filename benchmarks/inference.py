@@ -38,6 +38,7 @@ Run::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -66,6 +67,8 @@ from peers import Engine, peer_engines, templtune_engine  # noqa: E402
 
 from templtune import graph  # noqa: E402
 
+#: file that benchmarks/studies/ort_avx2.py leaves in the ONNX Runtime copy it patches
+ORT_AVX2_MARK = "AVX2_KERNELS"
 #: key of the per-round FMA peaks in :func:`time_rounds`'s result
 PEAK = "FMA peak"
 PEERS = ("ort", "openvino", "openvino-default", "torch")
@@ -304,6 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     emit("load average (1, 5, 15 min): " + ", ".join(f"{v:.1f}" for v in os.getloadavg()))
     if os.environ.get("ONEDNN_MAX_CPU_ISA"):  # OpenVINO's kernels capped (the AVX2 proxy)
         emit(f"ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']}: OpenVINO's ISA capped")
+    ort = importlib.util.find_spec("onnxruntime")
+    if ort and ort.origin and (Path(ort.origin).parent / ORT_AVX2_MARK).exists():
+        emit(f"ONNX Runtime from {Path(ort.origin).parent.parent}: its AVX2 kernels "
+             "(benchmarks/studies/ort_avx2.py)")
     fam = isa_family("llvm")
     emit(f"packaged logs: {', '.join(str(f) for f in reference_log_files('llvm')) or 'none'}")
     if fam is not None:

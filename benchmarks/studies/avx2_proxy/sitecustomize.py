@@ -5,11 +5,13 @@ one makes llvmlite report a Zen 3 (``znver3``) without the AVX-512, AVX10 and AM
 the Target's capability record, the packaged log (``x86.log``) and the generated code are the
 AVX2 family's. It also sets ``ONEDNN_MAX_CPU_ISA=AVX2`` (unless set), which OpenVINO's CPU
 plugin obeys (its convolutions become ``brgconv_avx2``), so OpenVINO runs AVX2 code on the same
-cores; ONNX Runtime has no such switch and keeps its AVX-512 kernels. The ratios are still a
-stand-in for a real AVX2 host, not its figures: Zen 4's caches are larger than Zen 3's
-(``benchmarks/results/inference.txt`` calibrates the proxy against a Zen 3 run). Run::
+cores. ONNX Runtime has no such switch: ``../ort_avx2.py`` makes a copy of it that takes its AVX2
+kernels, to put on the path after this folder. The ratios are still a stand-in for a real AVX2
+host, not its figures: Zen 4's caches are larger than Zen 3's. Run::
 
-    PYTHONPATH=benchmarks/studies/avx2_proxy python3 benchmarks/inference.py --models resnet-50
+    python3 benchmarks/studies/ort_avx2.py /tmp/ort_avx2
+    PYTHONPATH=benchmarks/studies/avx2_proxy:/tmp/ort_avx2 python3 benchmarks/inference.py \
+        --models resnet-50 --engines ort,openvino --isolate
 """
 
 import os as _os
