@@ -1,7 +1,7 @@
 """Every point of a ``conv2d_NCHWc_winograd`` space, timed alone (warm), against numpy.
 
 Sweeps one resnet 3x3 stride-1 workload (``H C m``: 56 64 4, 28 128 4, 14 256 2, 7 512 2)
-at 32-channel blocks, checks each kernel against numpy and prints the fastest points with and
+at ``--block``-channel blocks (32 by default), checks each kernel against numpy and prints the fastest points with and
 without ``fuse_rows``, in ms and GFLOPS-equivalent (the direct convolution's FLOPs). Run::
 
     TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/winograd_nchwc.py 56 64 4
@@ -32,10 +32,12 @@ def main() -> None:
     ap.add_argument("C", type=int)
     ap.add_argument("m", type=int, choices=(2, 4))
     ap.add_argument("--target", default="llvm")
+    ap.add_argument("--block", type=int, default=32, help="input and output channel block")
     a = ap.parse_args()
     from templtune.templates.x86.conv2d_nchwc_winograd import transform_weight
 
-    args = (1, a.H, a.H, a.C, a.C, 3, 3, 1, 1, 32, 32, a.m)
+    bn = a.block
+    args = (1, a.H, a.H, a.C, a.C, 3, 3, 1, 1, bn, bn, a.m)
     tgt = Target(a.target)
     task = autotvm.task.create(TEMPLATE, args, tgt)
     rng = np.random.default_rng(0)
@@ -52,7 +54,7 @@ def main() -> None:
         f = templtune.build(s, ts, tgt)
         out = np.zeros([int(d) for d in ts[-1].shape], "float32")
         nd = [templtune.nd.array(v, dev) for v in
-              (pack_data(x, 32), transform_weight(a.m, 32, 32)(pack_kernel(w, 32, 32)), out)]
+              (pack_data(x, bn), transform_weight(a.m, bn, bn)(pack_kernel(w, bn, bn)), out)]
         f(*nd)
         err = float(np.abs(unpack_data(nd[2].numpy()) - ref).max())
         if err > 1e-2 * float(np.abs(ref).max()):
