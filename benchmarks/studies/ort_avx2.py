@@ -5,9 +5,10 @@ proxy (``avx2_proxy/sitecustomize.py``) compared templtune's AVX2 code with ORT'
 kernels. MLAS, ORT's kernel library, picks its kernels once, from ``cpuid`` and the OS's
 enabled register state (``xgetbv``): AVX-512 kernels only where XCR0 enables the ZMM state
 (bits 5-7), AMX only where it enables the tile state (bits 17-18). This script copies the
-installed ``onnxruntime`` package to ``OUT/onnxruntime`` and, in the copy's extension module,
-replaces each ``xgetbv`` whose result is combined into a 64-bit XCR0 value (MLAS's platform
-set-up and the bundled cpuinfo's) by constants reporting x87 + SSE + AVX state only::
+installed ``onnxruntime`` package to ``OUT/onnxruntime`` and, in the copy's shared libraries,
+replaces each ``xgetbv`` whose result is combined into a 64-bit XCR0 value (two per library in
+ORT 1.32: MLAS's platform set-up and one other CPU-feature probe) by constants reporting
+x87 + SSE + AVX state only::
 
     xgetbv; mov eax,eax; shl rdx,32; or rdx,rax   ->   mov eax,7; mov edx,7; nop
 
@@ -81,9 +82,10 @@ def patch(src: Path, out: Path) -> list[tuple[str, int]]:
 
 
 def vector_shares(pythonpath: str) -> dict[str, float]:
-    """Shares of a conv's perf samples in ORT's module on instructions naming zmm / ymm registers."""
+    """Shares of a conv's perf samples in ORT's module on instructions naming zmm / ymm."""
     spec = importlib.util.find_spec("onnxruntime")
-    root = Path(pythonpath) / "onnxruntime" if pythonpath else Path(str(spec and spec.origin)).parent
+    installed = Path(str(spec and spec.origin)).parent
+    root = Path(pythonpath) / "onnxruntime" if pythonpath else installed
     module = next((root / "capi").glob("onnxruntime_pybind11_state*.so"))
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
@@ -94,8 +96,8 @@ def vector_shares(pythonpath: str) -> dict[str, float]:
         text = subprocess.run(["perf", "report", "-i", data, "--stdio", "--sort", "sym",
                                "--dsos", module.name], check=True, capture_output=True,
                               text=True).stdout
-    hot = {int(m[2], 16): float(m[1]) for m in re.finditer(r"([\d.]+)%\s+\[\.\]\s+0x([0-9a-f]+)",
-                                                            text)}
+    sample = r"([\d.]+)%\s+\[\.\]\s+0x([0-9a-f]+)"
+    hot = {int(m[2], 16): float(m[1]) for m in re.finditer(sample, text)}
     hot = dict(sorted(hot.items(), key=lambda kv: -kv[1])[:200])
     if not hot:
         raise RuntimeError("perf recorded no samples in ORT's module")
@@ -112,7 +114,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="folder to put on PYTHONPATH")
     ap.add_argument("--check", action="store_true",
-                    help="perf a conv in both copies and print the zmm share of its samples")
+                    help="perf a conv in both copies: the zmm and ymm shares of its samples")
     a = ap.parse_args()
     spec = importlib.util.find_spec("onnxruntime")
     if spec is None or spec.origin is None:
@@ -129,8 +131,8 @@ def main() -> None:
     if a.check:
         for label, path in (("installed", ""), ("patched", str(a.out))):
             shares = vector_shares(path)
-            print(f"{label}: a 3x3 conv's samples in ORT on zmm instructions {shares['zmm']:.1%}, "
-                  f"on ymm {shares['ymm']:.1%}")
+            print(f"{label}: a 3x3 conv's samples in ORT on zmm instructions "
+                  f"{shares['zmm']:.1%}, on ymm {shares['ymm']:.1%}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Every point of a ``conv2d_NCHWc_winograd`` space, timed alone (warm), against numpy.
 
 Sweeps one resnet 3x3 stride-1 workload (``H C m``: 56 64 4, 28 128 4, 14 256 2, 7 512 2)
-at ``--block``-channel blocks (32 by default), checks each kernel against numpy and prints the fastest points with and
-without ``fuse_rows``, in ms and GFLOPS-equivalent (the direct convolution's FLOPs). Run::
+at ``--block``-channel blocks (32 by default), checks each kernel against numpy and prints the
+fastest points with and without ``fuse_rows``, in ms and GFLOPS-equivalent (the direct
+convolution's FLOPs). Run::
 
     TEMPLTUNE_NUM_THREADS=1 python3 benchmarks/studies/winograd_nchwc.py 56 64 4
 """
