@@ -81,12 +81,10 @@ def patch(src: Path, out: Path) -> list[tuple[str, int]]:
     return done
 
 
-def vector_shares(pythonpath: str) -> dict[str, float]:
-    """Shares of a conv's perf samples in ORT's module on instructions naming zmm / ymm."""
-    spec = importlib.util.find_spec("onnxruntime")
-    installed = Path(str(spec and spec.origin)).parent
-    root = Path(pythonpath) / "onnxruntime" if pythonpath else installed
-    module = next((root / "capi").glob("onnxruntime_pybind11_state*.so"))
+def vector_shares(package: Path, pythonpath: str) -> dict[str, float]:
+    """Shares of a conv's perf samples in the ORT ``package`` (the one ``pythonpath`` imports)
+    on instructions naming zmm / ymm."""
+    module = next((package / "capi").glob("onnxruntime_pybind11_state*.so"))
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         env = {**os.environ, "PYTHONPATH": pythonpath}
@@ -129,8 +127,9 @@ def main() -> None:
         print(f"patched {name} at {at:#x}")
     print(f"PYTHONPATH={a.out} runs ORT's AVX2 kernels")
     if a.check:
-        for label, path in (("installed", ""), ("patched", str(a.out))):
-            shares = vector_shares(path)
+        for label, package, path in (("installed", src, ""),
+                                     ("patched", a.out / "onnxruntime", str(a.out))):
+            shares = vector_shares(package, path)
             print(f"{label}: a 3x3 conv's samples in ORT on zmm instructions "
                   f"{shares['zmm']:.1%}, on ymm {shares['ymm']:.1%}")
 

@@ -347,7 +347,7 @@ def _is_prefetch(st: Stmt) -> bool:
 def _evaluate(r: _Renderer, st: Evaluate) -> None:
     if is_barrier(st):
         r.emit("__syncthreads();")
-    elif isinstance(st.value, Call) and st.value.name in ("tvm_noop", "prefetch"):
+    elif _is_prefetch(st) or (isinstance(st.value, Call) and st.value.name == "tvm_noop"):
         return
     else:
         r.emit(f"{r.e(st.value)};")
